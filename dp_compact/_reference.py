@@ -1,0 +1,81 @@
+"""A plain per-cut reference of DESIGN §1–§2, for tests and the benchmark only.
+
+Every quantity is recomputed from scratch for one cut with Python loops and floats, the way
+the seed's original planner does; the vectorized :mod:`dp_compact.benefit` must agree with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from dp_compact.benefit import L_INSTR_TOKENS, RETENTION_FLOOR
+from dp_compact.pricing import Prices
+from dp_compact.sessions.model import Message
+
+__all__ = ["is_feasible_cut", "net_benefit_at"]
+
+
+def is_feasible_cut(messages: Sequence[Message], cut: int, *, user_turns_only: bool = False) -> bool:
+    """DESIGN §1 for one cut, checked directly on the messages (O(N))."""
+    n = len(messages)
+    if not 0 < cut < n:
+        return False
+    first = messages[cut]
+    if user_turns_only:
+        raw = first.raw
+        if first.role != "user" or (isinstance(raw, dict) and isinstance(raw.get("content"), list)):
+            return False
+    elif first.role == "tool":
+        return False
+    called_in_tail = {c.id for m in messages[cut:] for c in m.tool_calls}
+    called_anywhere = {c.id for m in messages for c in m.tool_calls}
+    for message in messages[cut:]:
+        for result in message.tool_results:
+            if result.call_id in called_anywhere and result.call_id not in called_in_tail:
+                return False
+    return True
+
+
+def net_benefit_at(
+    tokens: Sequence[int],
+    cut: int,
+    *,
+    prices: Prices,
+    v: int,
+    s: int,
+    m: int,
+    remaining_calls: float,
+    avg: float,
+    c: int,
+    beta: float,
+    r: float,
+    qp: float,
+    recall: tuple[Sequence[float], float, float] | None = None,
+) -> dict[str, float]:
+    """The five terms and net of DESIGN §2 at one cut, in $.
+
+    ``recall`` is ``(ages, q0, tau)`` for the recall model (ages in user turns), None for the seed's.
+    """
+    total = sum(int(t) for t in tokens)
+    kept = sum(int(t) for t in tokens[cut:])
+    head = total - kept
+    p_write = prices.p_cache_write if prices.p_cache_write is not None else prices.p_input
+    savings = (remaining_calls - 1) * prices.p_cache * head / 1e6
+    cache_miss = (s + kept) * (p_write - prices.p_cache) / 1e6
+    compact_cost = (prices.p_cache * (v + head) + prices.p_input * L_INSTR_TOKENS + prices.p_out * s) / 1e6
+    retained = max(r ** (c + 1), RETENTION_FLOOR)
+    info_loss = beta * (1 - retained) * remaining_calls * avg * prices.p_input / 1e6
+    if recall is not None:
+        ages, q0, tau = recall
+        for j in range(cut):
+            q = q0 * math.exp(-ages[j] / tau)
+            refetch = int(tokens[j]) * (prices.p_input + (remaining_calls - 1) * prices.p_cache)
+            refetch += avg * prices.p_cache + s * prices.p_out
+            info_loss += q * refetch / 1e6
+    quality = qp * prices.p_input * ((v + total) ** 2 - (v + kept) ** 2) / (m * 1e6)
+    net = savings - cache_miss - compact_cost - info_loss + quality
+    return {
+        "savings": savings, "cache_miss": cache_miss, "compact_cost": compact_cost,
+        "info_loss": info_loss, "quality": quality, "net": net,
+    }

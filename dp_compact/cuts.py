@@ -1,0 +1,117 @@
+"""Feasible cuts (DESIGN §1): the single source of the cut rules, shared by planner and pipeline.
+
+A cut ``i`` splits the messages into the head ``[0, i)`` (summarized) and the tail ``[i, N)``
+(kept verbatim, ``k = N - i`` messages). A cut is feasible when
+
+1. the tail starts at a user turn or at an assistant message (which opens an API round), never
+   at a tool-result message; with ``user_turns_only`` (``DP_MODEL=seed``) only at a user turn;
+2. every tool result in the tail has its tool call in the tail, so the results of parallel calls
+   stay with their assistant message;
+3. a pending tool call (no result yet) needs nothing: the tail always holds the last message.
+
+Signed thinking blocks: the tail is copied verbatim, so kept blocks stay byte-identical and in
+order. Anthropic's extended-thinking guide ("Preserving thinking blocks") requires the thinking
+blocks of the *last* assistant message of a tool loop to be passed back unmodified; earlier
+assistant messages of the loop may be omitted. A cut between rounds of such a loop therefore
+keeps every block the API checks, and long autonomous turns stay cuttable between rounds.
+
+Tool results whose call is absent from the session (already orphaned in the source) do not
+constrain the cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.sessions.model import Message
+
+__all__ = ["ROLE_ASSISTANT", "ROLE_TOOL", "ROLE_USER", "MessageArrays", "feasible_cut_mask", "message_arrays"]
+
+ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL = 0, 1, 2
+_ROLE_CODES = {"user": ROLE_USER, "assistant": ROLE_ASSISTANT, "tool": ROLE_TOOL}
+
+
+@dataclass(frozen=True, slots=True)
+class MessageArrays:
+    """Per-message arrays the cut rules and the cost model need; each shape (N,).
+
+    ``roles``: ROLE_* codes. ``call_index``: for a tool-result message, the index of the
+    earliest message holding one of the tool calls it answers (``-1`` otherwise or when the
+    call is absent). ``turn_index``: number of user turns up to and including each message;
+    ``round_index``: the same for assistant messages (API rounds). ``plain_user``: user
+    messages whose content is a plain string, the seed's "real user input" (DESIGN §2,
+    reference planner: a user line with no ``"content":[``).
+    """
+
+    roles: npt.NDArray[np.int8]
+    call_index: npt.NDArray[np.int64]
+    turn_index: npt.NDArray[np.int64]
+    round_index: npt.NDArray[np.int64]
+    plain_user: npt.NDArray[np.bool_]
+
+    def __post_init__(self) -> None:
+        for array in (self.roles, self.call_index, self.turn_index, self.round_index, self.plain_user):
+            array.setflags(write=False)
+
+    @property
+    def n(self) -> int:
+        """Number of messages N."""
+        return int(self.roles.shape[0])
+
+
+def message_arrays(messages: Sequence[Message]) -> MessageArrays:
+    """Build :class:`MessageArrays` from messages in one pass (tool calls linked by id)."""
+    n = len(messages)
+    roles = np.fromiter((_ROLE_CODES[m.role] for m in messages), dtype=np.int8, count=n)
+    call_index = np.full(n, -1, dtype=np.int64)
+    where_called: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        for call in message.tool_calls:
+            where_called.setdefault(call.id, index)
+        if message.tool_results:
+            found = [where_called[r.call_id] for r in message.tool_results if r.call_id in where_called]
+            if found:
+                call_index[index] = min(found)
+    turn_index = np.cumsum(roles == ROLE_USER, dtype=np.int64)
+    round_index = np.cumsum(roles == ROLE_ASSISTANT, dtype=np.int64)
+    plain_user = np.fromiter((m.role == "user" and _has_string_content(m.raw) for m in messages), dtype=bool, count=n)
+    return MessageArrays(roles, call_index, turn_index, round_index, plain_user)
+
+
+def _has_string_content(raw: object) -> bool:
+    """True when the source message's ``content`` is a plain string (or unknown)."""
+    return not isinstance(raw, dict) or not isinstance(raw.get("content"), list)
+
+
+def feasible_cut_mask(arrays: MessageArrays, *, user_turns_only: bool = False) -> npt.NDArray[np.bool_]:
+    """Which cuts are feasible; shape (N + 1,), entry ``i`` for the cut keeping ``N - i`` messages.
+
+    Cut 0 (keep everything) and cut N (keep nothing) are never feasible: a compaction drops
+    at least one message and keeps at least one.
+
+    Parameters
+    ----------
+    arrays : MessageArrays
+    user_turns_only : bool
+        Only cuts at user turns whose content is a plain string (the seed's rule, ``DP_MODEL=seed``).
+    """
+    n = arrays.n
+    mask = np.zeros(n + 1, dtype=bool)
+    if n < 2:
+        return mask
+    starts = arrays.plain_user if user_turns_only else arrays.roles != ROLE_TOOL
+    mask[:n] = starts
+    # A result at j answering a call at c forbids every cut in (c, j]: difference array + cumsum.
+    results = np.flatnonzero(arrays.call_index >= 0)
+    if results.size:
+        blocked = np.zeros(n + 2, dtype=np.int64)
+        np.add.at(blocked, arrays.call_index[results] + 1, 1)
+        np.add.at(blocked, results + 1, -1)
+        mask &= np.cumsum(blocked[: n + 1]) == 0
+    mask[0] = False
+    mask[n] = False
+    return mask

@@ -1,0 +1,77 @@
+"""Errors raised by dp_compact.
+
+The command line prints one line ``dp-compact: <message>`` and exits 2 for any of them::
+
+    DpCompactError                       base class
+    ├── SettingsError(ValueError)        names the DP_ variable, its value and the rule broken
+    ├── UnknownProfileError(ValueError)  lists close matches among the known pricing profiles
+    ├── SessionError(ValueError)         a session file that cannot be read
+    │   ├── UnknownFormatError           lists the supported formats
+    │   ├── MalformedLineError           names the file and the 1-based line
+    │   └── NotASessionError             a file of a known tool that is not a conversation (UI logs)
+    └── NoFeasibleCutError               no cut satisfies DESIGN §1
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "DpCompactError",
+    "MalformedLineError",
+    "NoFeasibleCutError",
+    "NotASessionError",
+    "SessionError",
+    "SettingsError",
+    "UnknownFormatError",
+    "UnknownProfileError",
+]
+
+
+class DpCompactError(Exception):
+    """Base class of every error dp_compact raises on bad input or settings."""
+
+
+class SettingsError(DpCompactError, ValueError):
+    """A setting has an invalid value.
+
+    Attributes ``variable`` (e.g. ``DP_P_INPUT``), ``value`` and ``rule`` are kept for callers.
+    """
+
+    def __init__(self, variable: str, value: object, rule: str) -> None:
+        self.variable, self.value, self.rule = variable, value, rule
+        super().__init__(f"{variable}={value!r}: {rule}")
+
+
+class UnknownProfileError(DpCompactError, ValueError):
+    """A pricing profile or model name that neither the built-in profiles nor genai-prices know."""
+
+    def __init__(self, name: str, close_matches: list[str]) -> None:
+        self.name, self.close_matches = name, close_matches
+        hint = f"; close matches: {', '.join(close_matches)}" if close_matches else ""
+        super().__init__(f"unknown provider/model {name!r}{hint} (see `dp-compact profiles`)")
+
+
+class SessionError(DpCompactError, ValueError):
+    """A session file that cannot be read; ``path`` and ``line`` (1-based, or None) name the place."""
+
+    def __init__(self, path: Path | str, line: int | None, rule: str) -> None:
+        self.path, self.line, self.rule = str(path), line, rule
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {rule}")
+
+
+class UnknownFormatError(SessionError):
+    """The file matches none of the supported session formats (the message lists them)."""
+
+
+class MalformedLineError(SessionError):
+    """A line is not valid JSON or not a valid record of the detected format."""
+
+
+class NotASessionError(SessionError):
+    """A file of a known tool that is not a conversation (for example Cline's ui_messages log)."""
+
+
+class NoFeasibleCutError(DpCompactError):
+    """No cut satisfies the feasible-cut rules of DESIGN §1 for the requested keep count."""

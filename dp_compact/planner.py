@@ -1,0 +1,239 @@
+"""The decision of DESIGN §2: compact now or not, and at which feasible cut.
+
+:func:`plan` is pure: it takes a session, its per-message token counts, settings and prices,
+and returns a :class:`Plan`. Reading files and resolving prices live in :mod:`dp_compact.api`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
+from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_arrays
+from dp_compact.estimation import Estimates, estimate
+from dp_compact.pricing import Prices
+from dp_compact.sessions.model import Session
+from dp_compact.settings import Settings
+
+__all__ = ["RULE_BENEFIT", "RULE_FORCE", "Plan", "min_keep", "plan"]
+
+RULE_BENEFIT = "benefit"  # DESIGN §2 decision 2: best NetBenefit > 0
+RULE_FORCE = "force"  # DESIGN §2 decision 3: context above DP_FORCE_RATIO · M
+RULE_NO_BENEFIT = "no-benefit"  # decision 4: no positive benefit, context under the threshold
+RULE_EMPTY = "empty"  # no messages
+RULE_NO_CUT = "no-feasible-cut"  # nothing can be dropped under the cut rules
+_TERM_NAMES = ("savings", "cache_miss", "compact_cost", "info_loss", "quality", "net")
+_NO_TERMS = dict.fromkeys(_TERM_NAMES, 0.0)
+
+
+def min_keep(n_messages: int, ratio: float) -> int:
+    """``clamp(floor(N · ratio + 0.5), 3, N)`` (DESIGN §2 decision 1: half rounds up, as the seed)."""
+    return int(min(max(int(np.floor(n_messages * ratio + 0.5)), 3), n_messages))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A planning decision and everything it was computed from (DESIGN §2 "Decision").
+
+    Attributes
+    ----------
+    decision : {"compact", "keep"}
+    rule : str
+        Which rule decided: ``benefit``, ``force``, ``no-benefit``, ``empty``, ``no-feasible-cut``.
+    explanation : str
+        One sentence for people.
+    k, cut : int
+        Messages kept and the cut index (head = messages[:cut]); ``k = N`` and ``cut = 0`` for
+        a "keep" decision.
+    n_messages, total_tokens, tail_tokens, head_tokens : int
+        N, T, K, H (tokens) at the chosen cut.
+    terms : dict[str, float]
+        ①–⑤ and net at the chosen cut ($); for "keep", at the best candidate cut (if any).
+    best_candidate : dict or None
+        ``{"k", "cut", "net"}`` of the best candidate cut, whatever the decision.
+    estimates : Estimates
+        E, L, R, avg, c, t and the current context.
+    min_keep, n_feasible_cuts : int
+    force_threshold_tokens : float
+        DP_FORCE_RATIO · M.
+    prices : Prices
+    settings : dict
+        The settings used.
+    benefit : BenefitTerms or None
+        All terms at every feasible cut (for curves); not serialized.
+    """
+
+    decision: str
+    rule: str
+    explanation: str
+    k: int
+    cut: int
+    n_messages: int
+    total_tokens: int
+    tail_tokens: int
+    head_tokens: int
+    terms: dict[str, float]
+    best_candidate: dict[str, float] | None
+    estimates: Estimates
+    min_keep: int
+    n_feasible_cuts: int
+    force_threshold_tokens: float
+    prices: Prices
+    settings: dict[str, Any]
+    path: str = ""
+    format: str = ""
+    benefit: BenefitTerms | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
+        e = self.estimates
+        return {
+            "decision": self.decision,
+            "rule": self.rule,
+            "explanation": self.explanation,
+            "k": self.k,
+            "cut": self.cut,
+            "N": self.n_messages,
+            "T": self.total_tokens,
+            "K": self.tail_tokens,
+            "H": self.head_tokens,
+            "terms": dict(self.terms),
+            "best_candidate": self.best_candidate,
+            "E": e.expected_turns,
+            "L": e.calls_per_turn,
+            "R": e.remaining_calls,
+            "avg": e.avg_tokens,
+            "c": e.compactions,
+            "t": e.user_turns,
+            "context_tokens": e.context_tokens,
+            "context_source": e.context_source,
+            "force_threshold_tokens": self.force_threshold_tokens,
+            "max_context_tokens": self.prices.max_context_tokens,
+            "min_keep": self.min_keep,
+            "n_feasible_cuts": self.n_feasible_cuts,
+            "prices": asdict(self.prices),
+            "settings": dict(self.settings),
+            "session": {"path": self.path, "format": self.format},
+        }
+
+
+def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
+    """a_j of DESIGN §2 in user turns: API rounds since message j divided by L, or user turns."""
+    if arrays.n == 0:
+        return np.zeros(0, dtype=np.float64)
+    if unit == "turns":
+        return (arrays.turn_index[-1] - arrays.turn_index).astype(np.float64)
+    return (arrays.round_index[-1] - arrays.round_index) / calls_per_turn
+
+
+def _pick_best(terms: BenefitTerms, keep: npt.NDArray[np.int64], least: int) -> int | None:
+    """Index of the candidate (k ≥ least) with the highest net; ties go to the smaller k."""
+    candidates = np.flatnonzero(keep >= least)
+    if candidates.size == 0:
+        return None
+    order = candidates[np.argsort(keep[candidates], kind="stable")]  # ascending k
+    return int(order[int(np.argmax(terms.net[order]))])
+
+
+def _pick_forced(terms: BenefitTerms, keep: npt.NDArray[np.int64], target: int, context: int, s: int, limit: float) -> int:
+    """Forced cut: nearest to ``target`` kept (ties: keep more); the deepest if that stays over ``limit``."""
+    distance = np.abs(keep - target) * 2 - (keep >= target)  # ties go to the larger k
+    index = int(np.argmin(distance))
+    if context - int(terms.head_tokens[index]) + s > limit:
+        index = int(np.argmin(keep))
+    return index
+
+
+def plan(session: Session, message_tokens: npt.NDArray[np.int64], settings: Settings, prices: Prices) -> Plan:
+    """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2).
+
+    Parameters
+    ----------
+    session : Session
+        The live conversation, usage records and counters.
+    message_tokens : ndarray[int64], shape (N,)
+        Tokens of each live message.
+    settings : Settings
+        Model, V, S, β, r, QP, ratios and the recall parameters.
+    prices : Prices
+        $/MTok and the window M (overrides already applied).
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    ValueError
+        If ``message_tokens`` does not have one entry per message or holds negative counts.
+
+    Notes
+    -----
+    Rules, in order (DESIGN §2 "Decision"): candidates are feasible cuts keeping at least
+    ``min_keep`` messages and dropping at least one; compact at the best if its NetBenefit > 0
+    (ties: smaller k); else, if the current context exceeds DP_FORCE_RATIO · M, compact at the
+    feasible cut nearest to ``max(3, floor(N · ratio + 0.5))`` kept, or at the deepest one when
+    the context after that cut (current − H + S) would still exceed the threshold; else keep.
+    """
+    tokens = np.asarray(message_tokens, dtype=np.int64)
+    n = len(session.messages)
+    if settings.model == "seed":  # the seed's ② has no cache-write price (DESIGN §2, seed 004)
+        prices = replace(prices, p_cache_write=None)
+    if tokens.shape != (n,) or (n and tokens.min() < 0):
+        raise ValueError(f"message_tokens must have shape ({n},) and be non-negative")
+    prefix = np.concatenate(([0], np.cumsum(tokens)))
+    total = int(prefix[-1])
+    est = estimate(session, settings, total_tokens=total)
+    threshold = settings.force_ratio * prices.max_context_tokens
+    least = min_keep(n, settings.min_keep_ratio) if n else 0
+    common: dict[str, Any] = dict(
+        n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
+        prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
+    )
+    if n == 0:
+        return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
+                    head_tokens=0, terms=dict(_NO_TERMS), best_candidate=None, n_feasible_cuts=0, **common)
+
+    arrays = message_arrays(session.messages)
+    cuts = np.flatnonzero(feasible_cut_mask(arrays, user_turns_only=settings.model == "seed")).astype(np.int64)
+    inputs = BenefitInputs(
+        v_tokens=settings.v, s_tokens=settings.s, m_tokens=prices.max_context_tokens, total_tokens=total,
+        remaining_calls=est.remaining_calls, avg_tokens=est.avg_tokens, compactions=est.compactions,
+        beta=settings.beta, retention=settings.r, quality_penalty=settings.quality_penalty,
+    )
+    head_recall = None
+    if settings.model == "recall":
+        ages = _ages(arrays, settings.recall_age, est.calls_per_turn)
+        per_message = recall_costs(tokens, ages, prices=prices, inputs=inputs, q0=settings.recall_q0, tau=settings.recall_tau)
+        head_recall = np.concatenate(([0.0], np.cumsum(per_message)))[cuts]
+    terms = net_benefit(cuts, total - prefix[cuts], prices=prices, inputs=inputs, head_recall_cost=head_recall)
+    keep = n - cuts
+    common.update(n_feasible_cuts=int(cuts.size), benefit=terms)
+
+    best = _pick_best(terms, keep, least)
+    best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}
+    if best is not None and terms.net[best] > 0:
+        chosen, rule = best, RULE_BENEFIT
+        why = f"NetBenefit is positive (${terms.net[best]:.4f}) at the best feasible cut"
+    elif est.context_tokens > threshold and cuts.size:
+        target = max(3, int(np.floor(n * settings.min_keep_ratio + 0.5)))
+        chosen, rule = _pick_forced(terms, keep, target, est.context_tokens, settings.s, threshold), RULE_FORCE
+        why = (f"context {est.context_tokens:,} tokens is above {settings.force_ratio:g} x {prices.max_context_tokens:,}"
+               " and NetBenefit is not positive: forced compaction")
+    else:
+        at_best = terms.at(best) if best is not None else dict(_NO_TERMS)
+        if best is None:
+            rule, why = RULE_NO_CUT, f"no feasible cut keeps at least {least} of {n} messages and drops one"
+        else:
+            rule = RULE_NO_BENEFIT
+            why = (f"NetBenefit is not positive (best ${terms.net[best]:.4f} at k={int(keep[best])}) and the context"
+                   f" ({est.context_tokens:,} tokens) is under the forced threshold ({threshold:,.0f})")
+        return Plan("keep", rule, why, n, 0, tail_tokens=total, head_tokens=0, terms=at_best, best_candidate=best_info, **common)
+    return Plan(
+        "compact", rule, why, int(keep[chosen]), int(cuts[chosen]), tail_tokens=int(terms.tail_tokens[chosen]),
+        head_tokens=int(terms.head_tokens[chosen]), terms=terms.at(chosen), best_candidate=best_info, **common,
+    )

@@ -1,0 +1,125 @@
+"""Session readers: detect a file's format by content and normalize it (DESIGN §4).
+
+Each reader module exposes ``FORMAT`` (a short name), ``DESCRIPTION`` (one line),
+``sniff(source) -> bool`` and ``read(source) -> Session``. ``READERS`` lists them most
+specific first; the first whose ``sniff`` accepts the file reads it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+import orjson
+
+from dp_compact.errors import SessionError, UnknownFormatError
+from dp_compact.sessions.model import Message, SeedStats, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Source, read_source
+
+__all__ = [
+    "READERS",
+    "Message",
+    "SeedStats",
+    "Session",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "read_seed_stats",
+    "read_session",
+    "supported_formats",
+]
+
+#: Reader modules, most specific first.
+_READER_NAMES = ("claude_code", "codex", "gemini_cli", "atif", "cline_ui", "openai_chat", "anthropic")
+
+
+def _load_readers() -> tuple[ModuleType, ...]:
+    """Import the reader modules that exist (in ``_READER_NAMES`` order)."""
+    modules = []
+    for name in _READER_NAMES:
+        try:
+            modules.append(importlib.import_module(f"dp_compact.sessions.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"dp_compact.sessions.{name}":
+                raise
+    return tuple(modules)
+
+
+READERS: tuple[ModuleType, ...] = _load_readers()
+
+
+def supported_formats() -> list[str]:
+    """One line per supported format: ``name: description``."""
+    return [f"{r.FORMAT}: {r.DESCRIPTION}" for r in READERS if getattr(r, "IS_SESSION", True)]
+
+
+def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str | None = None) -> Session:
+    """Read a session file of any supported format into a normalized :class:`Session`.
+
+    Parameters
+    ----------
+    path : Path or str
+        The session file (JSONL or one JSON document, whatever its name). Never modified.
+    lenient : bool
+        Skip malformed lines (counted in ``Session.skipped_lines``) instead of failing.
+    stats : Path or str, optional
+        The seed agent's ``stats.json`` (DESIGN §4), attached as ``Session.stats``.
+
+    Returns
+    -------
+    Session
+        An empty file gives a session with no messages (format ``"empty"``).
+
+    Raises
+    ------
+    MalformedLineError
+        A line is not valid JSON or not a valid record (names ``path:line``).
+    UnknownFormatError
+        No reader accepts the file; the message lists the supported formats.
+    NotASessionError
+        The file belongs to a known tool but is not a conversation (e.g. Cline's UI log).
+    """
+    source = read_source(path, lenient=lenient)
+    seed_stats = read_seed_stats(stats) if stats is not None else None
+    if source.records is not None and not source.records:
+        return Session(path=str(path), format="empty", messages=(), skipped_lines=source.skipped_lines, stats=seed_stats)
+    for reader in READERS:
+        if reader.sniff(source):
+            session = reader.read(source)
+            if seed_stats is not None:
+                from dataclasses import replace
+
+                session = replace(session, stats=seed_stats)
+            return session
+    formats = "; ".join(supported_formats())
+    raise UnknownFormatError(path, None, f"not a session format dp-compact reads. Supported formats: {formats}")
+
+
+def read_seed_stats(path: Path | str) -> SeedStats:
+    """Read the seed agent's ``stats.json`` (DESIGN §4).
+
+    Accepts the key names of DESIGN §4 (``current_turn_count``, ...) and the golden file's
+    ``s0_current_turn_count`` style. Unknown keys are ignored.
+
+    Raises
+    ------
+    SessionError
+        If the file is missing, not JSON, or a counter is not a non-negative integer.
+    """
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise SessionError(path, None, f"cannot read the stats file: {exc.strerror or exc}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise SessionError(path, None, f"stats file is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise SessionError(path, None, "stats file must be a JSON object")
+    values: dict[str, int] = {}
+    for key, value in data.items():
+        name = key.split("_", 1)[1] if key[:1] == "s" and key[1:2].isdigit() else key
+        if name in SeedStats.__dataclass_fields__:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise SessionError(path, None, f"{key} must be a non-negative integer, not {value!r}")
+            values[name] = value
+    return SeedStats(**values)

@@ -1,0 +1,174 @@
+"""Anthropic Messages API lists: one message per line, or one JSON array (DESIGN §4).
+
+Also reads Cline's ``api_conversation_history`` (tool results returned as plain text in the
+user message after a ``tool_use``, linked by position) and the seed agent's conversation file
+(real user input has string content; its ``stats.json`` is passed separately).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dp_compact.errors import MalformedLineError
+from dp_compact.sessions.common import build_session, dumps, is_summary_text, text_and_images
+from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Record, Source
+
+__all__ = ["FORMAT", "DESCRIPTION", "message_from_anthropic", "read", "sniff"]
+
+FORMAT = "anthropic"
+DESCRIPTION = "Anthropic messages (one {role, content} per line or a JSON array; Cline API history; seed agent)"
+
+_IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url"})
+
+
+def _result_text(content: Any) -> tuple[str, int]:
+    """Text and image count of a ``tool_result`` content (a string or blocks, images at any depth)."""
+    return text_and_images(content)
+
+
+def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 0, lines: int = 1) -> Message:
+    """A :class:`Message` from an Anthropic ``{role, content}`` dict.
+
+    Raises
+    ------
+    ValueError
+        If ``role`` is not user/assistant or ``content`` is neither a string nor a list.
+    """
+    role, content = obj.get("role"), obj.get("content")
+    if role not in ("user", "assistant"):
+        raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
+    if isinstance(content, str):
+        return Message(role=role, text=content, line=line, source_bytes=nbytes, source_lines=lines, raw=obj)
+    if content is None:
+        content = []
+    if not isinstance(content, list):
+        raise ValueError("content must be a string or a list of blocks")
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    images, signed = 0, False
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            thinking.append(str(block.get("thinking", "")))
+            signed = signed or bool(block.get("signature"))
+        elif kind == "redacted_thinking":
+            signed = True
+        elif kind in ("tool_use", "server_tool_use"):
+            calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), dumps(block.get("input", {}))))
+        elif kind == "tool_result":
+            text, n_images = _result_text(block.get("content"))
+            images += n_images
+            results.append(ToolResult(str(block.get("tool_use_id", "")), text, bool(block.get("is_error", False))))
+        elif kind in _IMAGE_TYPES:
+            images += 1
+        elif isinstance(block.get("text"), str):
+            texts.append(block["text"])
+    resolved = "tool" if (role == "user" and results) else role
+    return Message(
+        role=resolved,
+        text="\n".join(texts),
+        tool_calls=tuple(calls),
+        tool_results=tuple(results),
+        thinking="\n".join(thinking),
+        signed_thinking=signed,
+        images=images,
+        line=line,
+        source_bytes=nbytes,
+        source_lines=lines,
+        raw=obj,
+    )
+
+
+def _is_anthropic_message(value: Any) -> bool:
+    """A ``{role: user|assistant, content: str|list}`` dict without OpenAI-only keys."""
+    return (
+        isinstance(value, dict)
+        and value.get("role") in ("user", "assistant")
+        and isinstance(value.get("content"), (str, list))
+        and "tool_calls" not in value
+        and "tool_call_id" not in value
+        and "type" not in value
+    )
+
+
+def _items(source: Source) -> list[Record] | None:
+    """The message records of the source, or None when it is not a list of messages."""
+    if source.records is not None:
+        return list(source.records)
+    if isinstance(source.document, list):
+        return [Record(0, v, len(dumps(v).encode())) for v in source.document]
+    return None
+
+
+def sniff(source: Source) -> bool:
+    """True when every record is an Anthropic message."""
+    items = _items(source)
+    return bool(items) and all(_is_anthropic_message(r.value) for r in items)
+
+
+def _usage(obj: dict[str, Any], line: int) -> Usage | None:
+    """Usage of an assistant message: Cline ``metrics.tokens`` or an API ``usage`` object."""
+    tokens = (obj.get("metrics") or {}).get("tokens") if isinstance(obj.get("metrics"), dict) else None
+    if isinstance(tokens, dict) and (tokens.get("prompt") or tokens.get("cached")):
+        prompt, cached = int(tokens.get("prompt") or 0), int(tokens.get("cached") or 0)
+        return Usage(prompt + cached, cache_read_tokens=cached, output_tokens=int(tokens.get("completion") or 0), line=line)
+    usage = obj.get("usage")
+    if isinstance(usage, dict) and "input_tokens" in usage:
+        read = int(usage.get("cache_read_input_tokens") or 0)
+        write = int(usage.get("cache_creation_input_tokens") or 0)
+        total = int(usage.get("input_tokens") or 0) + read + write
+        return Usage(total, read, write, int(usage.get("output_tokens") or 0), line=line) if total else None
+    return None
+
+
+def _link_positional_results(messages: list[Message]) -> list[Message]:
+    """Cline style: a user message right after a ``tool_use`` that has no ``tool_result`` answers it."""
+    out: list[Message] = []
+    for message in messages:
+        previous = out[-1] if out else None
+        if message.role == "user" and previous is not None and previous.tool_calls:
+            results = tuple(ToolResult(call.id, message.text) for call in previous.tool_calls)
+            message = Message(
+                role="tool", text="", tool_results=results, thinking=message.thinking, images=message.images,
+                line=message.line, source_bytes=message.source_bytes, source_lines=message.source_lines, raw=message.raw,
+            )
+        out.append(message)
+    return out
+
+
+def read(source: Source) -> Session:
+    """Read an Anthropic message list into a :class:`Session`.
+
+    Raises
+    ------
+    MalformedLineError
+        If a record is not a valid Anthropic message.
+    """
+    messages: list[Message] = []
+    usage: list[Usage] = []
+    for record in _items(source) or []:
+        try:
+            message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
+        except ValueError as exc:
+            raise MalformedLineError(source.path, record.line or None, str(exc)) from exc
+        messages.append(message)
+        if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
+            usage.append(u)
+    messages = _link_positional_results(messages)
+    markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
+    return build_session(
+        path=source.path,
+        format=FORMAT,
+        messages=messages,
+        usage=usage,
+        live_start=markers[-1] if markers else 0,
+        compactions=len(markers),
+        skipped_lines=source.skipped_lines,
+    )

@@ -1,0 +1,221 @@
+"""Helpers shared by the session readers: compaction markers, counters, building a Session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from dp_compact.sessions.model import Message, Session, Usage
+
+__all__ = [
+    "IMAGE_TYPES",
+    "SUMMARY_PREFIXES",
+    "build_session",
+    "count_images",
+    "dumps",
+    "is_summary_text",
+    "link_tool_results",
+    "relink",
+    "text_and_images",
+]
+
+#: Text that opens a hand-over summary message written by a compaction: ours (DESIGN §5.7,
+#: ``[summary]``) and Claude Code's / converters' ("This session is being continued ...").
+SUMMARY_PREFIXES = (
+    "[summary]",
+    "This session is being continued from a previous conversation",
+    "Another language model started to solve this problem and produced a summary",  # Codex
+)
+
+#: Content-block types that carry an image or other binary payload (Anthropic, OpenAI chat and
+#: Responses, Gemini ``inlineData``); counted in ``Message.images``, never put into text.
+IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url", "input_file", "file", "input_audio"})
+_BINARY_KEYS = frozenset({"inlineData", "inline_data", "image_url", "source", "data", "fileData", "file_data"})
+
+
+def is_summary_text(text: str) -> bool:
+    """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
+    head = text.lstrip()[:120]
+    return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
+
+
+def dumps(value: object) -> str:
+    """Compact JSON text of ``value`` (tool-call arguments given as objects)."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _is_image(block: dict[str, Any]) -> bool:
+    """True for a block that holds an image or file rather than text."""
+    return block.get("type") in IMAGE_TYPES or "inlineData" in block or "inline_data" in block
+
+
+def count_images(value: Any) -> int:
+    """Image/file blocks anywhere inside ``value`` (nested lists and ``content`` included)."""
+    if isinstance(value, list):
+        return sum(count_images(item) for item in value)
+    if not isinstance(value, dict):
+        return 0
+    if _is_image(value):
+        return 1
+    return sum(count_images(v) for v in value.values() if isinstance(v, (list, dict)))
+
+
+def text_and_images(content: Any) -> tuple[str, int]:
+    """Visible text and image count of a message or tool-result ``content`` of any shape.
+
+    Parameters
+    ----------
+    content : str, list, dict or None
+        A string, a list of blocks (``text``/``output_text``/``input_text``, images, nested
+        ``content`` lists) or any other JSON value.
+
+    Returns
+    -------
+    tuple[str, int]
+        Text blocks joined by newlines (other blocks as compact JSON without their binary
+        fields) and the number of image/file blocks found at any depth.
+    """
+    if content is None:
+        return "", 0
+    if isinstance(content, str):
+        return content, 0
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return dumps(content), 0
+    texts: list[str] = []
+    images = 0
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+        elif not isinstance(block, dict):
+            texts.append(dumps(block))
+        elif _is_image(block):
+            images += 1
+        elif isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif isinstance(block.get("content"), (str, list)):
+            text, n = text_and_images(block["content"])
+            texts.append(text)
+            images += n
+        else:
+            images += count_images(block)
+            texts.append(dumps({k: v for k, v in block.items() if k != "type" and k not in _BINARY_KEYS}))
+    return "\n".join(texts), images
+
+
+def link_tool_results(messages: Sequence[Message]) -> list[Message]:
+    """Repair tool-call linking so every tool result follows the message holding its call.
+
+    Two source quirks are fixed, leaving ``raw`` untouched:
+
+    - a tool message written *before* the assistant message holding its call (converters and
+      streamed tool execution) is moved to right after that assistant message and the results
+      already following it;
+    - a call id reused by a later call (SWE-agent replays) is renamed ``<id>#<n>`` in the later
+      call and in the results after it, so each result names exactly one call.
+
+    Parameters
+    ----------
+    messages : sequence of Message
+        In source order.
+
+    Returns
+    -------
+    list of Message
+        The same messages, reordered and renamed only where needed.
+    """
+    later: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        for call in message.tool_calls:
+            later.setdefault(call.id, index)
+    ordered: list[Message] = []
+    deferred: dict[int, list[Message]] = {}
+    seen: set[str] = set()
+    for index, message in enumerate(messages):
+        ids = [r.call_id for r in message.tool_results]
+        waiting = [later[c] for c in ids if c not in seen and c in later and later[c] > index]
+        if message.role == "tool" and waiting and len(waiting) == len(ids):
+            deferred.setdefault(min(waiting), []).append(message)
+            continue
+        ordered.append(message)
+        seen.update(call.id for call in message.tool_calls)
+        for moved in deferred.pop(index, []):
+            ordered.append(moved)
+    for rest in deferred.values():
+        ordered.extend(rest)
+    return _unique_call_ids(ordered)
+
+
+def relink(messages: Sequence[Message], live_start: int) -> list[Message]:
+    """:func:`link_tool_results` on the part before ``live_start`` and on the live part apart.
+
+    Keeps ``live_start`` valid: no message crosses a compaction marker.
+    """
+    return link_tool_results(messages[:live_start]) + link_tool_results(messages[live_start:])
+
+
+def _unique_call_ids(messages: list[Message]) -> list[Message]:
+    """Rename reused call ids (``id#2``, ...) and point results at the latest call of that id."""
+    current: dict[str, str] = {}
+    uses: dict[str, int] = {}
+    out: list[Message] = []
+    changed = False
+    for message in messages:
+        calls = message.tool_calls
+        if message.tool_results and any(current.get(r.call_id, r.call_id) != r.call_id for r in message.tool_results):
+            results = tuple(replace(r, call_id=current.get(r.call_id, r.call_id)) for r in message.tool_results)
+            message, changed = replace(message, tool_results=results), True
+        if calls:
+            renamed = []
+            for call in calls:
+                uses[call.id] = uses.get(call.id, 0) + 1
+                new_id = call.id if uses[call.id] == 1 else f"{call.id}#{uses[call.id]}"
+                current[call.id] = new_id
+                renamed.append(call if new_id == call.id else replace(call, id=new_id))
+            if any(a is not b for a, b in zip(renamed, calls, strict=True)):
+                message, changed = replace(message, tool_calls=tuple(renamed)), True
+        out.append(message)
+    return out if changed else list(messages)
+
+
+def build_session(
+    *,
+    path: str,
+    format: str,
+    messages: Sequence[Message],
+    usage: Iterable[Usage] = (),
+    live_start: int = 0,
+    compactions: int = 0,
+    llm_calls: int | None = None,
+    user_turns: int | None = None,
+    **extra: object,
+) -> Session:
+    """A :class:`Session` whose live conversation is ``messages[live_start:]``.
+
+    ``user_turns`` defaults to the user messages over all ``messages`` (the whole file) except
+    compaction summaries; a reader that knows better (injected context, copies of earlier
+    prompts in a compaction's replacement history) passes its own count. ``llm_calls``
+    defaults to the number of usage records, else of assistant messages.
+    """
+    usage = tuple(usage)
+    all_messages = tuple(messages)
+    if user_turns is None:
+        user_turns = sum(1 for m in all_messages if m.role == "user" and not is_summary_text(m.text))
+    if llm_calls is None:
+        llm_calls = len(usage) or sum(1 for m in all_messages if m.role == "assistant")
+    return Session(
+        path=path,
+        format=format,
+        messages=all_messages[live_start:],
+        usage=usage,
+        user_turns=user_turns,
+        llm_calls=llm_calls,
+        compactions=compactions,
+        **extra,  # type: ignore[arg-type]
+    )

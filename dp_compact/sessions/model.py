@@ -1,0 +1,160 @@
+"""The normalized session every reader produces (DESIGN §1, §4).
+
+A :class:`Session` holds the *live* conversation (the messages after the last compaction marker,
+which is what the model sees now), the usage records of the LLM calls, and counters over the
+whole file (user turns, LLM calls, compactions). Everything is immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Message", "SeedStats", "Session", "ToolCall", "ToolResult", "Usage"]
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call of an assistant message.
+
+    ``id`` links it to its :class:`ToolResult` (OpenAI ``tool_call_id``, Anthropic
+    ``tool_use_id``, Codex ``call_id``); ``arguments`` is the JSON text or free text as sent.
+    """
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The result of one tool call, ``call_id`` naming the :class:`ToolCall` it answers."""
+
+    call_id: str
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of the conversation as sent to the API (DESIGN §1).
+
+    Attributes
+    ----------
+    role : {"user", "assistant", "tool"}
+        ``"tool"`` is a message that carries tool results (an Anthropic user message with
+        ``tool_result`` blocks, an OpenAI ``tool`` message, a Codex ``function_call_output``).
+        A ``"user"`` message is a user turn: typed by a person (or a summary handed over).
+    text : str
+        All visible text blocks, joined by newlines.
+    tool_calls, tool_results : tuple
+        Tool calls made (assistant) or answered (tool).
+    thinking : str
+        Visible thinking / reasoning text (its signature or encrypted payload is not counted).
+    signed_thinking : bool
+        True when the message carries a signed ``thinking`` or ``redacted_thinking`` block,
+        which must be sent back byte-identical (DESIGN §1).
+    images : int
+        Image or other binary blocks; charged a flat cost each, never their base64 length.
+    line : int
+        1-based line of the source file where the message starts (0 when unknown).
+    source_bytes, source_lines : int
+        UTF-8 bytes and number of the source lines it came from (the ``bytes4`` estimate).
+    raw : Any
+        The message as read (a dict in the source's API shape), kept for the pipeline;
+        ignored by equality.
+    """
+
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    thinking: str = ""
+    signed_thinking: bool = False
+    images: int = 0
+    line: int = 0
+    source_bytes: int = 0
+    source_lines: int = 1
+    raw: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def is_user_turn(self) -> bool:
+        """True for a user turn: a user message that carries no tool result (DESIGN §1)."""
+        return self.role == "user"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one LLM call, as the provider reported it.
+
+    ``prompt_tokens`` is the whole prompt of the call (uncached input + cache reads + cache
+    writes), in tokens; the other fields split it or give the output.
+    """
+
+    prompt_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SeedStats:
+    """The seed agent's ``stats.json`` counters (DESIGN §4); missing keys are None."""
+
+    current_turn_count: int | None = None
+    agent_request_count: int | None = None
+    compact_request_count: int | None = None
+    total_input_tokens: int | None = None
+    total_output_tokens: int | None = None
+    total_cache_read_tokens: int | None = None
+    total_cache_creation_tokens: int | None = None
+    current_context_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A normalized session.
+
+    Attributes
+    ----------
+    path : str
+        The file it was read from.
+    format : str
+        The reader's ``FORMAT`` name (``"anthropic"``, ``"claude_code"``, ...).
+    messages : tuple[Message, ...]
+        The live conversation: messages after the last compaction marker, in order.
+    usage : tuple[Usage, ...]
+        One record per distinct LLM call of the whole file, in order (deduplicated).
+    user_turns : int
+        User turns in the whole file, before and after compactions (t of DESIGN §2).
+    llm_calls : int
+        LLM calls in the whole file: distinct usage records, else assistant messages.
+    compactions : int
+        Compaction markers in the file, ours and other tools' (c of DESIGN §2).
+    system_text : str
+        System / developer prompt text when the file has it (part of the prefix V, not a message).
+    model : str or None
+        The model name the session records, if any.
+    context_window : int or None
+        The context window the session records (Codex ``model_context_window``), if any.
+    skipped_lines : int
+        Lines skipped with ``lenient=True``.
+    stats : SeedStats or None
+        The seed agent's counters when given (``--stats``).
+    """
+
+    path: str
+    format: str
+    messages: tuple[Message, ...]
+    usage: tuple[Usage, ...] = ()
+    user_turns: int = 0
+    llm_calls: int = 0
+    compactions: int = 0
+    system_text: str = ""
+    model: str | None = None
+    context_window: int | None = None
+    skipped_lines: int = 0
+    stats: SeedStats | None = None

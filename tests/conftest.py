@@ -1,0 +1,39 @@
+"""Shared fixtures: a clean DP_* environment, a temporary working directory, shared/ paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SESSIONS = SHARED / "sessions"
+CASES = SHARED / "cases"
+REFERENCE = SHARED / "reference"
+
+
+def need(path: Path) -> Path:
+    """``path``, or skip the test when ../shared is absent."""
+    if not path.exists():
+        pytest.skip(f"{path} is absent (tests on shared data need ../shared beside the checkout)")
+    return path
+
+
+def session_files() -> list[Path]:
+    """Every real session file under ../shared/sessions (empty when absent)."""
+    if not SESSIONS.exists():
+        return []
+    return sorted(p for p in SESSIONS.rglob("*") if p.is_file() and p.suffix in {".json", ".jsonl", ".traj"} and p.name != "manifest.json")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No DP_* variable leaks in, no .env is read from the checkout, caches go to tmp."""
+    for name in list(os.environ):
+        if name.startswith("DP_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))

@@ -1,0 +1,73 @@
+"""Feasible cuts (DESIGN §1): vectorized mask against the per-cut reference, and the rules."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+
+from dp_compact import _reference
+from dp_compact.cuts import feasible_cut_mask, message_arrays
+from dp_compact.sessions.model import Message, ToolCall, ToolResult
+from tests.strategies import conversations
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations())
+def test_feasible_cut_mask_equals_per_cut_reference(messages):
+    arrays = message_arrays(messages)
+    for seed_rule in (False, True):
+        mask = feasible_cut_mask(arrays, user_turns_only=seed_rule)
+        expected = [_reference.is_feasible_cut(messages, i, user_turns_only=seed_rule) for i in range(len(messages) + 1)]
+        assert mask.tolist() == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations())
+def test_feasible_cuts_tail_never_starts_on_tool_result_and_keeps_calls(messages):
+    mask = feasible_cut_mask(message_arrays(messages))
+    for cut in np.flatnonzero(mask):
+        tail = messages[cut:]
+        assert tail[0].role != "tool"
+        called = {c.id for m in tail for c in m.tool_calls}
+        assert all(r.call_id in called for m in tail for r in m.tool_results)
+
+
+def _loop(n_rounds: int, parallel: int = 1) -> list[Message]:
+    messages = [Message("user", "fix the bug", raw={"role": "user", "content": "fix the bug"})]
+    for r in range(n_rounds):
+        calls = tuple(ToolCall(f"c{r}_{p}", "bash") for p in range(parallel))
+        messages.append(Message("assistant", tool_calls=calls, thinking="t", signed_thinking=True))
+        messages.extend(Message("tool", tool_results=(ToolResult(c.id, "ok"),)) for c in calls)
+    return messages
+
+
+def test_feasible_cuts_long_autonomous_turn_is_cuttable_between_rounds():
+    messages = _loop(200)
+    cuts = np.flatnonzero(feasible_cut_mask(message_arrays(messages)))
+    assert len(cuts) == 200  # every assistant message opens a feasible tail
+    assert all(messages[c].role == "assistant" for c in cuts)
+
+
+def test_feasible_cuts_parallel_results_stay_with_their_call():
+    messages = _loop(3, parallel=6)  # OpenAI shape: one tool message per result
+    mask = feasible_cut_mask(message_arrays(messages))
+    assert np.flatnonzero(mask).tolist() == [1, 8, 15]
+    for cut in range(2, 8):
+        assert not mask[cut]
+
+
+def test_feasible_cuts_seed_rule_only_at_plain_user_turns():
+    messages = _loop(3) + [Message("user", "next", raw={"role": "user", "content": [{"type": "text", "text": "x"}]})]
+    messages += [Message("assistant", "ok"), Message("user", "again", raw={"role": "user", "content": "again"})]
+    seed = np.flatnonzero(feasible_cut_mask(message_arrays(messages), user_turns_only=True))
+    assert seed.tolist() == [len(messages) - 1]
+
+
+def test_feasible_cuts_pending_call_at_end_allows_cut_before_it():
+    messages = _loop(2) + [Message("assistant", tool_calls=(ToolCall("pending", "bash"),))]
+    mask = feasible_cut_mask(message_arrays(messages))
+    assert mask[len(messages) - 1]
+
+
+def test_feasible_cuts_none_for_single_message():
+    assert not feasible_cut_mask(message_arrays([Message("user", "hi")])).any()

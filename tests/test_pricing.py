@@ -1,0 +1,248 @@
+"""Tests of dp_compact.pricing: built-in profiles (DESIGN §3) and the offline genai-prices lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dp_compact import pricing
+from dp_compact.errors import UnknownProfileError
+from dp_compact.pricing import PROFILES, Prices, get_prices, list_profiles
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# DESIGN §3: name -> (p_input, p_cache, p_out, max_context_tokens), $/MTok and tokens.
+DESIGN_PROFILES = {
+    "claude-sonnet-4": (3.00, 0.30, 15.00, 200_000),
+    "gpt-4o": (2.50, 1.25, 10.00, 128_000),
+    "deepseek-v4-flash": (1.00, 0.02, 3.00, 64_000),
+}
+REQUIRED_PROFILES = {
+    "claude-sonnet-4",
+    "claude-opus-4.5",
+    "claude-haiku-4.5",
+    "gpt-4o",
+    "gpt-4.1",
+    "gpt-5",
+    "gemini-2.5-pro",
+    "gemini-2.5-flash",
+    "deepseek-v4-flash",
+}
+# Built-in fields that knowingly differ from genai-prices' bundled data (see pricing's docstring).
+GENAI_OVERRIDES = {
+    "deepseek-v4-flash": {"p_input", "p_cache", "p_out", "max_context_tokens"},  # DESIGN §3 wins
+    "gemini-2.5-pro": {"max_context_tokens"},  # genai-prices lists none; Google's model page
+}
+# Where each built-in is in genai-prices, for the drift check.
+GENAI_IDS = {
+    "claude-sonnet-4": "claude-sonnet-4",
+    "claude-opus-4.5": "claude-opus-4-5",
+    "claude-haiku-4.5": "claude-haiku-4-5",
+    "gpt-4o": "gpt-4o",
+    "gpt-4.1": "gpt-4.1",
+    "gpt-5": "gpt-5",
+    "gemini-2.5-pro": "gemini-2.5-pro",
+    "gemini-2.5-flash": "gemini-2.5-flash",
+    "deepseek-v4-flash": "deepseek-v4-flash",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DESIGN_PROFILES))
+def test_profiles_design_numbers_exact(name: str) -> None:
+    p = PROFILES[name]
+    assert (p.p_input, p.p_cache, p.p_out, p.max_context_tokens) == DESIGN_PROFILES[name]
+    assert p.name == name
+
+
+def test_profiles_cache_write_premium_only_where_charged() -> None:
+    assert PROFILES["claude-sonnet-4"].p_cache_write == 3.75  # Anthropic: 1.25 x input, 5 minutes
+    assert PROFILES["claude-opus-4.5"].p_cache_write == 6.25
+    assert PROFILES["claude-haiku-4.5"].p_cache_write == 1.25
+    assert PROFILES["gpt-4o"].p_cache_write is None
+    assert PROFILES["deepseek-v4-flash"].p_cache_write is None
+
+
+def test_profiles_required_names_present() -> None:
+    assert REQUIRED_PROFILES <= set(PROFILES)
+    assert all(key == p.name for key, p in PROFILES.items())
+
+
+@pytest.mark.parametrize("prices", list_profiles(), ids=lambda p: p.name)
+def test_profiles_each_sane(prices: Prices) -> None:
+    assert 0 < prices.p_cache <= prices.p_input
+    assert prices.p_out > 0
+    assert prices.p_cache_write is None or prices.p_cache_write >= prices.p_input
+    assert isinstance(prices.max_context_tokens, int) and prices.max_context_tokens > 0
+    assert prices.source.startswith("https://")
+
+
+def test_profiles_gemini_window_at_least_one_million() -> None:
+    gemini = [p for p in list_profiles() if p.name.startswith("gemini")]
+    assert gemini
+    assert all(p.max_context_tokens >= 1_000_000 for p in gemini)
+
+
+def test_list_profiles_sorted_and_complete() -> None:
+    names = [p.name for p in list_profiles()]
+    assert names == sorted(names)
+    assert set(names) == set(PROFILES)
+
+
+@pytest.mark.parametrize("name", sorted(GENAI_IDS))
+def test_profiles_agree_with_genai_prices_snapshot(name: str) -> None:
+    """Drift check: a genai-prices upgrade that changes a price should be reviewed here."""
+    from genai_prices.types import TieredPrices
+
+    _, model = pricing._bundled_snapshot().find_provider_model(GENAI_IDS[name], None, None, None)
+    assert not isinstance(model.prices, list) or name in GENAI_OVERRIDES
+    if isinstance(model.prices, list):
+        return
+
+    def base(value: object) -> float | None:
+        value = value.base if isinstance(value, TieredPrices) else value
+        return None if value is None else float(value)  # type: ignore[arg-type]
+
+    expected = {
+        "p_input": base(model.prices.input_mtok),
+        "p_cache": base(model.prices.cache_read_mtok),
+        "p_out": base(model.prices.output_mtok),
+        "p_cache_write": base(model.prices.cache_write_mtok),
+        "max_context_tokens": model.context_window,
+    }
+    for field, value in expected.items():
+        if field not in GENAI_OVERRIDES.get(name, set()):
+            assert getattr(PROFILES[name], field) == value, field
+
+
+@pytest.mark.parametrize("name", ["CLAUDE-SONNET-4", "Claude-Sonnet-4", " claude-sonnet-4 "])
+def test_get_prices_case_insensitive(name: str) -> None:
+    assert get_prices(name) is PROFILES["claude-sonnet-4"]
+
+
+@pytest.mark.parametrize(
+    ("name", "profile"),
+    [
+        ("claude-opus-4-5", "claude-opus-4.5"),
+        ("Claude-Haiku-4-5", "claude-haiku-4.5"),
+        ("gemini-2-5-pro", "gemini-2.5-pro"),
+        ("gpt-4-1", "gpt-4.1"),
+    ],
+)
+def test_get_prices_dash_for_dot_finds_builtin(name: str, profile: str) -> None:
+    assert get_prices(name) is PROFILES[profile]
+
+
+def test_get_prices_genai_only_name_uses_snapshot() -> None:
+    assert "gpt-4o-mini" not in PROFILES
+    p = get_prices("gpt-4o-mini")  # OpenAI: 0.15 / 0.075 / 0.60, 128K, no write premium
+    assert (p.name, p.p_input, p.p_cache, p.p_out, p.p_cache_write, p.max_context_tokens) == (
+        "gpt-4o-mini",
+        0.15,
+        0.075,
+        0.6,
+        None,
+        128_000,
+    )
+    from genai_prices import __version__
+
+    assert p.source == f"genai-prices {__version__}"
+
+
+def test_get_prices_genai_anthropic_keeps_cache_write() -> None:
+    p = get_prices("Claude-3-5-Haiku-Latest")
+    assert (p.p_input, p.p_cache, p.p_out, p.p_cache_write, p.max_context_tokens) == (0.8, 0.08, 4.0, 1.0, 200_000)
+    assert p.source.startswith("genai-prices ")
+
+
+def test_get_prices_genai_tiered_uses_base_tier() -> None:
+    p = get_prices("claude-sonnet-4-5")  # tiered in genai-prices: 3.00 below 200K tokens, 6.00 above
+    assert (p.p_input, p.p_cache, p.p_out) == (3.0, 0.3, 15.0)
+    assert "base tier" in p.source
+
+
+def test_get_prices_genai_without_cache_read_uses_input_price() -> None:
+    p = get_prices("claude-2")  # genai-prices lists no cache-read price
+    assert p.p_cache == p.p_input == 8.0
+    assert "p_cache = p_input" in p.source
+
+
+def test_get_prices_genai_without_window_assumes_128k() -> None:
+    p = get_prices("llama-3.1-8b-instant")  # groq, no context_window in genai-prices
+    assert p.max_context_tokens == pricing.ASSUMED_CONTEXT_TOKENS == 128_000
+    assert "128,000 tokens assumed" in p.source
+
+
+def test_get_prices_provider_prefix_selects_provider() -> None:
+    assert get_prices("openai/gpt-4o-mini").p_input == 0.15
+
+
+def test_get_prices_unknown_name_lists_close_matches() -> None:
+    with pytest.raises(UnknownProfileError) as info:
+        get_prices("claude-sonet-4")
+    assert info.value.name == "claude-sonet-4"
+    assert info.value.close_matches[0] == "claude-sonnet-4"
+    assert 1 <= len(info.value.close_matches) <= 5
+    assert "claude-sonnet-4" in str(info.value)
+
+
+def test_get_prices_unknown_name_suggests_genai_ids() -> None:
+    with pytest.raises(UnknownProfileError) as info:
+        get_prices("gpt-4o-mino")
+    assert "gpt-4o-mini" in info.value.close_matches
+
+
+def test_get_prices_nonsense_name_has_no_close_matches() -> None:
+    with pytest.raises(UnknownProfileError) as info:
+        get_prices("zzzzqqqq")
+    assert info.value.close_matches == []
+
+
+def test_prices_rejects_negative_price_and_empty_window() -> None:
+    base = PROFILES["gpt-4o"]
+    with pytest.raises(ValueError, match="p_cache"):
+        dataclasses.replace(base, p_cache=-0.1)
+    with pytest.raises(ValueError, match="max_context_tokens"):
+        dataclasses.replace(base, max_context_tokens=0)
+
+
+def test_prices_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PROFILES["gpt-4o"].p_input = 0.0  # type: ignore[misc]
+
+
+def test_import_pricing_does_not_import_genai_prices() -> None:
+    code = "import dp_compact.pricing, sys; assert 'genai_prices' not in sys.modules"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=PROJECT_ROOT
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_get_prices_builtin_does_not_import_genai_prices() -> None:
+    code = (
+        "import sys; from dp_compact.pricing import get_prices; get_prices('claude-opus-4-5'); "
+        "assert 'genai_prices' not in sys.modules"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=PROJECT_ROOT
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_get_prices_genai_lookup_works_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pricing must not touch the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    pricing._bundled_snapshot.cache_clear()  # reload the data under the patch
+    assert get_prices("gpt-4o-mini").p_out == 0.6
+    with pytest.raises(UnknownProfileError):
+        get_prices("claude-sonet-4")
