@@ -109,7 +109,7 @@ def plan(
     except DpCompactError as exc:
         raise _fail(exc) from None
     data = result.to_dict()
-    skipped = data.get("skipped_lines", 0)
+    skipped = data["session"]["skipped_lines"]
     if skipped:
         typer.echo(f"dp-compact: warning: skipped {skipped} malformed line(s) in {session}", err=True)
     typer.echo(json.dumps(data, ensure_ascii=False) if as_json else render_plan(data))

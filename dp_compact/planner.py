@@ -63,6 +63,10 @@ class Plan:
     prices : Prices
     settings : dict
         The settings used.
+    path, format : str
+        The session file and its format.
+    skipped_lines : int
+        Malformed lines skipped with ``lenient``.
     benefit : BenefitTerms or None
         All terms at every feasible cut (for curves); not serialized.
     """
@@ -86,6 +90,7 @@ class Plan:
     settings: dict[str, Any]
     path: str = ""
     format: str = ""
+    skipped_lines: int = 0
     benefit: BenefitTerms | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,7 +122,7 @@ class Plan:
             "n_feasible_cuts": self.n_feasible_cuts,
             "prices": asdict(self.prices),
             "settings": dict(self.settings),
-            "session": {"path": self.path, "format": self.format},
+            "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines},
         }
 
 
@@ -193,6 +198,7 @@ def plan(session: Session, message_tokens: npt.NDArray[np.int64], settings: Sett
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
+        skipped_lines=session.skipped_lines,
     )
     if n == 0:
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,

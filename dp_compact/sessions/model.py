@@ -144,6 +144,9 @@ class Session:
         Lines skipped with ``lenient=True``.
     stats : SeedStats or None
         The seed agent's counters when given (``--stats``).
+    system_messages : tuple
+        The source's system / developer messages as read (raw dicts, in order), which belong
+        to the fixed prefix and are written back unchanged by the pipeline.
     """
 
     path: str
@@ -158,3 +161,4 @@ class Session:
     context_window: int | None = None
     skipped_lines: int = 0
     stats: SeedStats | None = None
+    system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)

@@ -1,0 +1,315 @@
+"""OpenAI Codex CLI rollouts (``~/.codex/sessions/.../rollout-*.jsonl``, DESIGN §4).
+
+Every line is an envelope ``{timestamp, type, payload}`` (``sessions/FORMATS.md`` (b)):
+
+- ``response_item`` payloads are the conversation as sent to the Responses API. Consecutive
+  assistant-side items (``reasoning``, assistant ``message``, ``function_call``,
+  ``custom_tool_call``) form ONE assistant message; a ``token_count`` event (the response is
+  complete) or any other item closes it. Each ``*_output`` item is one ``tool`` message (the
+  OpenAI shape), so ``raw`` is an OpenAI-chat dict.
+- ``developer`` messages and ``session_meta.base_instructions`` are the fixed prefix
+  (``system_text``), not messages. User messages that only carry injected context
+  (``<environment_context>``, ``# AGENTS.md``, ``<turn_aborted>``, ...) stay messages (they
+  are sent) but are not user turns.
+- ``event_msg/token_count``: ``info.last_token_usage`` is one LLM call (prompt =
+  ``input_tokens``, which includes ``cached_input_tokens``). Repeats of the previous event and
+  zero-input events (right after a compaction) are dropped.
+- ``compacted`` is a compaction marker: the live conversation is its ``replacement_history``
+  (copies of earlier prompts plus the summary; not counted again as user turns) and what follows.
+- ``event_msg`` copies (``user_message``, ``agent_message``, ``exec_command_end``, ...) duplicate
+  response items and are not messages. Unknown types and keys are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dp_compact.errors import MalformedLineError
+from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
+from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Source
+
+__all__ = ["DESCRIPTION", "FORMAT", "TokenCounts", "read", "sniff"]
+
+FORMAT = "codex"
+DESCRIPTION = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload}: session_meta/response_item/event_msg)"
+
+#: Openings of user messages Codex writes itself (context injections, not user turns).
+_INJECTED_PREFIXES = (
+    "<environment_context>",
+    "# AGENTS.md",
+    "<user_instructions>",
+    "<turn_aborted>",
+    "<user_shell_command>",
+)
+_CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+
+
+def sniff(source: Source) -> bool:
+    """True for JSONL with Codex envelopes (``session_meta``/``response_item``/``compacted`` + payload)."""
+    return source.records is not None and any(
+        isinstance(r.value, dict)
+        and r.value.get("type") in ("session_meta", "response_item", "compacted")
+        and isinstance(r.value.get("payload"), dict)
+        for r in source.records
+    )
+
+
+class TokenCounts:
+    """Collects Codex ``token_count`` events into :class:`Usage` records, one per LLM call.
+
+    Also used for the ``meta.token_counts`` side list of converted OpenAI-chat files.
+    """
+
+    def __init__(self) -> None:
+        self.usage: list[Usage] = []
+        self.context_window: int | None = None
+        self._previous: str | None = None
+
+    def add(self, event: Any, line: int = 0) -> bool:
+        """Add one event (a ``token_count`` payload or its ``info``); True when it added a record.
+
+        An event equal to the previous one (same total and last usage) is a repeat and is
+        dropped, as is one whose ``last_token_usage.input_tokens`` is 0.
+        """
+        if not isinstance(event, dict):
+            return False
+        if isinstance(event.get("payload"), dict):
+            event = event["payload"]
+        info = event.get("info") if "info" in event else event
+        if not isinstance(info, dict):
+            return False
+        window = info.get("model_context_window")
+        if isinstance(window, int) and window > 0:
+            self.context_window = window
+        key = dumps([info.get("total_token_usage"), info.get("last_token_usage")])
+        if key == self._previous:
+            return False
+        self._previous = key
+        last = info.get("last_token_usage")
+        if not isinstance(last, dict) or int(last.get("input_tokens") or 0) <= 0:
+            return False
+        self.usage.append(
+            Usage(
+                prompt_tokens=int(last["input_tokens"]),
+                cache_read_tokens=int(last.get("cached_input_tokens") or 0),
+                output_tokens=int(last.get("output_tokens") or 0),
+                line=line,
+            )
+        )
+        return True
+
+
+def _reasoning_text(payload: dict[str, Any]) -> str:
+    """Visible text of a reasoning item: its summary and content parts (not the encrypted blob)."""
+    parts = []
+    for key in ("summary", "content"):
+        text, _ = text_and_images(payload.get(key))
+        if text:
+            parts.append(text)
+    return "\n".join(parts)
+
+
+def _output_text(output: Any) -> tuple[str, int]:
+    """Text and images of a tool output (a string, a list of content items, or an object)."""
+    if isinstance(output, dict) and "content" in output:
+        output = output["content"]
+    return text_and_images(output)
+
+
+class _Reader:
+    """State of one pass over the envelopes."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.counts = TokenCounts()
+        self.system: list[str] = []
+        self.live_start = 0
+        self.compactions = 0
+        self.model: str | None = None
+        self.skipped = 0
+        self._reset_group()
+
+    def _reset_group(self) -> None:
+        self.texts: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.signed = False
+        self.images = 0
+        self.first_line = 0
+        self.nbytes = 0
+        self.nlines = 0
+
+    def flush(self) -> None:
+        """Emit the open assistant message, if any."""
+        if not self.nlines:
+            return
+        text = "\n".join(self.texts)
+        raw: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            raw["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in self.calls
+            ]
+        self.messages.append(
+            Message(
+                role="assistant", text=text, tool_calls=tuple(self.calls), thinking="\n".join(self.thinking),
+                signed_thinking=self.signed, images=self.images, line=self.first_line,
+                source_bytes=self.nbytes, source_lines=self.nlines, raw=raw,
+            )
+        )
+        self._reset_group()
+
+    def _grow(self, line: int, nbytes: int) -> None:
+        if not self.nlines:
+            self.first_line = line
+        self.nbytes += nbytes
+        self.nlines += 1
+
+    def record(self, value: Any, line: int, nbytes: int) -> None:
+        """Handle one envelope (raises ValueError when it breaks the format's rules)."""
+        if not isinstance(value, dict):
+            raise ValueError("a Codex rollout line must be a JSON object")
+        kind, payload = value.get("type"), value.get("payload")
+        if kind in ("session_meta", "response_item", "compacted", "turn_context", "event_msg") and not isinstance(payload, dict):
+            raise ValueError(f"a Codex {kind!r} line needs a 'payload' object")
+        if kind == "response_item":
+            self.item(payload, line, nbytes, replayed=False)
+        elif kind == "event_msg":
+            self.event(payload, line)
+        elif kind == "compacted":
+            self.compacted(payload, line)
+        elif kind == "session_meta":
+            base = payload.get("base_instructions") or payload.get("instructions")
+            text = base.get("text") if isinstance(base, dict) else base
+            if isinstance(text, str) and text:
+                self.system.insert(0, text)
+        elif kind == "turn_context" and isinstance(payload.get("model"), str):
+            self.model = payload["model"]
+
+    def event(self, payload: dict[str, Any], line: int) -> None:
+        """``token_count`` gives usage and ends the open response; ``task_started`` the window."""
+        kind = payload.get("type")
+        if kind == "token_count":
+            if self.counts.add(payload, line):
+                self.flush()
+        elif kind == "task_started" and isinstance(payload.get("model_context_window"), int):
+            self.counts.context_window = payload["model_context_window"]
+
+    def compacted(self, payload: dict[str, Any], line: int) -> None:
+        """A compaction: the live conversation restarts with the replacement history."""
+        self.flush()
+        self.compactions += 1
+        self.live_start = len(self.messages)
+        history = payload.get("replacement_history")
+        if isinstance(history, list):
+            for item in history:
+                if isinstance(item, dict):
+                    self.item(item, line, len(dumps(item).encode()), replayed=True)
+            self.flush()
+        elif isinstance(payload.get("message"), str):
+            text = payload["message"]
+            self.messages.append(Message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}))
+
+    def item(self, payload: dict[str, Any], line: int, nbytes: int, *, replayed: bool) -> None:
+        """One Responses-API item; ``replayed`` items (replacement history) are not new user turns."""
+        kind = payload.get("type")
+        if kind == "message":
+            self.message(payload, line, nbytes, replayed=replayed)
+        elif kind == "reasoning":
+            self._grow(line, nbytes)
+            text = _reasoning_text(payload)
+            if text:
+                self.thinking.append(text)
+            self.signed = self.signed or bool(payload.get("encrypted_content"))
+        elif kind in _CALL_TYPES:
+            call_id = payload.get("call_id") or payload.get("id")
+            if not isinstance(call_id, str):
+                raise ValueError(f"a {kind} item needs a 'call_id'")
+            arguments = payload.get("arguments", payload.get("input", payload.get("action", "")))
+            self._grow(line, nbytes)
+            self.calls.append(ToolCall(call_id, str(payload.get("name") or kind), dumps(arguments)))
+        elif kind in _OUTPUT_TYPES:
+            call_id = payload.get("call_id")
+            if not isinstance(call_id, str):
+                raise ValueError(f"a {kind} item needs a 'call_id'")
+            self.flush()
+            text, images = _output_text(payload.get("output"))
+            self.messages.append(
+                Message(
+                    role="tool", tool_results=(ToolResult(call_id, text),), images=images, line=line,
+                    source_bytes=nbytes, raw={"role": "tool", "tool_call_id": call_id, "content": text},
+                )
+            )
+        elif kind == "web_search_call":
+            self._grow(line, nbytes)
+            self.texts.append(dumps(payload.get("action", {})))
+
+    def message(self, payload: dict[str, Any], line: int, nbytes: int, *, replayed: bool) -> None:
+        """A ``message`` item: developer -> prefix, assistant -> open response, user -> message."""
+        role = payload.get("role")
+        text, images = text_and_images(payload.get("content"))
+        if role in ("developer", "system"):
+            self.flush()
+            if text and text not in self.system:
+                self.system.append(text)
+        elif role == "assistant":
+            self._grow(line, nbytes)
+            self.texts.append(text)
+            self.images += images
+        elif role == "user":
+            self.flush()
+            self.messages.append(
+                Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text})
+            )
+            head = text.lstrip()
+            if not replayed and not head.startswith(_INJECTED_PREFIXES) and not is_summary_text(head):
+                self.turns += 1
+
+
+def read(source: Source) -> Session:
+    """Read a Codex rollout into a :class:`Session`.
+
+    Parameters
+    ----------
+    source : Source
+        JSONL envelopes of the rollout.
+
+    Returns
+    -------
+    Session
+        Live messages after the last ``compacted`` line (its replacement history first); one
+        usage record per distinct ``token_count`` (tokens; prompt = ``input_tokens``, cached
+        included); ``context_window`` from ``model_context_window``; ``system_text`` = base
+        instructions and developer messages; ``llm_calls`` = ``len(usage)``.
+
+    Raises
+    ------
+    MalformedLineError
+        A line that is not an object, an envelope without a ``payload`` object, or a tool
+        call/output without ``call_id`` (``path:line``); skipped when the source is lenient.
+    """
+    reader = _Reader(source)
+    for record in source.records or ():
+        try:
+            reader.record(record.value, record.line, record.nbytes)
+        except ValueError as exc:
+            if not source.lenient:
+                raise MalformedLineError(source.path, record.line, str(exc)) from exc
+            reader.skipped += 1
+    reader.flush()
+    return build_session(
+        path=source.path,
+        format=FORMAT,
+        messages=relink(reader.messages, reader.live_start),
+        usage=reader.counts.usage,
+        live_start=reader.live_start,
+        compactions=reader.compactions,
+        user_turns=reader.turns,
+        system_text="\n\n".join(reader.system),
+        model=reader.model,
+        context_window=reader.counts.context_window,
+        skipped_lines=source.skipped_lines + reader.skipped,
+    )

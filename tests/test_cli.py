@@ -1,0 +1,121 @@
+"""`dp-compact plan` and `dp-compact profiles` through Typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.cli import EXIT_COMPACT, app
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "dp_compact" / "examples" / "session.jsonl"
+runner = CliRunner()
+DESIGN_KEYS = {"decision", "rule", "k", "cut", "N", "T", "K", "H", "terms", "E", "L", "R", "avg", "c", "context_tokens"}
+
+
+def test_plan_example_prints_table_with_decision_and_terms():
+    result = runner.invoke(app, ["plan", str(EXAMPLE)])
+    assert result.exit_code == 0, result.output
+    for label in ("decision", "① savings", "② cache miss", "③ summary request", "④ information loss", "⑤ long-context", "NetBenefit"):
+        assert label in result.output
+
+
+def test_plan_json_has_stable_design_keys():
+    result = runner.invoke(app, ["plan", str(EXAMPLE), "--json"])
+    data = json.loads(result.stdout)
+    assert DESIGN_KEYS <= data.keys()
+    assert set(data["terms"]) == {"savings", "cache_miss", "compact_cost", "info_loss", "quality", "net"}
+    assert data["decision"] in {"compact", "keep"}
+    assert data["k"] + data["cut"] == data["N"] or data["decision"] == "keep"
+    assert data["K"] + data["H"] == data["T"]
+
+
+def test_plan_exit_code_is_10_when_compaction_advised():
+    data = json.loads(runner.invoke(app, ["plan", str(EXAMPLE), "--json"]).stdout)
+    result = runner.invoke(app, ["plan", str(EXAMPLE), "--exit-code"])
+    assert result.exit_code == (EXIT_COMPACT if data["decision"] == "compact" else 0)
+    assert data["decision"] == "compact"  # the example is built to need it
+
+
+def test_plan_flags_reach_settings():
+    data = json.loads(runner.invoke(app, ["plan", str(EXAMPLE), "--json", "--provider", "gpt-4o", "--e-fixed", "3",
+                                          "--l", "2", "--min-keep-ratio", "0.5", "--max-context-tokens", "300000",
+                                          "--model", "seed", "--tokenizer", "bytes4", "--baseline-e", "4"]).stdout)
+    assert (data["E"], data["L"], data["R"]) == (3.0, 2.0, 6.0)
+    assert data["prices"]["name"] == "gpt-4o" and data["max_context_tokens"] == 300_000
+    assert data["settings"]["model"] == "seed" and data["settings"]["tokenizer"] == "bytes4"
+    assert data["settings"]["min_keep_ratio"] == 0.5 and data["settings"]["baseline_e"] == 4
+
+
+def test_plan_malformed_line_names_file_and_line(tmp_path):
+    bad = tmp_path / "s.jsonl"
+    bad.write_text('{"role":"user","content":"hi"}\n{"role":"assistant","content":"ok"}\n{"role": "user", "cont\n')
+    result = runner.invoke(app, ["plan", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:3:" in result.stderr and "Traceback" not in result.output
+
+
+def test_plan_lenient_skips_bad_line_with_warning(tmp_path):
+    bad = tmp_path / "s.jsonl"
+    bad.write_text('{"role":"user","content":"hi"}\n{oops\n{"role":"assistant","content":"ok"}\n')
+    result = runner.invoke(app, ["plan", str(bad), "--lenient", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["N"] == 2
+    assert "skipped 1 malformed line" in result.stderr
+
+
+def test_plan_empty_file_keeps_and_says_why(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    data = json.loads(runner.invoke(app, ["plan", str(empty), "--json"]).stdout)
+    assert (data["decision"], data["rule"]) == ("keep", "empty")
+    assert "no messages" in data["explanation"]
+
+
+def test_plan_unknown_format_lists_formats(tmp_path):
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"seq": 1, "kind": "x"}\n{"seq": 2, "kind": "y"}\n')
+    result = runner.invoke(app, ["plan", str(odd)])
+    assert result.exit_code == 2
+    assert str(odd) in result.stderr and "anthropic" in result.stderr and "openai" in result.stderr
+
+
+def test_plan_invalid_dp_variable_is_one_line_error(monkeypatch):
+    monkeypatch.setenv("DP_MIN_KEEP_RATIO", "2")
+    result = runner.invoke(app, ["plan", str(EXAMPLE)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0 and "DP_MIN_KEEP_RATIO" in result.stderr and "'2'" in result.stderr
+
+
+def test_plan_missing_file_is_error():
+    result = runner.invoke(app, ["plan", "no-such-file.jsonl"])
+    assert result.exit_code == 2 and "no-such-file.jsonl" in result.stderr
+
+
+def test_plan_does_not_modify_input(tmp_path):
+    copy = tmp_path / "session.jsonl"
+    shutil.copy(EXAMPLE, copy)
+    before = copy.read_bytes()
+    runner.invoke(app, ["plan", str(copy)])
+    assert copy.read_bytes() == before
+
+
+def test_profiles_lists_design_profiles():
+    result = runner.invoke(app, ["profiles"])
+    for name in ("claude-sonnet-4", "gpt-4o", "deepseek-v4-flash", "gemini-2.5-pro"):
+        assert name in result.output
+    data = json.loads(runner.invoke(app, ["profiles", "--json"]).stdout)
+    assert {"name", "p_input", "p_cache", "p_out", "p_cache_write", "max_context_tokens"} <= data[0].keys()
+
+
+def test_console_script_runs_installed_command():
+    exe = Path(sys.executable).parent / "dp-compact"
+    if not exe.exists():
+        pytest.skip("dp-compact console script is not installed in this environment")
+    done = subprocess.run([str(exe), "plan", str(EXAMPLE), "--json", "--no-cache"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and json.loads(done.stdout)["N"] > 0
