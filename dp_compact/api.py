@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from dp_compact.cuts import message_arrays
 from dp_compact.errors import UnknownProfileError
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, get_prices
@@ -63,7 +64,8 @@ def session_tokens(session: Session, settings: Settings, *, use_cache: bool = Tr
 def plan_session(session: Session, settings: Settings, *, use_cache: bool = True) -> Plan:
     """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`."""
     prices = resolve_prices(settings, session.model)
-    return plan(session, session_tokens(session, settings, use_cache=use_cache), settings, prices)
+    message_tokens = session_tokens(session, settings, use_cache=use_cache)
+    return plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
 
 
 def plan_file(

@@ -64,22 +64,31 @@ class MessageArrays:
 
 
 def message_arrays(messages: Sequence[Message]) -> MessageArrays:
-    """Build :class:`MessageArrays` from messages in one pass (tool calls linked by id)."""
+    """Build :class:`MessageArrays` from messages in one pass (tool calls linked by id); O(N)."""
     n = len(messages)
-    roles = np.fromiter((_ROLE_CODES[m.role] for m in messages), dtype=np.int8, count=n)
+    roles = bytearray(n)
+    plain_user = bytearray(n)
     call_index = np.full(n, -1, dtype=np.int64)
     where_called: dict[str, int] = {}
     for index, message in enumerate(messages):
-        for call in message.tool_calls:
-            where_called.setdefault(call.id, index)
+        role = message.role
+        if role == "user":
+            plain_user[index] = _has_string_content(message.raw)
+        elif role == "assistant":
+            roles[index] = ROLE_ASSISTANT
+            for call in message.tool_calls:
+                where_called.setdefault(call.id, index)
+        else:
+            roles[index] = ROLE_TOOL
         if message.tool_results:
             found = [where_called[r.call_id] for r in message.tool_results if r.call_id in where_called]
             if found:
                 call_index[index] = min(found)
-    turn_index = np.cumsum(roles == ROLE_USER, dtype=np.int64)
-    round_index = np.cumsum(roles == ROLE_ASSISTANT, dtype=np.int64)
-    plain_user = np.fromiter((m.role == "user" and _has_string_content(m.raw) for m in messages), dtype=bool, count=n)
-    return MessageArrays(roles, call_index, turn_index, round_index, plain_user)
+    role_array = np.frombuffer(bytes(roles), dtype=np.int8).copy()
+    turn_index = np.cumsum(role_array == ROLE_USER, dtype=np.int64)
+    round_index = np.cumsum(role_array == ROLE_ASSISTANT, dtype=np.int64)
+    user_plain = np.frombuffer(bytes(plain_user), dtype=np.bool_).copy()
+    return MessageArrays(role_array, call_index, turn_index, round_index, user_plain)
 
 
 def _has_string_content(raw: object) -> bool:

@@ -9,7 +9,8 @@ The command line prints one line ``dp-compact: <message>`` and exits 2 for any o
     │   ├── UnknownFormatError           lists the supported formats
     │   ├── MalformedLineError           names the file and the 1-based line
     │   └── NotASessionError             a file of a known tool that is not a conversation (UI logs)
-    └── NoFeasibleCutError               no cut satisfies DESIGN §1
+    ├── NoFeasibleCutError               no cut satisfies DESIGN §1
+    └── ArchiveError                     an archive:// reference malformed, unknown or unreadable; a failed archive write
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "ArchiveError",
     "DpCompactError",
     "MalformedLineError",
     "NoFeasibleCutError",
@@ -75,3 +77,15 @@ class NotASessionError(SessionError):
 
 class NoFeasibleCutError(DpCompactError):
     """No cut satisfies the feasible-cut rules of DESIGN §1 for the requested keep count."""
+
+
+class ArchiveError(DpCompactError):
+    """An archive reference that is malformed, unknown or unreadable, or an archive write that failed.
+
+    ``ref`` is the ``archive://<session>/<id>`` concerned, when known. A failed write leaves
+    nothing visible to restore or search.
+    """
+
+    def __init__(self, message: str, *, ref: str | None = None) -> None:
+        self.ref = ref
+        super().__init__(message)

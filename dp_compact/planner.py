@@ -153,7 +153,14 @@ def _pick_forced(terms: BenefitTerms, keep: npt.NDArray[np.int64], target: int, 
     return index
 
 
-def plan(session: Session, message_tokens: npt.NDArray[np.int64], settings: Settings, prices: Prices) -> Plan:
+def plan(
+    session: Session,
+    message_tokens: npt.NDArray[np.int64],
+    settings: Settings,
+    prices: Prices,
+    *,
+    arrays: MessageArrays | None = None,
+) -> Plan:
     """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2).
 
     Parameters
@@ -166,6 +173,9 @@ def plan(session: Session, message_tokens: npt.NDArray[np.int64], settings: Sett
         Model, V, S, β, r, QP, ratios and the recall parameters.
     prices : Prices
         $/MTok and the window M (overrides already applied).
+    arrays : MessageArrays, optional
+        The session's per-message structure from :func:`~dp_compact.cuts.message_arrays`, when
+        the caller keeps it (as it keeps token counts); computed here otherwise.
 
     Returns
     -------
@@ -204,7 +214,10 @@ def plan(session: Session, message_tokens: npt.NDArray[np.int64], settings: Sett
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
                     head_tokens=0, terms=dict(_NO_TERMS), best_candidate=None, n_feasible_cuts=0, **common)
 
-    arrays = message_arrays(session.messages)
+    if arrays is None:
+        arrays = message_arrays(session.messages)
+    elif arrays.n != n:
+        raise ValueError(f"arrays describe {arrays.n} messages, the session has {n}")
     cuts = np.flatnonzero(feasible_cut_mask(arrays, user_turns_only=settings.model == "seed")).astype(np.int64)
     inputs = BenefitInputs(
         v_tokens=settings.v, s_tokens=settings.s, m_tokens=prices.max_context_tokens, total_tokens=total,

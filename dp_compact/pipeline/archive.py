@@ -1,0 +1,471 @@
+"""The archive of compacted heads (DESIGN §5.6): verbatim JSONL, metadata, SQLite FTS5 index.
+
+Layout under the archive root (``DP_ARCHIVE_DIR``, else ``<user data dir>/dp-compact/archive``)::
+
+    index.sqlite                 table ``archives`` + FTS5 table ``archive_fts`` (summary, keywords, head text)
+    <session>/<id>.jsonl         the head's messages, one JSON object a line, exactly as given
+    <session>/<id>.json          metadata: summary, anchors, paths, identifiers, keywords, counts, time
+
+A head is referenced as ``archive://<session>/<id>``. ``<session>`` is the caller's session id
+sanitized for file systems (:func:`session_id_for`); ``<id>`` sorts by creation time
+(``YYYYMMDDTHHMMSSffffffZ-<8 hex>``).
+
+Writes are atomic: both files are written to temporary files in the session directory, fsynced
+and renamed into place, and only then is the index row inserted, in one transaction. An archive
+exists once its index row does: :meth:`ArchiveStore.restore` and :meth:`ArchiveStore.search`
+only see indexed archives, so a crash mid-write leaves nothing visible (at worst unreferenced
+files, never a half archive). Each operation opens and closes its own SQLite connection (WAL
+journal, busy timeout), so one store may be shared between threads.
+
+This is the pipeline's IO shell: it touches files, the environment and the clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import secrets
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dp_compact.errors import ArchiveError
+
+__all__ = ["ARCHIVE_SCHEME", "ArchiveHit", "ArchiveStore", "default_archive_root", "session_id_for", "write_jsonl_atomic"]
+
+#: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
+ARCHIVE_SCHEME = "archive://"
+#: Longest sanitized session id, characters (file-name friendly on every platform).
+SESSION_ID_MAX_CHARS = 80
+#: Characters of the summary shown per search hit.
+SUMMARY_EXCERPT_CHARS = 240
+#: Head text indexed per archive, characters (bounds the index; the JSONL keeps everything).
+INDEX_BODY_MAX_CHARS = 2_000_000
+#: Seconds a connection waits for another writer's lock before failing.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+#: bm25 column weights: ref (unindexed), summary, keywords, head text.
+_BM25_WEIGHTS = (0.0, 5.0, 3.0, 1.0)
+#: String fields of messages that are not searchable text (ids, signatures, base64 payloads).
+_SKIP_KEYS = frozenset({"id", "type", "role", "signature", "data", "encrypted_content", "tool_use_id", "tool_call_id", "call_id"})
+
+_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ID_RE = re.compile(r"\d{8}T\d{12}Z-[0-9a-f]{8}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS archives (
+    ref TEXT PRIMARY KEY, session TEXT NOT NULL, id TEXT NOT NULL, created TEXT NOT NULL,
+    summary TEXT NOT NULL, message_count INTEGER NOT NULL, sha256 TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS archives_session ON archives (session, id);
+CREATE VIRTUAL TABLE IF NOT EXISTS archive_fts USING fts5(ref UNINDEXED, summary, keywords, body);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveHit:
+    """One archive matching a :meth:`ArchiveStore.search` query.
+
+    Attributes
+    ----------
+    ref : str
+        ``archive://<session>/<id>``, for :meth:`ArchiveStore.restore`.
+    session, created : str
+        Sanitized session id; creation time, ISO 8601 UTC.
+    summary : str
+        The first ``SUMMARY_EXCERPT_CHARS`` characters of the stored summary.
+    snippet : str
+        Matching text around the hit, matched words in ``[...]``.
+    message_count : int
+        Messages in the archived head.
+    score : float
+        Relevance, higher is better (negated FTS5 bm25 with ``_BM25_WEIGHTS``).
+    """
+
+    ref: str
+    session: str
+    created: str
+    summary: str
+    snippet: str
+    message_count: int
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def default_archive_root() -> Path:
+    """``DP_ARCHIVE_DIR`` when set and non-empty, else ``<user data dir>/dp-compact/archive`` (platformdirs)."""
+    env = os.environ.get("DP_ARCHIVE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("dp-compact")) / "archive"
+
+
+def session_id_for(name: str | os.PathLike[str]) -> str:
+    """A file-system-safe session id from a session id or a session file path.
+
+    A value containing a path separator (or a ``PathLike``) is reduced to its file name without
+    suffix (``~/.claude/projects/x/4f1c.jsonl`` → ``4f1c``). Runs of characters outside
+    ``[A-Za-z0-9._-]`` become ``_``, leading dots/dashes/underscores are dropped and the result
+    is cut to ``SESSION_ID_MAX_CHARS``; an empty result becomes ``session``.
+
+    >>> session_id_for("/tmp/runs/My Session (2).jsonl")
+    'My_Session_2'
+    >>> session_id_for("../..")
+    'session'
+    """
+    text = os.fspath(name)
+    if isinstance(name, os.PathLike) or "/" in text or "\\" in text:
+        text = Path(text.replace("\\", "/")).stem
+    cleaned = _UNSAFE.sub("_", text).lstrip("._-").rstrip("_")[:SESSION_ID_MAX_CHARS]
+    return cleaned if _SESSION_RE.fullmatch(cleaned) and cleaned.strip(".") else "session"
+
+
+def _parse_ref(ref: str) -> tuple[str, str]:
+    """(session, id) of an archive reference; ArchiveError when malformed."""
+    body = ref[len(ARCHIVE_SCHEME) :] if isinstance(ref, str) and ref.startswith(ARCHIVE_SCHEME) else None
+    session, _, archive_id = (body or "").partition("/")
+    if body is None or not _SESSION_RE.fullmatch(session) or not _ID_RE.fullmatch(archive_id):
+        raise ArchiveError(f"not an archive reference: {ref!r} (expected {ARCHIVE_SCHEME}<session>/<id>)", ref=str(ref))
+    return session, archive_id
+
+
+def _new_id(now: datetime) -> str:
+    """A time-sortable unique archive id: UTC timestamp to the microsecond + 8 random hex digits."""
+    return f"{now:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON fallback for metadata values: dataclasses, paths, sets, tuples; TypeError otherwise."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _json_line(obj: Any) -> bytes:
+    """One compact JSON line; ASCII escapes when the text holds lone surrogates."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Flush a directory entry (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_temp(directory: Path, data: bytes) -> Path:
+    """``data`` in a new fsynced temporary file of ``directory``; its path."""
+    fd, name = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name)
+
+
+def write_jsonl_atomic(path: Path | str, messages: Sequence[Any]) -> None:
+    """Write ``messages`` as JSONL to ``path`` atomically (temp file in the same directory, fsync, rename).
+
+    Raises
+    ------
+    ArchiveError
+        If a message is not JSON-serializable or the file cannot be written; ``path`` is then
+        left as it was.
+    """
+    target = Path(path)
+    try:
+        data = b"".join(_json_line(m) for m in messages)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = _write_temp(target.parent, data)
+        try:
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise
+        _fsync_dir(target.parent)
+    except (OSError, TypeError, ValueError) as exc:
+        raise ArchiveError(f"{target}: cannot write: {exc}") from exc
+
+
+def _strings(obj: Any, out: list[str]) -> None:
+    """Collect the searchable string leaves of a message (skipping ids, signatures, payloads)."""
+    if isinstance(obj, str):
+        if not obj.startswith("data:"):
+            out.append(obj)
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            if key not in _SKIP_KEYS:
+                _strings(value, out)
+    elif isinstance(obj, list | tuple):
+        for value in obj:
+            _strings(value, out)
+
+
+def _keyword_text(metadata: dict[str, Any]) -> str:
+    """Keywords, file paths, identifiers and anchor texts of the metadata, for the index."""
+    parts: list[str] = []
+    for key in ("keywords", "file_paths", "paths", "identifiers", "anchors", "source_path"):
+        _strings(metadata.get(key), parts)
+    return "\n".join(parts)
+
+
+def _index_text(text: str) -> str:
+    """``text`` safe for SQLite: lone surrogates become ``?`` (the JSONL keeps them exactly)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _fts_query(query: str) -> str:
+    """A safe FTS5 query: each whitespace-separated term quoted as a phrase (AND), ``term*`` kept as prefix.
+
+    Terms without any letter or digit are dropped (they hold no token and would match nothing).
+    """
+    phrases = []
+    for term in query.split():
+        prefix = term.endswith("*") and term.rstrip("*") != ""
+        core = term.rstrip("*") if prefix else term
+        if any(ch.isalnum() for ch in core):
+            phrases.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(phrases)
+
+
+class ArchiveStore:
+    """Archived heads under one root directory: write, restore, search.
+
+    Parameters
+    ----------
+    root : Path, optional
+        The archive directory; default :func:`default_archive_root` (``DP_ARCHIVE_DIR``, else the
+        user data directory). Created on the first write, never by reads.
+    """
+
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root) if root is not None else default_archive_root()
+        self.index_path = self.root / "index.sqlite"
+
+    @contextlib.contextmanager
+    def _connect(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """An autocommit connection to the index (schema ensured when writing), closed on exit."""
+        try:
+            if write:
+                self.root.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self.index_path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+            else:
+                db = sqlite3.connect(self.index_path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise ArchiveError(f"{self.index_path}: cannot open the archive index: {exc}") from exc
+        try:
+            if write:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+            yield db
+        except sqlite3.Error as exc:
+            hint = " (this Python's SQLite lacks FTS5)" if "fts5" in str(exc) else ""
+            raise ArchiveError(f"{self.index_path}: archive index error: {exc}{hint}") from exc
+        finally:
+            db.close()
+
+    def write(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> str:
+        """Archive a head verbatim and index it; return its reference.
+
+        Parameters
+        ----------
+        session_id : str
+            Session id or session file path, sanitized by :func:`session_id_for`.
+        head_raw : sequence of dict
+            The head's messages as sent to the API (``Message.raw``), stored exactly.
+        metadata : dict
+            JSON-serializable facts about the head, stored in ``<id>.json``; recognised keys:
+            ``summary`` (str), ``keywords``, ``file_paths``, ``identifiers``, ``anchors``
+            (indexed for search), ``token_counts``, ``source_path``. Dataclasses, paths and sets
+            are converted. ``ref``, ``session``, ``id``, ``created`` and ``message_count`` are set here.
+
+        Returns
+        -------
+        str
+            ``archive://<session>/<id>``.
+
+        Raises
+        ------
+        ArchiveError
+            If a message or the metadata is not JSON-serializable, or a file or the index cannot
+            be written. Nothing is then visible to :meth:`restore` or :meth:`search`.
+        """
+        session = session_id_for(session_id)
+        now = datetime.now(UTC)
+        archive_id = _new_id(now)
+        ref = f"{ARCHIVE_SCHEME}{session}/{archive_id}"
+        summary = _index_text(str(metadata.get("summary") or ""))
+        meta = {
+            **metadata, "ref": ref, "session": session, "id": archive_id,
+            "created": now.isoformat(timespec="microseconds"), "message_count": len(head_raw),
+        }
+        try:
+            jsonl = b"".join(_json_line(m) for m in head_raw)
+            meta_bytes = json.dumps(meta, ensure_ascii=False, indent=1, default=_jsonable).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError) as exc:
+            raise ArchiveError(f"cannot archive session {session}: {exc}", ref=ref) from exc
+        body: list[str] = []
+        _strings(list(head_raw), body)
+        row = (ref, session, archive_id, meta["created"], summary, len(head_raw), hashlib.sha256(jsonl).hexdigest())
+        fts = (ref, summary, _index_text(_keyword_text(meta)), _index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
+        self._place_and_index(self.root / session, archive_id, jsonl, meta_bytes, row, fts)
+        return ref
+
+    def _place_and_index(self, directory: Path, archive_id: str, jsonl: bytes, meta: bytes, row: tuple, fts: tuple) -> None:
+        """Write both files atomically, then insert the index rows in one transaction; undo all on failure."""
+        placed: list[Path] = []
+        temps: list[Path] = []
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            temps = [_write_temp(directory, jsonl), _write_temp(directory, meta)]
+            for temp, final in zip(temps, (directory / f"{archive_id}.jsonl", directory / f"{archive_id}.json"), strict=True):
+                os.replace(temp, final)
+                placed.append(final)
+            _fsync_dir(directory)
+            with self._connect(write=True) as db:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute("INSERT INTO archives VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+                    db.execute("INSERT INTO archive_fts (ref, summary, keywords, body) VALUES (?, ?, ?, ?)", fts)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+        except BaseException as exc:
+            for path in (*temps, *placed):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            if isinstance(exc, OSError | sqlite3.Error):
+                raise ArchiveError(f"{directory}: cannot write archive {archive_id}: {exc}", ref=row[0]) from exc
+            raise
+
+    def _row(self, ref: str) -> tuple[str, str, int, str]:
+        """The index row of ``ref``; ArchiveError when malformed or unknown."""
+        _parse_ref(ref)
+        row = None
+        if self.index_path.exists():
+            with self._connect(write=False) as db:
+                row = db.execute("SELECT session, id, message_count, sha256 FROM archives WHERE ref = ?", (ref,)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{ref}: no such archive under {self.root}", ref=ref)
+        return row
+
+    def restore(self, ref: str) -> list[dict[str, Any]]:
+        """The archived head's messages, exactly as written.
+
+        Parameters
+        ----------
+        ref : str
+            ``archive://<session>/<id>`` as returned by :meth:`write`.
+
+        Returns
+        -------
+        list of dict
+            The messages, equal (as parsed JSON) to the ``head_raw`` given to :meth:`write`.
+
+        Raises
+        ------
+        ArchiveError
+            If ``ref`` is malformed, not in the index, or its JSONL file is missing or altered
+            (SHA-256 recorded at write time).
+        """
+        session, archive_id, count, digest = self._row(ref)
+        path = self.root / session / f"{archive_id}.jsonl"
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ArchiveError(f"{ref}: cannot read {path}: {exc}", ref=ref) from exc
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ArchiveError(f"{ref}: {path} was modified after archiving (checksum mismatch)", ref=ref)
+        messages = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
+        if len(messages) != count:
+            raise ArchiveError(f"{ref}: {path} holds {len(messages)} messages, the index says {count}", ref=ref)
+        return messages
+
+    def metadata(self, ref: str) -> dict[str, Any]:
+        """The metadata stored with ``ref`` (summary, anchors, counts, ...); ArchiveError as :meth:`restore`."""
+        session, archive_id, _, _ = self._row(ref)
+        path = self.root / session / f"{archive_id}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8", errors="surrogatepass"))
+        except (OSError, ValueError) as exc:
+            raise ArchiveError(f"{ref}: cannot read {path}: {exc}", ref=ref) from exc
+
+    def search(self, query: str, session: str | None = None, limit: int = 20) -> list[ArchiveHit]:
+        """Archives whose summary, keywords, paths, identifiers or head text match ``query``.
+
+        Parameters
+        ----------
+        query : str
+            Words, file paths or identifiers; every whitespace-separated term must match (as a
+            phrase of its tokens, so ``src/app.py`` matches that path). ``term*`` matches a
+            prefix. FTS5 syntax characters are treated as text, never as operators.
+        session : str, optional
+            Only archives of this session (sanitized like :meth:`write` does).
+        limit : int
+            Most hits returned, best first.
+
+        Returns
+        -------
+        list of ArchiveHit
+            Best first (bm25); empty when nothing matches, the query has no word, or no archive exists.
+
+        Raises
+        ------
+        ArchiveError
+            If the index cannot be read.
+        """
+        match = _fts_query(query)
+        if not match or limit <= 0 or not self.index_path.exists():
+            return []
+        sql = (
+            "SELECT a.ref, a.session, a.created, a.summary, snippet(archive_fts, -1, '[', ']', '…', 12),"
+            f" a.message_count, bm25(archive_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
+            " FROM archive_fts JOIN archives a ON a.ref = archive_fts.ref WHERE archive_fts MATCH ?"
+        )
+        params: list[Any] = [match]
+        if session is not None:
+            sql += " AND a.session = ?"
+            params.append(session_id_for(session))
+        sql += " ORDER BY 7, a.id DESC LIMIT ?"
+        params.append(limit)
+        with self._connect(write=False) as db:
+            rows = db.execute(sql, params).fetchall()
+        return [
+            ArchiveHit(ref, sess, created, summary[:SUMMARY_EXCERPT_CHARS], snippet, count, -float(rank))
+            for ref, sess, created, summary, snippet, count, rank in rows
+        ]

@@ -1,0 +1,147 @@
+"""Text signals the anchors and the extractive summary look for (DESIGN §5.4, §5.5).
+
+File paths, identifiers, error lines, user instructions and shell commands, found with
+regular expressions over message text. Pure functions over strings and messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+
+from dp_compact.sessions.common import is_summary_text
+from dp_compact.sessions.model import Message, ToolCall
+
+__all__ = [
+    "call_names",
+    "clean_user_text",
+    "command_of",
+    "error_lines",
+    "identifiers",
+    "instruction_sentences",
+    "is_instruction",
+    "paths",
+    "sentences",
+    "user_turn_texts",
+]
+
+_EXTENSIONS = (
+    "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|yaml|yml|toml|md|mdx|rst|txt|csv|tsv|sql|go|rs|java|kt|kts|c|h|cc|cpp|hpp|"
+    "cs|rb|php|swift|sh|bash|zsh|ps1|css|scss|html|htm|vue|svelte|ini|cfg|conf|env|lock|xml|gradle|tf|proto|dart|lua|r|scala|"
+    "ex|exs|erl|hs|ml|pl|log|pdf|png|jpg|svg|dockerfile|mk|cmake"
+)
+_PATH = re.compile(
+    r"(?<![\w@:/.\-])"
+    r"((?:~|\.{1,2})?/?(?:[\w.\-]+/)+[\w.\-]+|[\w\-]+(?:\.[\w\-]+)*\.(?:" + _EXTENSIONS + r"))"
+    r"(?![\w/])",
+    re.I,
+)
+_HAS_EXTENSION = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.I)
+_IDENTIFIER = re.compile(r"\b(?:[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*|[a-z]+_\w+|[A-Z][a-z0-9]+[A-Z]\w*)\b")
+_ERROR = re.compile(
+    r"\b(errors?|exceptions?|traceback|fail(?:ed|s|ure|ing)?|fatal|panic|denied|not found|cannot|can't|unable|invalid|"
+    r"refused|timed? ?out|crash(?:ed)?|broken|missing|undefined|segfault|abort(?:ed)?)\b",
+    re.I,
+)
+_INSTRUCTION = re.compile(
+    r"\b(always|never|from now on|going forward|don'?t|do not|must(?:n'?t)?|make sure|be sure|avoid|only|prefer|"
+    r"instead of|keep|stop|no longer)\b",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_INJECTED_BLOCK = re.compile(
+    r"<(system-reminder|environment_context|user_instructions|local-command-\w+|command-\w+|ide_\w+)>.*?</\1>", re.S
+)
+_SHELL_KEYS = ("command", "cmd", "script", "commands")
+_SHELL_TOOLS = re.compile(r"bash|shell|exec|terminal|run_command|command|powershell", re.I)
+
+
+def paths(text: str) -> list[str]:
+    """File paths in ``text``, in order of first appearance, without duplicates.
+
+    A path has a slash and either a file extension or at least two slashes or a ``/``,
+    ``./``, ``~/`` start; or it is a bare file name with a known extension. URLs are skipped.
+
+    Examples
+    --------
+    >>> paths("edit src/invoicing/totals.py and config/export.yaml, see https://x.org/a/b.html")
+    ['src/invoicing/totals.py', 'config/export.yaml']
+    """
+    found: dict[str, None] = {}
+    for match in _PATH.finditer(text):
+        candidate = match.group(1).rstrip(".-")
+        slashes = candidate.count("/")
+        if not any(c.isalpha() for c in candidate):
+            continue
+        if slashes and not (_HAS_EXTENSION.search(candidate) or slashes >= 2 or candidate[:1] in "/.~"):
+            continue
+        found.setdefault(candidate, None)
+    return list(found)
+
+
+def identifiers(text: str) -> list[str]:
+    """Code identifiers (dotted names, snake_case, CamelCase) in order of first appearance."""
+    return list(dict.fromkeys(m.group(0) for m in _IDENTIFIER.finditer(text) if not _HAS_EXTENSION.search(m.group(0))))
+
+
+def error_lines(text: str, limit: int = 3) -> list[str]:
+    """Up to ``limit`` lines of ``text`` that mention an error or failure, stripped."""
+    lines = [line.strip() for line in text.splitlines() if _ERROR.search(line)]
+    return [line for line in dict.fromkeys(lines) if line][:limit]
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` split into sentences and lines, stripped, empty ones dropped."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def is_instruction(sentence: str) -> bool:
+    """True for a sentence that reads like a standing user instruction ("never …", "always …")."""
+    return bool(_INSTRUCTION.search(sentence))
+
+
+def instruction_sentences(text: str, *, limit_chars: int = 300) -> list[str]:
+    """Sentences of ``text`` that read like standing instructions, each at most ``limit_chars``."""
+    return [s for s in sentences(text) if is_instruction(s) and len(s) <= limit_chars]
+
+
+def clean_user_text(text: str) -> str:
+    """A user message's text without blocks a client injects (``<system-reminder>`` and the like)."""
+    return _INJECTED_BLOCK.sub("", text).strip()
+
+
+def user_turn_texts(messages: Iterable[tuple[int, Message]]) -> list[tuple[int, str]]:
+    """``(index, text)`` of the user turns typed by a person: not summaries, not injected context."""
+    out = []
+    for index, message in messages:
+        if message.role != "user" or is_summary_text(message.text):
+            continue
+        text = clean_user_text(message.text)
+        if text and not text.startswith("<"):
+            out.append((index, text))
+    return out
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell command a tool call runs, or None when it is not a shell tool call."""
+    try:
+        arguments = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        arguments = call.arguments
+    if isinstance(arguments, dict):
+        for key in _SHELL_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, list):
+                value = " ".join(map(str, value))
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+        return None
+    if isinstance(arguments, str) and _SHELL_TOOLS.search(call.name) and arguments.strip():
+        return arguments.strip()
+    return None
+
+
+def call_names(messages: Sequence[Message]) -> dict[str, str]:
+    """Tool-call id → tool name over ``messages``."""
+    return {call.id: call.name for m in messages for call in m.tool_calls}

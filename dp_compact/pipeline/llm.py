@@ -1,0 +1,370 @@
+"""The ``llm`` summarizer: a cache-aligned summary request through the official SDKs (DESIGN §5.5).
+
+The request repeats what the agent sent before, so the provider's prompt cache serves the
+prefix: the session's system prompt, its tools and the head messages as raw API dicts, in order;
+only the summarization instruction (``SUMMARY_INSTRUCTION``, about L_instr = 70 tokens of
+DESIGN §2 ③) is new, appended at the end as the last user message.
+
+The request is sized before it is sent (cl100k counts of the JSON of each message, counted once):
+if head + instruction + output reserve exceed the window, the shrunk head is used instead, then
+its tool results are clipped to ``CLIPPED_RESULT_CHARS``, then the oldest user turns are dropped
+(never leaving a tool result first), until it fits. The SDKs (``pip install 'dp-compact[llm]'``)
+are imported only when a request is sent, so ``import dp_compact`` never loads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from dp_compact.errors import CompactionError, SummaryTooShortError
+from dp_compact.sessions.model import Message
+from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
+
+__all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "count_request_tokens"]
+
+#: The summarization instruction, appended as the last user message. ``{sections}`` lists the
+#: headings of ``prompts.toml`` [summary.sections] so LLM and extractive summaries share them.
+SUMMARY_INSTRUCTION = (
+    "Summarize the conversation above; the summary will replace it, so keep what is needed to continue. "
+    "Use these labelled sections, skipping empty ones: {sections} "
+    "Copy every user instruction verbatim, including those of any earlier summary. Give exact file paths, "
+    "commands, identifiers and error messages. At most about {target_tokens} tokens, plain text, no tool calls."
+)
+#: Appended to the instruction when the previous summary is not among the messages sent.
+PREVIOUS_SUMMARY_NOTE = "\n\nThe previous summary (carry its instructions forward):\n{previous_summary}"
+#: Output reserve, tokens: DESIGN §3 gives S = 500 summary tokens; 4x leaves room for long heads.
+DEFAULT_MAX_OUTPUT_TOKENS = 2048
+#: Context windows when none is given, tokens: Claude (Anthropic models overview, 200K) and
+#: GPT-4o / GPT-4.1-class chat models (OpenAI model pages, 128K).
+DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000}
+#: Share of the window the request may fill. The count is cl100k of the JSON text, not the
+#: provider's own tokenizer (Claude's differs); 15 % headroom is an assumption, not a measurement.
+WINDOW_SAFETY_FACTOR = 0.85
+#: Tool-result length, characters, after the second shrinking step (DESIGN §5.3 previews are 400–600).
+CLIPPED_RESULT_CHARS = 240
+#: Shortest acceptable summary, tokens (an acknowledgement such as "Sure." is not a summary).
+MIN_SUMMARY_TOKENS = 20
+#: Seconds per HTTP request, and SDK retries on 429/5xx before giving up.
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_RETRIES = 2
+
+_ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
+_OPENAI_ONLY_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
+_OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal", "function_call")
+_EMPTY = "(empty)"
+_OMITTED = "[earlier messages omitted]"
+
+Api = Literal["anthropic", "openai"]
+
+
+def _dumps(obj: Any) -> str:
+    """Compact JSON text of a request part, as counted."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def count_request_tokens(system: Any, tools: Sequence[Any], messages: Sequence[Any]) -> int:
+    """Estimated prompt size of a summary request, tokens (cl100k of the JSON of each part).
+
+    Parameters
+    ----------
+    system : str, list or None
+        System prompt (Anthropic ``system``; ``None`` for OpenAI, whose system prompt is a message).
+    tools : sequence of dict
+        Tool definitions as sent.
+    messages : sequence of dict
+        Messages as sent, instruction included.
+
+    Returns
+    -------
+    int
+        Tokens of the JSON text of each part plus ``MESSAGE_OVERHEAD_TOKENS`` per message.
+    """
+    parts = [_dumps(system) if system else "", _dumps(list(tools)) if tools else ""]
+    parts += [_dumps(m) for m in messages]
+    return int(count_text_tokens(parts).sum()) + MESSAGE_OVERHEAD_TOKENS * len(messages)
+
+
+def _fits_shape(raw: Any, api: Api) -> bool:
+    """True when ``raw`` can be sent as is to ``api`` (it is already in that API's message shape)."""
+    if not isinstance(raw, dict) or raw.get("role") not in {"user", "assistant", "tool"}:
+        return False
+    content = raw.get("content")
+    kinds = {b.get("type") for b in content if isinstance(b, dict)} if isinstance(content, list) else set()
+    if api == "anthropic":
+        return raw["role"] != "tool" and "tool_calls" not in raw and not kinds & _OPENAI_ONLY_BLOCKS and content not in (None, "", [])
+    return not kinds & _ANTHROPIC_ONLY_BLOCKS
+
+
+def _tool_input(arguments: str) -> Any:
+    """Anthropic ``tool_use.input`` from call arguments: the JSON object, else ``{"arguments": text}``."""
+    with contextlib.suppress(ValueError):
+        value = json.loads(arguments) if arguments else {}
+        if isinstance(value, dict):
+            return value
+    return {"arguments": arguments}
+
+
+def _convert(message: Message, api: Api) -> list[dict[str, Any]]:
+    """``message`` rebuilt in ``api``'s shape from its normalized fields (a foreign-shape source)."""
+    text = message.text
+    if message.role == "tool":
+        if api == "openai":
+            out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": r.call_id, "content": r.text} for r in message.tool_results]
+            return out + ([{"role": "user", "content": text}] if text else [])
+        blocks: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": r.call_id, "content": r.text or _EMPTY, **({"is_error": True} if r.is_error else {})}
+            for r in message.tool_results
+        ]
+        return [{"role": "user", "content": blocks + ([{"type": "text", "text": text}] if text else [])}]
+    if message.role == "user" or not message.tool_calls:
+        return [{"role": message.role, "content": text or _EMPTY}]
+    if api == "openai":
+        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in message.tool_calls]
+        return [{"role": "assistant", "content": text or None, "tool_calls": calls}]
+    uses = [{"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)} for c in message.tool_calls]
+    return [{"role": "assistant", "content": ([{"type": "text", "text": text}] if text else []) + uses}]
+
+
+def _wire(message: Message, api: Api) -> list[dict[str, Any]]:
+    """The API messages that carry ``message``: its raw dict as sent before when the shape fits."""
+    raw = message.raw
+    if _fits_shape(raw, api):
+        keys = ("role", "content") if api == "anthropic" else _OPENAI_KEYS
+        return [{k: raw[k] for k in keys if k in raw}]
+    return _convert(message, api)
+
+
+def _clip_results(message: Message) -> Message:
+    """``message`` with each tool result cut to ``CLIPPED_RESULT_CHARS`` (rebuilt, so sent in converted shape)."""
+    from dataclasses import replace
+
+    def clip(text: str) -> str:
+        if len(text) <= CLIPPED_RESULT_CHARS:
+            return text
+        return f"{text[: CLIPPED_RESULT_CHARS // 2]}\n[... {len(text):,} chars, clipped ...]\n{text[-CLIPPED_RESULT_CHARS // 2 :]}"
+
+    if not message.tool_results or all(len(r.text) <= CLIPPED_RESULT_CHARS for r in message.tool_results):
+        return message
+    results = tuple(replace(r, text=clip(r.text)) for r in message.tool_results)
+    return replace(message, tool_results=results, raw=None)
+
+
+def _tools_for(groups: Sequence[Sequence[dict[str, Any]]], api: Api) -> list[dict[str, Any]]:
+    """Minimal tool definitions for the tool names called in ``groups`` (when the session's are unknown)."""
+    names: set[str] = set()
+    for group in groups:
+        for wire in group:
+            for call in wire.get("tool_calls") or ():
+                names.add(call.get("function", {}).get("name", ""))
+            content = wire.get("content")
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    names.add(block.get("name", ""))
+    names.discard("")
+    if api == "anthropic":
+        return [{"name": n, "description": n, "input_schema": {"type": "object"}} for n in sorted(names)]
+    return [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in sorted(names)]
+
+
+class LLMSummarizer:
+    """Summarize a head with an LLM through the ``anthropic`` or ``openai`` SDK, cache-aligned.
+
+    Parameters
+    ----------
+    api : {"anthropic", "openai"}
+        ``anthropic``: Messages API (``/v1/messages``); ``openai``: Chat Completions.
+    model : str
+        Model name sent with the request.
+    client : optional
+        A ready SDK client (``anthropic.Anthropic`` / ``openai.OpenAI``); not closed here.
+        Default: one is made per request from ``base_url``, ``api_key``, ``timeout`` and
+        ``max_retries`` (unset values fall back to the SDK's environment variables) and closed.
+    base_url, api_key : str, optional
+        Endpoint and key for the client made here.
+    tools : sequence of dict, optional
+        The session's tool definitions in ``api``'s shape, as the agent sent them. Without them,
+        minimal definitions are made from the tool names the head calls (no cache hit then).
+    max_output_tokens : int
+        Output reserve and ``max_tokens`` of the request, tokens.
+    context_window : int, optional
+        Window the request must fit, tokens; default ``DEFAULT_CONTEXT_WINDOWS[api]``.
+    timeout : float
+        Seconds per HTTP request.
+    max_retries : int
+        SDK retries on connection errors, 429 and 5xx.
+
+    Notes
+    -----
+    Calling it with a ``SummaryRequest`` returns the summary text, or raises
+    :class:`~dp_compact.errors.SummaryTooShortError` (empty or under ``MIN_SUMMARY_TOKENS``, or
+    cut off at ``max_output_tokens``) or :class:`~dp_compact.errors.CompactionError` (HTTP or SDK
+    error, missing SDK, request that cannot fit).
+    """
+
+    def __init__(
+        self,
+        api: Api,
+        model: str,
+        *,
+        client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
+        context_window: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> None:
+        if api not in DEFAULT_CONTEXT_WINDOWS:
+            raise ValueError(f"unknown api {api!r}: use 'anthropic' or 'openai'")
+        self.api: Api = api
+        self.model = model
+        self.tools = list(tools) if tools is not None else None
+        self.max_output_tokens = max_output_tokens
+        self.context_window = context_window or DEFAULT_CONTEXT_WINDOWS[api]
+        self.timeout, self.max_retries = timeout, max_retries
+        self._client, self._base_url, self._api_key = client, base_url, api_key
+
+    def __call__(self, request: Any) -> str:
+        """The summary of ``request.head`` (a ``SummaryRequest``); errors as in the class Notes."""
+        system, tools, messages = self.build_request(request)
+        with self._open_client() as client:
+            if self.api == "anthropic":
+                text, truncated = self._send_anthropic(client, system, tools, messages)
+            else:
+                text, truncated = self._send_openai(client, tools, messages)
+        text = text.strip()
+        n_tokens = int(count_text_tokens([text])[0]) if text else 0
+        where = f"{self.api} model {self.model}"
+        if n_tokens < MIN_SUMMARY_TOKENS:
+            raise SummaryTooShortError(f"summary from {where} has {n_tokens} tokens (< {MIN_SUMMARY_TOKENS}): {text[:80]!r}")
+        if truncated:
+            raise SummaryTooShortError(f"summary from {where} was cut off at max_output_tokens={self.max_output_tokens}")
+        return text
+
+    def build_request(self, request: Any) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+        """(system, tools, messages) to send: cache-aligned and sized to fit the window.
+
+        ``system`` is the Anthropic ``system`` string (None for OpenAI, where it is the first
+        message). Raises CompactionError when the head is empty or even its last turn cannot fit.
+        """
+        system_text = getattr(request, "system_text", "") or ""
+        head = tuple(request.head)
+        if not head:
+            raise CompactionError("nothing to summarize: the head is empty")
+        budget = int(self.context_window * WINDOW_SAFETY_FACTOR) - self.max_output_tokens
+        prefix: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text and self.api == "openai" else []
+        system = system_text if system_text and self.api == "anthropic" else None
+        shrunk = tuple(getattr(request, "shrunk_head", None) or head)
+        variants = (head, shrunk, tuple(_clip_results(m) for m in shrunk))
+        for step, messages in enumerate(variants):
+            groups = [_wire(m, self.api) for m in messages]
+            tools = self._tools(request, groups)
+            worst = [*prefix, self._instruction(request, ()), *([{"role": "user", "content": _OMITTED}] if self.api == "anthropic" else [])]
+            fixed = count_request_tokens(system, tools, worst)
+            sizes = count_text_tokens([_dumps(g) for g in groups]) + MESSAGE_OVERHEAD_TOKENS * np.array([len(g) for g in groups])
+            kept_tokens = np.cumsum(sizes[::-1])[::-1]  # tokens of messages[i:]
+            start = self._first_fitting_start(messages, kept_tokens, budget - fixed, last=step == len(variants) - 1)
+            if start is not None:
+                break
+        else:
+            raise CompactionError(
+                f"summary request cannot fit a {self.context_window:,}-token window with a {self.max_output_tokens:,}-token "
+                f"output reserve, even with only the last message of the head"
+            )
+        kept = messages[start:]
+        body = [w for g in groups[start:] for w in g]
+        if self.api == "anthropic" and body[0]["role"] != "user":
+            body.insert(0, {"role": "user", "content": _OMITTED})
+        instruction = self._instruction(request, kept)
+        return system, self._tools(request, groups[start:]), [*prefix, *body, instruction]
+
+    def _first_fitting_start(self, messages: Sequence[Message], kept_tokens: Any, room: int, *, last: bool) -> int | None:
+        """Index of the first head message to send: 0 when all fit; with ``last``, the oldest turn start that fits."""
+        if int(kept_tokens[0]) <= room:
+            return 0
+        if not last:
+            return None
+        turn_starts = [i for i, m in enumerate(messages) if i > 0 and m.role == "user"]
+        other_starts = [i for i, m in enumerate(messages) if i > 0 and m.role == "assistant"]
+        for candidates in (turn_starts, other_starts):
+            for i in candidates:
+                if int(kept_tokens[i]) <= room:
+                    return i
+        return None
+
+    def _tools(self, request: Any, groups: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The session's tools (request, then constructor), else minimal ones when the head calls tools."""
+        tools = getattr(request, "tools", None) or self.tools
+        return list(tools) if tools else _tools_for(groups, self.api)
+
+    def _instruction(self, request: Any, sent: Sequence[Message]) -> dict[str, Any]:
+        """The instruction user message; it quotes the previous summary unless a sent message holds it."""
+        from dp_compact.pipeline.texts import texts
+
+        text = SUMMARY_INSTRUCTION.format(sections=" ".join(texts().headings.values()), target_tokens=request.target_tokens)
+        previous = (getattr(request, "previous_summary", "") or "").strip()
+        if previous and not any(previous in m.text for m in sent):
+            text += PREVIOUS_SUMMARY_NOTE.format(previous_summary=previous)
+        return {"role": "user", "content": text}
+
+    @contextlib.contextmanager
+    def _open_client(self) -> Iterator[Any]:
+        """The given client, or a new SDK client closed on exit; CompactionError when the SDK is missing."""
+        if self._client is not None:
+            yield self._client
+            return
+        try:
+            sdk = importlib.import_module(self.api)
+        except ImportError as exc:
+            raise CompactionError(f"the llm summarizer needs the {self.api} SDK: pip install 'dp-compact[llm]'") from exc
+        factory = sdk.Anthropic if self.api == "anthropic" else sdk.OpenAI
+        try:
+            client = factory(api_key=self._api_key, base_url=self._base_url, timeout=self.timeout, max_retries=self.max_retries)
+        except (sdk.AnthropicError if self.api == "anthropic" else sdk.OpenAIError) as exc:
+            raise CompactionError(f"cannot set up the {self.api} client: {exc}") from exc
+        with client:
+            yield client
+
+    def _failed(self, exc: BaseException) -> CompactionError:
+        """The CompactionError for an SDK exception (HTTP status, connection error, bad response)."""
+        status = getattr(exc, "status_code", None)
+        what = f"HTTP {status}" if status is not None else type(exc).__name__
+        return CompactionError(f"summary request to {self.api} model {self.model} failed ({what}): {exc}")
+
+    def _send_anthropic(self, client: Any, system: Any, tools: list, messages: list) -> tuple[str, bool]:
+        """POST /v1/messages; (text of the text blocks, stopped at max_tokens)."""
+        import anthropic
+
+        extra = {"system": system} if system else {}
+        try:
+            reply = client.messages.create(
+                model=self.model, max_tokens=self.max_output_tokens, messages=messages, timeout=self.timeout,
+                **extra, **({"tools": tools} if tools else {}),
+            )
+        except anthropic.AnthropicError as exc:
+            raise self._failed(exc) from exc
+        text = "".join(getattr(b, "text", "") for b in reply.content or () if getattr(b, "type", "") == "text")
+        return text, reply.stop_reason == "max_tokens"
+
+    def _send_openai(self, client: Any, tools: list, messages: list) -> tuple[str, bool]:
+        """POST /v1/chat/completions; (first choice's content, stopped at the length limit)."""
+        import openai
+
+        try:
+            reply = client.chat.completions.create(
+                model=self.model, max_completion_tokens=self.max_output_tokens, messages=messages, timeout=self.timeout,
+                **({"tools": tools} if tools else {}),
+            )
+        except openai.OpenAIError as exc:
+            raise self._failed(exc) from exc
+        if not reply.choices:
+            return "", False
+        choice = reply.choices[0]
+        return choice.message.content or "", choice.finish_reason == "length"

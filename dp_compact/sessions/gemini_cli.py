@@ -1,0 +1,285 @@
+"""Gemini CLI sessions: saved chats and ``--output-format stream-json`` logs (DESIGN §4).
+
+Saved chat (one document ``{sessionId, messages: [...]}``, FORMATS.md (e)): ``type: user``
+messages are user turns; a ``type: gemini`` message is one LLM call: an assistant message
+(``content``, ``thoughts`` as thinking, ``toolCalls`` as tool calls) followed, when the calls
+have results, by ONE tool message holding them all (Gemini returns every ``functionResponse``
+of a turn in one content). ``tokens.input`` is that call's whole prompt (``cached`` is part of
+it): one usage record per gemini message. ``info``/``error``/``warning`` entries are skipped.
+
+Stream-json (one event per line): ``message`` events (assistant ones with ``delta: true`` are
+streamed chunks, concatenated into one message), ``tool_use`` (a call on the current assistant
+message, opened if needed), ``tool_result`` (results after one assistant message form one tool
+message), ``init`` and ``result``. There is no per-call usage (``result.stats`` holds session
+totals only), so ``usage`` stays empty. An ``init`` with a new ``session_id`` is a restart: the
+live conversation is the last run, starting at the user messages just before that ``init``.
+
+``raw`` is a Gemini-API content dict (``{role: user|model, parts: [...]}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dp_compact.errors import MalformedLineError
+from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
+from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Source
+
+__all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
+
+FORMAT = "gemini_cli"
+DESCRIPTION = "Gemini CLI saved chat {sessionId, messages[type user|gemini]} or stream-json events (init/message/tool_use/tool_result/result)"
+
+_SUMMARY_PREFIX = "<state_snapshot>"  # Gemini CLI's /compress hand-over
+
+
+def _is_saved_chat(document: Any) -> bool:
+    """A ``{sessionId?, messages: [{type, content}]}`` document with Gemini message types."""
+    if not isinstance(document, dict) or not isinstance(document.get("messages"), list):
+        return False
+    items = document["messages"]
+    typed = all(isinstance(m, dict) and isinstance(m.get("type"), str) and "role" not in m for m in items)
+    return typed and ("sessionId" in document or any(m["type"] == "gemini" for m in items))
+
+
+def _is_stream_event(value: Any) -> bool:
+    """A stream-json ``init`` (with a session id) or ``tool_use``/``tool_result`` (with a tool id)."""
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("type")
+    return (kind == "init" and "session_id" in value) or (kind in ("tool_use", "tool_result") and "tool_id" in value)
+
+
+def sniff(source: Source) -> bool:
+    """True for a Gemini CLI saved chat document or a stream-json log."""
+    if source.records is None:
+        return _is_saved_chat(source.document)
+    return any(_is_stream_event(r.value) for r in source.records)
+
+
+def _is_summary(text: str) -> bool:
+    head = text.lstrip()
+    return is_summary_text(head) or head.startswith(_SUMMARY_PREFIX)
+
+
+def _user(text: str, images: int, line: int, nbytes: int) -> Message:
+    return Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "parts": [{"text": text}]})
+
+
+def _assistant(texts: list[str], calls: list[ToolCall], thinking: str, line: int, nbytes: int, lines: int) -> Message:
+    text = "".join(texts)
+    parts: list[dict[str, Any]] = [{"text": text}] if text else []
+    parts += [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}} for c in calls]
+    return Message(
+        role="assistant", text=text, tool_calls=tuple(calls), thinking=thinking, line=line,
+        source_bytes=nbytes, source_lines=lines, raw={"role": "model", "parts": parts},
+    )
+
+
+def _tool(results: list[tuple[ToolResult, str]], images: int, line: int, nbytes: int, lines: int) -> Message:
+    parts = [{"functionResponse": {"id": r.call_id, "name": name, "response": {"output": r.text}}} for r, name in results]
+    return Message(
+        role="tool", tool_results=tuple(r for r, _ in results), images=images, line=line,
+        source_bytes=nbytes, source_lines=lines, raw={"role": "user", "parts": parts},
+    )
+
+
+def _response_text(result: Any) -> tuple[str, int]:
+    """Text and images of a saved tool call's ``result`` (a list of ``functionResponse`` parts)."""
+    texts, images = [], 0
+    for part in result if isinstance(result, list) else [result]:
+        response = part.get("functionResponse", {}).get("response") if isinstance(part, dict) else part
+        if isinstance(response, dict):
+            response = response.get("output", response.get("error", response))
+        text, n = text_and_images(response)
+        texts.append(text)
+        images += n
+    return "\n".join(t for t in texts if t), images
+
+
+def _read_saved_chat(source: Source) -> Session:
+    """Messages, calls, results and per-call usage of a saved chat."""
+    messages: list[Message] = []
+    usage: list[Usage] = []
+    turns, live_start, compactions, model = 0, 0, 0, None
+    for index, item in enumerate(source.document["messages"]):
+        kind = item.get("type")
+        nbytes = len(dumps(item).encode())
+        if kind == "user":
+            text, images = text_and_images(item.get("content"))
+            if _is_summary(text):
+                compactions, live_start = compactions + 1, len(messages)
+            else:
+                turns += 1
+            messages.append(_user(text, images, 0, nbytes))
+        elif kind == "gemini":
+            calls_spec = item.get("toolCalls") or []
+            if not isinstance(calls_spec, list) or not all(isinstance(c, dict) for c in calls_spec):
+                if source.lenient:
+                    continue
+                raise MalformedLineError(source.path, None, f"message {index}: toolCalls must be a list of objects")
+            text, _ = text_and_images(item.get("content"))
+            thoughts = "\n".join(
+                f"{t.get('subject', '')}: {t.get('description', '')}" for t in item.get("thoughts") or [] if isinstance(t, dict)
+            )
+            calls = [ToolCall(str(c.get("id", f"call-{index}-{n}")), str(c.get("name", "")), dumps(c.get("args", {}))) for n, c in enumerate(calls_spec)]
+            messages.append(_assistant([text], calls, thoughts, 0, nbytes, 1))
+            answered = [(call, spec) for call, spec in zip(calls, calls_spec, strict=True) if spec.get("result") is not None]
+            if answered:
+                results, images = [], 0
+                for call, spec in answered:
+                    body, n = _response_text(spec["result"])
+                    images += n
+                    results.append((ToolResult(call.id, body, spec.get("status") == "error"), call.name))
+                messages.append(_tool(results, images, 0, 0, 0))
+            usage += _saved_usage(item.get("tokens"))
+            model = item.get("model") if isinstance(item.get("model"), str) else model
+    return build_session(
+        path=source.path, format=FORMAT, messages=relink(messages, live_start), usage=usage, live_start=live_start,
+        compactions=compactions, user_turns=turns, model=model, skipped_lines=source.skipped_lines,
+    )
+
+
+def _saved_usage(tokens: Any) -> list[Usage]:
+    """One usage record from a gemini message's ``tokens`` (output includes thought tokens)."""
+    if not isinstance(tokens, dict) or not int(tokens.get("input") or 0):
+        return []
+    output = int(tokens.get("output") or 0) + int(tokens.get("thoughts") or 0)
+    return [Usage(int(tokens["input"]), cache_read_tokens=int(tokens.get("cached") or 0), output_tokens=output)]
+
+
+class _Stream:
+    """State of one pass over stream-json events."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.live_start = 0
+        self.compactions = 0
+        self.session_id: Any = None
+        self.model: str | None = None
+        self.texts: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.results: list[tuple[ToolResult, str]] = []
+        self.result_images = 0
+        self.delta = False
+        self.a_line = self.a_bytes = self.a_lines = 0
+        self.r_line = self.r_bytes = self.r_lines = 0
+
+    def flush(self) -> None:
+        """Emit the open assistant message and the tool message answering it."""
+        if self.a_lines:
+            self.messages.append(_assistant(self.texts, self.calls, "", self.a_line, self.a_bytes, self.a_lines))
+        if self.r_lines:
+            self.messages.append(_tool(self.results, self.result_images, self.r_line, self.r_bytes, self.r_lines))
+        self.texts, self.calls, self.results, self.result_images, self.delta = [], [], [], 0, False
+        self.a_line = self.a_bytes = self.a_lines = self.r_line = self.r_bytes = self.r_lines = 0
+
+    def _open_assistant(self, line: int, nbytes: int) -> None:
+        if self.r_lines:
+            self.flush()
+        if not self.a_lines:
+            self.a_line = line
+        self.a_bytes += nbytes
+        self.a_lines += 1
+
+    def event(self, value: Any, line: int, nbytes: int) -> None:
+        """Handle one event (raises ValueError when it breaks the format's rules)."""
+        if not isinstance(value, dict):
+            raise ValueError("a stream-json line must be a JSON object")
+        kind = value.get("type")
+        if kind == "init":
+            self.flush()
+            if self.session_id is not None and value.get("session_id") != self.session_id:
+                start = len(self.messages)
+                while start > 0 and self.messages[start - 1].role == "user":
+                    start -= 1
+                self.live_start = start
+            self.session_id = value.get("session_id")
+            self.model = value.get("model") if isinstance(value.get("model"), str) else self.model
+        elif kind == "message":
+            self.message(value, line, nbytes)
+        elif kind == "tool_use":
+            if not isinstance(value.get("tool_id"), str):
+                raise ValueError("a tool_use event needs a 'tool_id'")
+            self._open_assistant(line, nbytes)
+            self.calls.append(ToolCall(value["tool_id"], str(value.get("tool_name", "")), dumps(value.get("parameters", {}))))
+            self.delta = False
+        elif kind == "tool_result":
+            if not isinstance(value.get("tool_id"), str):
+                raise ValueError("a tool_result event needs a 'tool_id'")
+            self.tool_result(value, line, nbytes)
+        elif kind == "result":
+            self.flush()
+
+    def message(self, value: dict[str, Any], line: int, nbytes: int) -> None:
+        """A user message, or assistant text (``delta`` chunks are concatenated)."""
+        role = value.get("role")
+        text, images = text_and_images(value.get("content"))
+        if role == "user":
+            self.flush()
+            if _is_summary(text):
+                self.compactions, self.live_start = self.compactions + 1, len(self.messages)
+            else:
+                self.turns += 1
+            self.messages.append(_user(text, images, line, nbytes))
+        elif role == "assistant":
+            delta = value.get("delta") is True
+            self._open_assistant(line, nbytes)
+            if not (delta and self.delta) and self.texts:
+                self.texts.append("\n")
+            self.texts.append(text)
+            self.delta = delta
+
+    def tool_result(self, value: dict[str, Any], line: int, nbytes: int) -> None:
+        """One tool result; results after one assistant message form one tool message."""
+        output = value.get("output")
+        if output is None and isinstance(value.get("error"), dict):
+            output = value["error"].get("message")
+        text, images = text_and_images(output)
+        name = next((c.name for c in self.calls if c.id == value["tool_id"]), "")
+        self.results.append((ToolResult(value["tool_id"], text, value.get("status") == "error"), name))
+        self.result_images += images
+        if not self.r_lines:
+            self.r_line = line
+        self.r_bytes += nbytes
+        self.r_lines += 1
+
+
+def read(source: Source) -> Session:
+    """Read a Gemini CLI saved chat or stream-json log into a :class:`Session`.
+
+    Parameters
+    ----------
+    source : Source
+        The saved-chat document or the stream-json records.
+
+    Returns
+    -------
+    Session
+        Saved chat: one usage record per gemini message (tokens; prompt = ``tokens.input``).
+        Stream-json: no usage (only session totals exist); the live conversation is the last run.
+
+    Raises
+    ------
+    MalformedLineError
+        A stream line that is not an object or a tool event without ``tool_id``; a saved
+        message whose ``toolCalls`` is not a list of objects. Skipped when the source is lenient.
+    """
+    if source.records is None:
+        return _read_saved_chat(source)
+    stream = _Stream()
+    skipped = 0
+    for record in source.records:
+        try:
+            stream.event(record.value, record.line, record.nbytes)
+        except ValueError as exc:
+            if not source.lenient:
+                raise MalformedLineError(source.path, record.line, str(exc)) from exc
+            skipped += 1
+    stream.flush()
+    return build_session(
+        path=source.path, format=FORMAT, messages=relink(stream.messages, stream.live_start), live_start=stream.live_start,
+        compactions=stream.compactions, user_turns=stream.turns, model=stream.model, skipped_lines=source.skipped_lines + skipped,
+    )
