@@ -135,6 +135,57 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     typer.echo("Any other model name is looked up in genai-prices' bundled price data (offline).")
 
 
+@app.command()
+def restore(
+    ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id>.")],
+    out: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSONL here (atomically) instead of stdout.")] = None,
+) -> None:
+    """Print (or write to OUT) the original messages archived under REF, as JSONL."""
+    from dp_compact.pipeline.archive import ArchiveStore, write_jsonl_atomic
+
+    try:
+        messages = ArchiveStore().restore(ref)
+        if out is not None:
+            write_jsonl_atomic(out, messages)
+    except DpCompactError as exc:
+        raise _fail(exc) from None
+    if out is None:
+        for message in messages:
+            typer.echo(json.dumps(message, ensure_ascii=False))
+    else:
+        typer.echo(f"restored {len(messages)} messages from {ref} to {out}", err=True)
+
+
+def render_hits(hits: list[dict]) -> str:
+    """Archive search hits (``ArchiveHit.to_dict()``) as readable lines; formatting only."""
+    if not hits:
+        return "no matching archive"
+    lines = []
+    for hit in hits:
+        lines.append(f"{hit['ref']}  {hit['created']}  {hit['message_count']} messages  score {hit['score']:.3g}")
+        lines.append(f"  {' '.join(hit['summary'].split()) or '(no summary)'}")
+        if hit["snippet"]:
+            lines.append(f"  match: {' '.join(hit['snippet'].split())}")
+    return "\n".join(lines)
+
+
+@app.command()
+def recall(
+    query: Annotated[str, typer.Argument(help="Words, file paths or identifiers (all must match; word* for a prefix).")],
+    session: Annotated[Optional[str], typer.Option("--session", help="Only archives of this session.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Most archives listed.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the hits as a JSON list.")] = False,
+) -> None:
+    """List archived heads matching QUERY, best first, with their summaries."""
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    try:
+        hits = [hit.to_dict() for hit in ArchiveStore().search(query, session=session, limit=limit)]
+    except DpCompactError as exc:
+        raise _fail(exc) from None
+    typer.echo(json.dumps(hits, ensure_ascii=False) if as_json else render_hits(hits))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

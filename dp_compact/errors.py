@@ -10,7 +10,10 @@ The command line prints one line ``dp-compact: <message>`` and exits 2 for any o
     │   ├── MalformedLineError           names the file and the 1-based line
     │   └── NotASessionError             a file of a known tool that is not a conversation (UI logs)
     ├── NoFeasibleCutError               no cut satisfies DESIGN §1
-    └── ArchiveError                     an archive:// reference malformed, unknown or unreadable; a failed archive write
+    ├── ArchiveError                     an archive:// reference malformed, unknown or unreadable; a failed archive write
+    └── CompactionError                  a compaction aborted; input untouched, no output or temporary file left
+        ├── SummaryTooShortError         the summarizer returned an empty or too short summary
+        └── CircuitOpenError             3 consecutive summary failures for this session: compaction paused
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from pathlib import Path
 
 __all__ = [
     "ArchiveError",
+    "CircuitOpenError",
+    "CompactionError",
     "DpCompactError",
     "MalformedLineError",
     "NoFeasibleCutError",
     "NotASessionError",
     "SessionError",
     "SettingsError",
+    "SummaryTooShortError",
     "UnknownFormatError",
     "UnknownProfileError",
 ]
@@ -89,3 +95,18 @@ class ArchiveError(DpCompactError):
     def __init__(self, message: str, *, ref: str | None = None) -> None:
         self.ref = ref
         super().__init__(message)
+
+
+class CompactionError(DpCompactError):
+    """A compaction was aborted (summarizer failure, invalid output, write failure).
+
+    The input file is never modified and no output or temporary file is left behind.
+    """
+
+
+class SummaryTooShortError(CompactionError):
+    """The summarizer returned an empty or too short summary (DESIGN §5.5)."""
+
+
+class CircuitOpenError(CompactionError):
+    """Summaries of this session failed several times in a row; compaction is paused (DESIGN §5.5)."""

@@ -574,3 +574,37 @@ def test_atif_step_with_bad_tool_calls_is_malformed(tmp_path: Path) -> None:
     path = _write(tmp_path, {"schema_version": "ATIF-v1.6", "steps": [{"step_id": 1, "source": "agent", "message": "", "tool_calls": "x"}]}, "t.json")
     with pytest.raises(MalformedLineError, match="step 1"):
         read_session(path)
+
+
+def test_openai_jsonl_record_that_is_not_a_message_names_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}, {"kind": "usage", "n": 1},
+                             {"role": "assistant", "content": "y"}])
+    with pytest.raises(MalformedLineError) as info:
+        read_session(path)
+    assert info.value.line == 3
+    session = read_session(path, lenient=True)
+    assert session.skipped_lines == 1 and [m.text for m in session.messages] == ["x", "y"]
+
+
+def test_codex_compacted_without_replacement_history_starts_live_at_summary(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        _env("session_meta", {"id": "x"}),
+        _env("response_item", _msg("user", "first")),
+        _env("response_item", _msg("assistant", "ok")),
+        _env("compacted", {"message": "Summary of the work so far."}),
+        _env("response_item", _msg("user", "second")),
+    ])
+    session = read_session(path)
+    assert [m.text for m in session.messages] == ["Summary of the work so far.", "second"]
+    assert session.compactions == 1 and session.user_turns == 2
+
+
+def test_claude_code_record_written_before_its_parent_follows_the_parent(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        _cc("user", "u1", None, {"role": "user", "content": "go"}),
+        _cc("user", "r1", "a1", {"role": "user", "content": [_result("t1")]}, sourceToolAssistantUUID="a1"),
+        _cc_asst("a1", "u1", "msg_1", [_use("t1")]),
+        _cc_asst("a2", "r1", "msg_2", [{"type": "text", "text": "done"}]),
+    ])
+    session = read_session(path)
+    assert [(m.role, m.line) for m in session.messages] == [("user", 1), ("assistant", 3), ("tool", 2), ("assistant", 4)]

@@ -12,7 +12,6 @@ from that summary, so that they survive any number of successive compactions.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from dp_compact.pipeline.extract import (
@@ -24,7 +23,7 @@ from dp_compact.pipeline.extract import (
     paths,
     user_turn_texts,
 )
-from dp_compact.pipeline.texts import texts
+from dp_compact.pipeline.texts import parse_sections
 from dp_compact.pipeline.types import Anchor
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.sessions.model import Message
@@ -44,7 +43,6 @@ ANCHOR_SNIPPET_CHARS = 200  # characters per anchor snippet
 INSTRUCTION_CHARS = 300  # longest instruction sentence carried verbatim
 _WEIGHTS = {"user": 3.0, "instruction": 2.0, "path": 1.5, "identifier": 0.5, "error": 2.0, "tool_error": 1.0, "call": 1.0}
 _RECENCY_BONUS = 1.0
-_BULLET = re.compile(r"^\s*[-*•]\s+")
 
 
 def _clip(text: str, limit: int = ANCHOR_SNIPPET_CHARS) -> str:
@@ -128,18 +126,12 @@ def select_anchors(head: Sequence[Message], *, limit: int = ANCHOR_LIMIT) -> tup
 def carried_instructions(summary_text: str) -> list[str]:
     """Standing instructions of a previous summary message, to carry into the next summary.
 
-    Ours: the bullet lines under the instructions heading (``prompts.toml``). Another tool's
-    summary (Claude Code, Codex): its instruction-like sentences.
+    Ours: the items under the instructions heading (``prompts.toml``). Another tool's summary
+    (Claude Code, Codex): its instruction-like sentences.
     """
-    heading = texts().headings["instructions"]
-    lines = summary_text.splitlines()
-    if heading in lines:
-        out = []
-        for line in lines[lines.index(heading) + 1 :]:
-            if not _BULLET.match(line):
-                break
-            out.append(_BULLET.sub("", line).strip())
-        return [item for item in out if item]
+    ours = parse_sections(summary_text)
+    if "instructions" in ours:
+        return ours["instructions"]
     return instruction_sentences(summary_text, limit_chars=INSTRUCTION_CHARS)
 
 

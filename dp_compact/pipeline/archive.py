@@ -31,6 +31,7 @@ import re
 import secrets
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,8 @@ SUMMARY_EXCERPT_CHARS = 240
 INDEX_BODY_MAX_CHARS = 2_000_000
 #: Seconds a connection waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT_S = 30.0
+#: Attempts to switch a new index to WAL while another connection holds it (10 ms, 20 ms, ... apart).
+_WAL_ATTEMPTS = 50
 #: bm25 column weights: ref (unindexed), summary, keywords, head text.
 _BM25_WEIGHTS = (0.0, 5.0, 3.0, 1.0)
 #: String fields of messages that are not searchable text (ids, signatures, base64 payloads).
@@ -262,6 +265,27 @@ def _fts_query(query: str) -> str:
     return " ".join(phrases)
 
 
+def _ensure_schema(db: sqlite3.Connection) -> None:
+    """Switch the index to WAL once (retrying: the switch ignores the busy timeout) and create the tables."""
+    for attempt in range(_WAL_ATTEMPTS):
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == _WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            db.execute(statement)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 class ArchiveStore:
     """Archived heads under one root directory: write, restore, search.
 
@@ -289,8 +313,7 @@ class ArchiveStore:
             raise ArchiveError(f"{self.index_path}: cannot open the archive index: {exc}") from exc
         try:
             if write:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
+                _ensure_schema(db)
             yield db
         except sqlite3.Error as exc:
             hint = " (this Python's SQLite lacks FTS5)" if "fts5" in str(exc) else ""

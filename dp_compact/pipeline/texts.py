@@ -7,14 +7,17 @@ extractive one here, an LLM one elsewhere) and the reassembly agree on them.
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-__all__ = ["SECTION_KEYS", "Texts", "texts"]
+__all__ = ["SECTION_KEYS", "Texts", "parse_sections", "render_sections", "texts"]
 
 #: Section keys of the summary, in the order they are written (``prompts.toml`` [summary.sections]).
+_BULLET = re.compile(r"^\s*[-*•]\s+")
 SECTION_KEYS = ("goals", "instructions", "files", "commands", "errors", "decisions", "open_items")
 
 
@@ -47,3 +50,28 @@ def texts() -> Texts:
         headings={key: summary["sections"][key] for key in SECTION_KEYS},
         acknowledgement=data["acknowledgement"]["text"],
     )
+
+
+def parse_sections(summary_text: str) -> dict[str, list[str]]:
+    """The bullet items under each known heading of a summary written by :func:`render_sections`."""
+    headings = {heading: key for key, heading in texts().headings.items()}
+    out: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in summary_text.splitlines():
+        if line.strip() in headings:
+            current = headings[line.strip()]
+            out.setdefault(current, [])
+        elif current is not None and _BULLET.match(line):
+            out[current].append(_BULLET.sub("", line).strip())
+        elif line.strip():
+            current = None
+    return out
+
+
+def render_sections(sections: dict[str, Sequence[str]]) -> str:
+    """Sections as text: heading line, ``- item`` lines, a blank line between sections."""
+    headings = texts().headings
+    blocks = [
+        "\n".join([headings[key], *(f"- {item}" for item in sections[key])]) for key in SECTION_KEYS if sections.get(key)
+    ]
+    return "\n\n".join(blocks)

@@ -91,12 +91,16 @@ def _observation(step: dict[str, Any], calls: list[ToolCall], step_id: str) -> t
     return extra_calls, results, images
 
 
-def _anthropic_assistant(text: str, calls: list[ToolCall]) -> dict[str, Any]:
-    """Anthropic-shaped raw assistant message (real calls only)."""
-    if not calls:
+def _anthropic_assistant(text: str, step: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic-shaped raw assistant message (the step's real calls only)."""
+    specs = step.get("tool_calls") or []
+    if not specs:
         return {"role": "assistant", "content": text}
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in calls]
+    blocks += [
+        {"type": "tool_use", "id": str(s.get("tool_call_id", "")), "name": str(s.get("function_name", "")), "input": s.get("arguments", {})}
+        for s in specs
+    ]
     return {"role": "assistant", "content": blocks}
 
 
@@ -157,7 +161,7 @@ class _Reader:
         self.messages.append(
             Message(
                 role="assistant", text=text, tool_calls=tuple(calls + extra_calls), thinking=thinking, images=images,
-                source_bytes=nbytes, raw=_anthropic_assistant(text, calls),
+                source_bytes=nbytes, raw=_anthropic_assistant(text, step),
             )
         )
         if results:

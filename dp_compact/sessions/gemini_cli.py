@@ -67,10 +67,10 @@ def _user(text: str, images: int, line: int, nbytes: int) -> Message:
     return Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "parts": [{"text": text}]})
 
 
-def _assistant(texts: list[str], calls: list[ToolCall], thinking: str, line: int, nbytes: int, lines: int) -> Message:
+def _assistant(texts: list[str], calls: list[ToolCall], args: list[Any], thinking: str, line: int, nbytes: int, lines: int) -> Message:
     text = "".join(texts)
     parts: list[dict[str, Any]] = [{"text": text}] if text else []
-    parts += [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}} for c in calls]
+    parts += [{"functionCall": {"id": c.id, "name": c.name, "args": a}} for c, a in zip(calls, args, strict=True)]
     return Message(
         role="assistant", text=text, tool_calls=tuple(calls), thinking=thinking, line=line,
         source_bytes=nbytes, source_lines=lines, raw={"role": "model", "parts": parts},
@@ -124,7 +124,7 @@ def _read_saved_chat(source: Source) -> Session:
                 f"{t.get('subject', '')}: {t.get('description', '')}" for t in item.get("thoughts") or [] if isinstance(t, dict)
             )
             calls = [ToolCall(str(c.get("id", f"call-{index}-{n}")), str(c.get("name", "")), dumps(c.get("args", {}))) for n, c in enumerate(calls_spec)]
-            messages.append(_assistant([text], calls, thoughts, 0, nbytes, 1))
+            messages.append(_assistant([text], calls, [c.get("args", {}) for c in calls_spec], thoughts, 0, nbytes, 1))
             answered = [(call, spec) for call, spec in zip(calls, calls_spec, strict=True) if spec.get("result") is not None]
             if answered:
                 results, images = [], 0
@@ -161,6 +161,7 @@ class _Stream:
         self.model: str | None = None
         self.texts: list[str] = []
         self.calls: list[ToolCall] = []
+        self.args: list[Any] = []
         self.results: list[tuple[ToolResult, str]] = []
         self.result_images = 0
         self.delta = False
@@ -170,10 +171,10 @@ class _Stream:
     def flush(self) -> None:
         """Emit the open assistant message and the tool message answering it."""
         if self.a_lines:
-            self.messages.append(_assistant(self.texts, self.calls, "", self.a_line, self.a_bytes, self.a_lines))
+            self.messages.append(_assistant(self.texts, self.calls, self.args, "", self.a_line, self.a_bytes, self.a_lines))
         if self.r_lines:
             self.messages.append(_tool(self.results, self.result_images, self.r_line, self.r_bytes, self.r_lines))
-        self.texts, self.calls, self.results, self.result_images, self.delta = [], [], [], 0, False
+        self.texts, self.calls, self.args, self.results, self.result_images, self.delta = [], [], [], [], 0, False
         self.a_line = self.a_bytes = self.a_lines = self.r_line = self.r_bytes = self.r_lines = 0
 
     def _open_assistant(self, line: int, nbytes: int) -> None:
@@ -205,6 +206,7 @@ class _Stream:
                 raise ValueError("a tool_use event needs a 'tool_id'")
             self._open_assistant(line, nbytes)
             self.calls.append(ToolCall(value["tool_id"], str(value.get("tool_name", "")), dumps(value.get("parameters", {}))))
+            self.args.append(value.get("parameters", {}))
             self.delta = False
         elif kind == "tool_result":
             if not isinstance(value.get("tool_id"), str):

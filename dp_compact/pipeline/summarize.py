@@ -1,0 +1,238 @@
+"""Summarize the head (DESIGN §5.5): the ``Summarizer`` interface and the extractive summarizer.
+
+A summarizer is any callable ``summarizer(request: SummaryRequest) -> str`` returning the body
+of the summary: labelled sections, without the ``[summary]`` marker, anchors or archive line,
+which the reassembly adds (``prompts.toml``). It may raise :class:`~dp_compact.errors.CompactionError`
+(or a subclass) when it cannot summarize; any such failure aborts the compaction and leaves the
+input untouched. ``dp_compact.pipeline.llm`` implements it with the official SDKs; this module
+has the default, :class:`ExtractiveSummarizer` (deterministic, offline).
+
+Whatever the summarizer, :func:`check_summary` then rejects an empty or too short answer
+(:class:`~dp_compact.errors.SummaryTooShortError`) and :func:`with_instructions` appends any
+standing user instruction the summary lost, so instructions survive every compaction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dp_compact.errors import SummaryTooShortError
+from dp_compact.pipeline.extract import (
+    call_names,
+    command_of,
+    error_lines,
+    paths,
+    sentences,
+    user_turn_texts,
+)
+from dp_compact.pipeline.texts import parse_sections, render_sections
+from dp_compact.sessions.model import Message
+from dp_compact.tokens import count_text_tokens
+
+__all__ = [
+    "MIN_SUMMARY_CHARS",
+    "ExtractiveSummarizer",
+    "SummaryRequest",
+    "Summarizer",
+    "check_summary",
+    "with_instructions",
+]
+
+MIN_SUMMARY_CHARS = 120  # shortest acceptable summary of a head of at least 10x that much text
+ITEM_CHARS = 240  # longest item line of the extractive summary
+_HEADING_TOKENS = 8  # a section heading line and the blank line before it, tokens (cl100k, measured)
+_DECISION = re.compile(
+    r"\b(I'll|I will|we'll|let's|decid\w*|chose|choos\w*|instead|the fix|fixed|root cause|because|so that|"
+    r"the plan|going to|switch\w* to|concluded?|turns out|the (?:bug|issue|problem) (?:is|was))\b",
+    re.I,
+)
+_OPEN = re.compile(r"\b(todo|next|remaining|still|not yet|pending|follow[- ]?up|need to|needs to|left to|then)\b", re.I)
+_EDIT_TOOL = re.compile(r"edit|write|create|patch|replace|insert|update|delete|move|rename", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """Everything a summarizer may use (DESIGN §5.5).
+
+    Attributes
+    ----------
+    head : tuple of Message
+        The head as read; ``Message.raw`` holds each message in its source API shape, which an
+        LLM summarizer sends unchanged for a cache-aligned request (same prefix, head as sent).
+    shrunk_head : tuple of Message
+        The same messages with long tool results replaced by previews (:mod:`.shrink`).
+    previous_summary : str or None
+        Text of the previous summary message when the head opens with one, else None.
+    target_tokens : int
+        S of DESIGN §2 (``DP_S``): the summary's intended size, tokens.
+    max_tokens : int
+        Hard upper bound for the summary, tokens (2·S, or less when the context is tight).
+    instructions : tuple of str
+        Standing user instructions in force (carried forward and from the head), verbatim.
+    system_text : str
+        The session's system prompt (part of the fixed prefix V), "" when unknown.
+    tools : tuple of dict
+        Tool schemas of the session when known (for a cache-aligned LLM request).
+    """
+
+    head: tuple[Message, ...]
+    shrunk_head: tuple[Message, ...]
+    previous_summary: str | None
+    target_tokens: int
+    max_tokens: int
+    instructions: tuple[str, ...] = ()
+    system_text: str = ""
+    tools: tuple[dict[str, Any], ...] = field(default=())
+
+
+class Summarizer(Protocol):
+    """A summarizer: ``__call__(request) -> str``, the summary body in labelled sections.
+
+    Raise :class:`~dp_compact.errors.CompactionError` (or a subclass) on failure; return text
+    of at most ``request.max_tokens`` tokens. ``name`` identifies it in archives and reports.
+    """
+
+    name: str
+
+    def __call__(self, request: SummaryRequest) -> str:
+        """Summarize ``request.head``."""
+        ...
+
+
+def _clip(text: str, limit: int = ITEM_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _files(head: Sequence[Message]) -> list[str]:
+    """Paths touched or named in the head, most used first, with the tools that touched them."""
+    tools: dict[str, list[str]] = {}
+    counts: Counter[str] = Counter()
+    for message in head:
+        for call in message.tool_calls:
+            for path in paths(call.arguments):
+                counts[path] += 3
+                tools.setdefault(path, [])
+                if call.name not in tools[path]:
+                    tools[path].append(call.name)
+        for path in paths(message.text if message.role != "tool" else ""):
+            counts[path] += 1 if message.role == "assistant" else 2
+    ranked = sorted(counts, key=lambda p: -counts[p])
+    return [f"{p} ({', '.join(tools[p][:3])})" if tools.get(p) else p for p in ranked]
+
+
+def _commands(head: Sequence[Message]) -> list[str]:
+    """Shell commands run in the head, newest first, without duplicates."""
+    found = [cmd for m in head for c in m.tool_calls if (cmd := command_of(c))]
+    return [_clip(c, 160) for c in dict.fromkeys(reversed(found))]
+
+
+def _errors(shrunk_head: Sequence[Message]) -> list[str]:
+    """First error line of each failed or error-mentioning tool result, newest first."""
+    names = call_names(shrunk_head)
+    found = []
+    for message in shrunk_head:
+        for result in message.tool_results:
+            lines = error_lines(result.text, 1)
+            if lines or result.is_error:
+                line = lines[0] if lines else (result.text.strip().splitlines() or ["(no output)"])[0]
+                found.append(_clip(f"{names.get(result.call_id, 'tool')}: {line}", 200))
+    return list(dict.fromkeys(reversed(found)))
+
+
+def _assistant_sentences(head: Sequence[Message], pattern: re.Pattern[str]) -> list[str]:
+    """Assistant text sentences matching ``pattern``, newest first, without duplicates."""
+    found = [s for m in head if m.role == "assistant" for s in sentences(m.text) if pattern.search(s) and len(s) > 12]
+    return [_clip(s) for s in dict.fromkeys(reversed(found))]
+
+
+def _goals(head: Sequence[Message]) -> list[str]:
+    """User turns: the first, then the latest, then the others newest first."""
+    turns = [_clip(text) for _, text in user_turn_texts(enumerate(head))]
+    if len(turns) <= 2:
+        return turns
+    return [turns[0], turns[-1], *reversed(turns[1:-1])]
+
+
+def collect_sections(request: SummaryRequest) -> dict[str, list[str]]:
+    """Candidate items per section, most important first (carried items of a previous summary last)."""
+    previous = parse_sections(request.previous_summary or "")
+    sections = {
+        "goals": previous.get("goals", []) + _goals(request.head),
+        "instructions": list(request.instructions),
+        "files": _files(request.head) + previous.get("files", []),
+        "commands": _commands(request.head) + previous.get("commands", []),
+        "errors": _errors(request.shrunk_head) + previous.get("errors", []),
+        "decisions": _assistant_sentences(request.head, _DECISION) + previous.get("decisions", []),
+        "open_items": _assistant_sentences(request.head[-6:], _OPEN) + previous.get("open_items", []),
+    }
+    return {key: list(dict.fromkeys(items)) for key, items in sections.items()}
+
+
+def _fill(sections: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
+    """Pick items round-robin over the sections up to ``budget`` tokens; instructions are always kept."""
+    keys = [k for k in ("goals", "errors", "files", "commands", "decisions", "open_items") if sections.get(k)]
+    lines = [f"- {item}\n" for key in keys for item in sections[key]]
+    costs = iter(count_text_tokens(lines).tolist())
+    pending = {key: [(item, next(costs)) for item in sections[key]] for key in keys}
+    chosen: dict[str, list[str]] = {"instructions": list(sections.get("instructions", []))}
+    used = int(count_text_tokens([render_sections(chosen)])[0]) if chosen["instructions"] else 0
+    while any(pending.values()):
+        for key in keys:
+            if not pending[key]:
+                continue
+            item, cost = pending[key].pop(0)
+            cost += _HEADING_TOKENS * (key not in chosen)
+            if used + cost <= budget:
+                chosen.setdefault(key, []).append(item)
+                used += cost
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractiveSummarizer:
+    """Deterministic offline summarizer: labelled sections of items taken verbatim from the head.
+
+    Sections (``prompts.toml``): the user's goals, standing instructions, files touched,
+    commands run, errors seen, decisions, open items. Items are filled round-robin until the
+    summary reaches ``request.target_tokens`` (S), never above ``request.max_tokens``, except
+    that standing instructions are always all kept. A previous summary's items are carried.
+    """
+
+    name: str = "extractive"
+
+    def __call__(self, request: SummaryRequest) -> str:
+        """The summary body for ``request`` (see the class docstring)."""
+        sections = collect_sections(request)
+        budget = min(request.target_tokens, request.max_tokens)
+        return render_sections(_fill(sections, budget))
+
+
+def check_summary(summary: str, head: Sequence[Message]) -> str:
+    """``summary`` stripped, or :class:`SummaryTooShortError` when it is empty or too short.
+
+    Too short: under ``MIN_SUMMARY_CHARS`` characters while the head's text is more than ten
+    times that (a head of a few words may have a summary of a few words).
+    """
+    text = (summary or "").strip()
+    head_chars = sum(len(m.text) + sum(len(r.text) for r in m.tool_results) for m in head)
+    needed = min(MIN_SUMMARY_CHARS, max(1, head_chars // 10))
+    if len(text) < needed:
+        raise SummaryTooShortError(
+            f"the summary has {len(text)} characters, fewer than the {needed} required for a head of "
+            f"{len(head)} messages ({head_chars:,} characters): compaction aborted, input untouched"
+        )
+    return text
+
+
+def with_instructions(summary: str, instructions: Sequence[str]) -> str:
+    """``summary`` plus an instructions section holding every standing instruction it lacks."""
+    missing = [i for i in instructions if i not in summary]
+    if not missing:
+        return summary
+    return f"{summary}\n\n{render_sections({'instructions': missing})}".strip()

@@ -1,0 +1,48 @@
+"""Every real transcript in ../shared/sessions plans without error (issue: planner on real input)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dp_compact import _reference
+from dp_compact.api import plan_session
+from dp_compact.errors import NotASessionError
+from dp_compact.sessions import read_session
+from dp_compact.settings import load_settings
+from tests.conftest import SESSIONS, session_files
+
+FILES = session_files()
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/sessions is absent")
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("model", ["recall", "seed"])
+def test_real_session_plans_and_context_is_last_call_prompt(path, model):
+    try:
+        session = read_session(path)
+    except NotASessionError as exc:
+        assert "ui" in str(exc).lower() and str(path) in str(exc)
+        return
+    plan = plan_session(session, load_settings(model=model), use_cache=False)
+    assert plan.n_messages == len(session.messages) > 0
+    assert plan.decision in {"compact", "keep"}
+    if session.usage:
+        assert plan.estimates.context_tokens == session.usage[-1].prompt_tokens
+        assert plan.estimates.context_source == "usage"
+        assert plan.estimates.avg_tokens == pytest.approx(sum(u.prompt_tokens for u in session.usage) / len(session.usage))
+    if plan.decision == "compact":
+        assert _reference.is_feasible_cut(session.messages, plan.cut, user_turns_only=model == "seed")
+        assert plan.head_tokens + plan.tail_tokens == plan.total_tokens
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/sessions is absent")
+def test_single_long_autonomous_turn_is_cuttable_between_rounds():
+    path = SESSIONS / "openai_chat" / "sweagent_marshmallow_fc.traj"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    session = read_session(path)
+    plan = plan_session(session, load_settings(max_context_tokens=8_000, min_keep_ratio=0.25), use_cache=False)
+    assert session.user_turns <= 2
+    assert plan.decision == "compact" and plan.rule == "force"
+    assert session.messages[plan.cut].role == "assistant"
+    assert plan.n_feasible_cuts >= 5
