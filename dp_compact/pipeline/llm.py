@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dp_compact.errors import CompactionError, SummaryTooShortError
+from dp_compact.pipeline.summarize import SummaryRequest, check_summary
 from dp_compact.sessions.model import Message
 from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 
@@ -32,13 +33,14 @@ __all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "coun
 #: headings of ``prompts.toml`` [summary.sections] so LLM and extractive summaries share them.
 SUMMARY_INSTRUCTION = (
     "Summarize the conversation above; the summary will replace it, so keep what is needed to continue. "
-    "Use these labelled sections, skipping empty ones: {sections} "
+    "Use these headings, each alone on a line with '- ' items below, skipping empty ones: {sections} "
     "Copy every user instruction verbatim, including those of any earlier summary. Give exact file paths, "
     "commands, identifiers and error messages. At most about {target_tokens} tokens, plain text, no tool calls."
 )
 #: Appended to the instruction when the previous summary is not among the messages sent.
 PREVIOUS_SUMMARY_NOTE = "\n\nThe previous summary (carry its instructions forward):\n{previous_summary}"
-#: Output reserve, tokens: DESIGN §3 gives S = 500 summary tokens; 4x leaves room for long heads.
+#: Output reserve, tokens, when the request sets no smaller ``max_tokens`` (DESIGN §3: S = 500
+#: summary tokens; the pipeline asks for at most 2·S).
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 #: Context windows when none is given, tokens: Claude (Anthropic models overview, 200K) and
 #: GPT-4o / GPT-4.1-class chat models (OpenAI model pages, 128K).
@@ -48,8 +50,6 @@ DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000}
 WINDOW_SAFETY_FACTOR = 0.85
 #: Tool-result length, characters, after the second shrinking step (DESIGN §5.3 previews are 400–600).
 CLIPPED_RESULT_CHARS = 240
-#: Shortest acceptable summary, tokens (an acknowledgement such as "Sure." is not a summary).
-MIN_SUMMARY_TOKENS = 20
 #: Seconds per HTTP request, and SDK retries on 429/5xx before giving up.
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 2
@@ -201,10 +201,12 @@ class LLMSummarizer:
 
     Notes
     -----
-    Calling it with a ``SummaryRequest`` returns the summary text, or raises
-    :class:`~dp_compact.errors.SummaryTooShortError` (empty or under ``MIN_SUMMARY_TOKENS``, or
-    cut off at ``max_output_tokens``) or :class:`~dp_compact.errors.CompactionError` (HTTP or SDK
-    error, missing SDK, request that cannot fit).
+    Calling it with a :class:`~dp_compact.pipeline.summarize.SummaryRequest` returns the summary
+    text, or raises :class:`~dp_compact.errors.SummaryTooShortError` (empty or too short, by
+    :func:`~dp_compact.pipeline.summarize.check_summary`) or
+    :class:`~dp_compact.errors.CompactionError` (HTTP or SDK error, missing SDK, answer cut off
+    at the output limit, request that cannot fit). ``max_tokens`` of the request is
+    ``min(max_output_tokens, request.max_tokens)``.
     """
 
     def __init__(
@@ -225,43 +227,50 @@ class LLMSummarizer:
             raise ValueError(f"unknown api {api!r}: use 'anthropic' or 'openai'")
         self.api: Api = api
         self.model = model
+        self.name = f"llm:{api}:{model}"
         self.tools = list(tools) if tools is not None else None
         self.max_output_tokens = max_output_tokens
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOWS[api]
         self.timeout, self.max_retries = timeout, max_retries
         self._client, self._base_url, self._api_key = client, base_url, api_key
 
-    def __call__(self, request: Any) -> str:
-        """The summary of ``request.head`` (a ``SummaryRequest``); errors as in the class Notes."""
+    def __call__(self, request: SummaryRequest) -> str:
+        """The summary of ``request.head``; errors as in the class Notes."""
         system, tools, messages = self.build_request(request)
+        output_tokens = self._output_tokens(request)
         with self._open_client() as client:
             if self.api == "anthropic":
-                text, truncated = self._send_anthropic(client, system, tools, messages)
+                text, truncated = self._send_anthropic(client, system, tools, messages, output_tokens)
             else:
-                text, truncated = self._send_openai(client, tools, messages)
-        text = text.strip()
-        n_tokens = int(count_text_tokens([text])[0]) if text else 0
+                text, truncated = self._send_openai(client, tools, messages, output_tokens)
         where = f"{self.api} model {self.model}"
-        if n_tokens < MIN_SUMMARY_TOKENS:
-            raise SummaryTooShortError(f"summary from {where} has {n_tokens} tokens (< {MIN_SUMMARY_TOKENS}): {text[:80]!r}")
+        try:
+            text = check_summary(text, request.head)
+        except SummaryTooShortError as exc:
+            raise SummaryTooShortError(f"{where}: {exc}") from exc
         if truncated:
-            raise SummaryTooShortError(f"summary from {where} was cut off at max_output_tokens={self.max_output_tokens}")
+            raise CompactionError(f"the summary from {where} was cut off at {output_tokens} output tokens: compaction aborted")
         return text
 
-    def build_request(self, request: Any) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    def _output_tokens(self, request: SummaryRequest) -> int:
+        """``max_tokens`` of the request: the constructor's reserve, capped by ``request.max_tokens``."""
+        cap = request.max_tokens or self.max_output_tokens
+        return max(1, min(self.max_output_tokens, cap))
+
+    def build_request(self, request: SummaryRequest) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
         """(system, tools, messages) to send: cache-aligned and sized to fit the window.
 
         ``system`` is the Anthropic ``system`` string (None for OpenAI, where it is the first
         message). Raises CompactionError when the head is empty or even its last turn cannot fit.
         """
-        system_text = getattr(request, "system_text", "") or ""
+        system_text = request.system_text or ""
         head = tuple(request.head)
         if not head:
             raise CompactionError("nothing to summarize: the head is empty")
-        budget = int(self.context_window * WINDOW_SAFETY_FACTOR) - self.max_output_tokens
+        budget = int(self.context_window * WINDOW_SAFETY_FACTOR) - self._output_tokens(request)
         prefix: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text and self.api == "openai" else []
         system = system_text if system_text and self.api == "anthropic" else None
-        shrunk = tuple(getattr(request, "shrunk_head", None) or head)
+        shrunk = tuple(request.shrunk_head or head)
         variants = (head, shrunk, tuple(_clip_results(m) for m in shrunk))
         for step, messages in enumerate(variants):
             groups = [_wire(m, self.api) for m in messages]
@@ -275,7 +284,7 @@ class LLMSummarizer:
                 break
         else:
             raise CompactionError(
-                f"summary request cannot fit a {self.context_window:,}-token window with a {self.max_output_tokens:,}-token "
+                f"summary request cannot fit a {self.context_window:,}-token window with a {self._output_tokens(request):,}-token "
                 f"output reserve, even with only the last message of the head"
             )
         kept = messages[start:]
@@ -299,17 +308,17 @@ class LLMSummarizer:
                     return i
         return None
 
-    def _tools(self, request: Any, groups: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    def _tools(self, request: SummaryRequest, groups: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
         """The session's tools (request, then constructor), else minimal ones when the head calls tools."""
-        tools = getattr(request, "tools", None) or self.tools
+        tools = request.tools or self.tools
         return list(tools) if tools else _tools_for(groups, self.api)
 
-    def _instruction(self, request: Any, sent: Sequence[Message]) -> dict[str, Any]:
+    def _instruction(self, request: SummaryRequest, sent: Sequence[Message]) -> dict[str, Any]:
         """The instruction user message; it quotes the previous summary unless a sent message holds it."""
         from dp_compact.pipeline.texts import texts
 
         text = SUMMARY_INSTRUCTION.format(sections=" ".join(texts().headings.values()), target_tokens=request.target_tokens)
-        previous = (getattr(request, "previous_summary", "") or "").strip()
+        previous = (request.previous_summary or "").strip()
         if previous and not any(previous in m.text for m in sent):
             text += PREVIOUS_SUMMARY_NOTE.format(previous_summary=previous)
         return {"role": "user", "content": text}
@@ -338,14 +347,14 @@ class LLMSummarizer:
         what = f"HTTP {status}" if status is not None else type(exc).__name__
         return CompactionError(f"summary request to {self.api} model {self.model} failed ({what}): {exc}")
 
-    def _send_anthropic(self, client: Any, system: Any, tools: list, messages: list) -> tuple[str, bool]:
+    def _send_anthropic(self, client: Any, system: Any, tools: list, messages: list, output_tokens: int) -> tuple[str, bool]:
         """POST /v1/messages; (text of the text blocks, stopped at max_tokens)."""
         import anthropic
 
         extra = {"system": system} if system else {}
         try:
             reply = client.messages.create(
-                model=self.model, max_tokens=self.max_output_tokens, messages=messages, timeout=self.timeout,
+                model=self.model, max_tokens=output_tokens, messages=messages, timeout=self.timeout,
                 **extra, **({"tools": tools} if tools else {}),
             )
         except anthropic.AnthropicError as exc:
@@ -353,13 +362,13 @@ class LLMSummarizer:
         text = "".join(getattr(b, "text", "") for b in reply.content or () if getattr(b, "type", "") == "text")
         return text, reply.stop_reason == "max_tokens"
 
-    def _send_openai(self, client: Any, tools: list, messages: list) -> tuple[str, bool]:
+    def _send_openai(self, client: Any, tools: list, messages: list, output_tokens: int) -> tuple[str, bool]:
         """POST /v1/chat/completions; (first choice's content, stopped at the length limit)."""
         import openai
 
         try:
             reply = client.chat.completions.create(
-                model=self.model, max_completion_tokens=self.max_output_tokens, messages=messages, timeout=self.timeout,
+                model=self.model, max_completion_tokens=output_tokens, messages=messages, timeout=self.timeout,
                 **({"tools": tools} if tools else {}),
             )
         except openai.OpenAIError as exc:

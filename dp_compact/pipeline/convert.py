@@ -1,0 +1,285 @@
+"""Messages in a target API's shape (DESIGN §5.7): Anthropic Messages or OpenAI chat.
+
+A message whose ``raw`` dict is already in the target's shape is written as it is (the same
+dict, so a kept tail stays byte-for-byte the same values). Otherwise it is converted from its
+``raw`` (Anthropic blocks ↔ OpenAI ``tool_calls`` / ``tool`` messages / content parts, images
+kept) or, without a usable ``raw``, rebuilt from the normalized fields.
+
+Three repairs make a source that breaks the target's structural rules valid, and only then:
+
+- ids a reader renamed to make them unique (``<id>#2``, SWE-agent replays) are written renamed;
+- a tool result a reader linked by position (Cline's API history answers a ``tool_use`` with a
+  plain user message) is written as a real ``tool_result`` / ``tool`` message;
+- Anthropic: adjacent messages of one role are merged into one (the Messages API itself
+  "combines consecutive user or assistant turns"), tool results first, and only the leading
+  thinking blocks of the merged assistant message are kept (Anthropic's extended-thinking guide
+  allows thinking blocks only at the start; signed blocks are never edited, only dropped whole).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
+from dp_compact.sessions.common import text_and_images
+from dp_compact.sessions.model import Message
+
+__all__ = ["EMPTY_TEXT", "SYSTEM_ROLES", "merge_same_role", "raw_shape", "system_messages_for", "to_api"]
+
+#: Text written where a target needs some text and the source had none.
+EMPTY_TEXT = "(empty)"
+SYSTEM_ROLES = frozenset({"system", "developer"})
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use", "document"})
+_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def raw_shape(raw: Any) -> Api | None:
+    """The API whose shape ``raw`` has: ``"anthropic"``, ``"openai"``, or None when valid in both."""
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("role") in SYSTEM_ROLES | {"tool", "function"} or "tool_calls" in raw or "tool_call_id" in raw:
+        return API_OPENAI
+    content = raw.get("content")
+    kinds = {b.get("type") for b in content if isinstance(b, dict)} if isinstance(content, list) else set()
+    if kinds & _ANTHROPIC_BLOCKS or "image" in kinds:  # OpenAI's image part is "image_url"
+        return API_ANTHROPIC
+    if kinds & _OPENAI_PARTS or content is None:
+        return API_OPENAI
+    return None
+
+
+def _renamed(raw: dict[str, Any], message: Message) -> dict[str, Any]:
+    """``raw`` with the call ids the reader renamed (``id#2``) written as renamed; else ``raw`` itself."""
+    call_ids = [c.id for c in message.tool_calls]
+    result_ids = [r.call_id for r in message.tool_results]
+    if not any("#" in i for i in call_ids + result_ids):
+        return raw
+    if isinstance(raw.get("tool_calls"), list) and len(raw["tool_calls"]) == len(call_ids):
+        calls = [{**c, "id": new} if isinstance(c, dict) else c for c, new in zip(raw["tool_calls"], call_ids, strict=True)]
+        raw = {**raw, "tool_calls": calls}
+    if "tool_call_id" in raw and len(result_ids) == 1:
+        raw = {**raw, "tool_call_id": result_ids[0]}
+    content = raw.get("content")
+    if isinstance(content, list):
+        ids = {"tool_use": iter(call_ids), "tool_result": iter(result_ids)}
+        blocks = []
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in ids:
+                key = "id" if kind == "tool_use" else "tool_use_id"
+                block = {**block, key: next(ids[kind], block.get(key))}
+            blocks.append(block)
+        raw = {**raw, "content": blocks}
+    return raw
+
+
+def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    """An Anthropic image block as an OpenAI ``image_url`` part (None for other sources)."""
+    source = block.get("source") or {}
+    if source.get("type") == "base64":
+        return {"type": "image_url", "image_url": {"url": f"data:{source.get('media_type')};base64,{source.get('data')}"}}
+    if source.get("type") == "url":
+        return {"type": "image_url", "image_url": {"url": source.get("url")}}
+    return None
+
+
+def _image_block(part: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI ``image_url`` part as an Anthropic image block."""
+    url = str((part.get("image_url") or {}).get("url", ""))
+    if url.startswith("data:") and ";base64," in url:
+        media, data = url[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _text(value: Any) -> str:
+    """The visible text of a content value (string or blocks)."""
+    return text_and_images(value)[0]
+
+
+def _anthropic_to_openai(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """One Anthropic message as OpenAI chat messages (tool results become ``tool`` messages)."""
+    content = raw.get("content")
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+    if raw.get("role") == "assistant":
+        text = "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text").strip()
+        calls = [
+            {"id": b["id"], "type": "function", "function": {"name": b.get("name", ""), "arguments": json.dumps(b.get("input", {}), ensure_ascii=False)}}
+            for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        return [{"role": "assistant", "content": text or (None if calls else EMPTY_TEXT), **({"tool_calls": calls} if calls else {})}]
+    out: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": b.get("tool_use_id", ""), "content": _text(b.get("content")) or EMPTY_TEXT}
+        for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and block.get("text"):
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image" and (part := _image_part(block)) is not None:
+            parts.append(part)
+    if parts:
+        only_text = all(p["type"] == "text" for p in parts)
+        out.append({"role": "user", "content": "\n".join(p["text"] for p in parts) if only_text else parts})
+    return out
+
+
+def _tool_input(arguments: Any) -> dict[str, Any]:
+    """Anthropic ``tool_use.input`` from OpenAI arguments: the JSON object, else ``{"arguments": text}``."""
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except (TypeError, ValueError):
+        value = None
+    return value if isinstance(value, dict) else {"arguments": arguments}
+
+
+def _openai_content_blocks(content: Any) -> list[dict[str, Any]]:
+    """OpenAI content (string or parts) as Anthropic text/image blocks, empty text dropped."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content.strip() else []
+    blocks = []
+    for part in content or ():
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            blocks.append(_image_block(part))
+        elif isinstance(part, dict) and str(part.get("text", "")).strip():
+            blocks.append({"type": "text", "text": part["text"]})
+    return blocks
+
+
+def _openai_to_anthropic(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """One OpenAI chat message as Anthropic messages (system messages give none)."""
+    role = raw.get("role")
+    if role in SYSTEM_ROLES:
+        return []
+    if role in ("tool", "function"):
+        result = {"type": "tool_result", "tool_use_id": raw.get("tool_call_id", raw.get("name", "")), "content": _text(raw.get("content"))}
+        return [{"role": "user", "content": [result]}]
+    blocks = _openai_content_blocks(raw.get("content"))
+    if role == "assistant":
+        for call in raw.get("tool_calls") or ():
+            function = call.get("function") or {}
+            blocks.append({"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": _tool_input(function.get("arguments"))})
+    return [{"role": "user" if role == "user" else "assistant", "content": blocks or [{"type": "text", "text": EMPTY_TEXT}]}]
+
+
+def _linked_results(message: Message, raw: Any, api: Api) -> list[dict[str, Any]]:
+    """A tool result linked by position (its ``raw`` is a plain user message) written as a real one."""
+    content = raw.get("content") if isinstance(raw, dict) else message.text
+    ids = [r.call_id for r in message.tool_results]
+    if api == API_OPENAI:
+        return [{"role": "tool", "tool_call_id": i, "content": _text(content) if n == 0 else f"(answered with {ids[0]})"} for n, i in enumerate(ids)]
+    blocks = [{"type": "tool_result", "tool_use_id": i, "content": content if n == 0 else f"(answered with {ids[0]})"} for n, i in enumerate(ids)]
+    return [{"role": "user", "content": blocks}]
+
+
+def _from_fields(message: Message, api: Api) -> list[dict[str, Any]]:
+    """``message`` rebuilt from its normalized fields (no usable ``raw``)."""
+    if message.role == "tool":
+        return _linked_results(message, None, api)
+    if api == API_OPENAI:
+        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}} for c in message.tool_calls]
+        text = message.text or (None if calls else EMPTY_TEXT)
+        return [{"role": message.role, "content": text, **({"tool_calls": calls} if calls else {})}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text.strip() else []
+    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)} for c in message.tool_calls]
+    return [{"role": message.role, "content": blocks or [{"type": "text", "text": EMPTY_TEXT}]}]
+
+
+def _message_to_api(message: Message, api: Api, issued: set[str]) -> list[dict[str, Any]]:
+    """The target-shape messages for one message; ``issued`` holds the call ids written so far."""
+    raw = message.raw
+    if not isinstance(raw, dict):
+        return _from_fields(message, api)
+    raw = _renamed(raw, message)
+    shape = raw_shape(raw)
+    if message.role == "tool" and shape is None:  # linked by position by the reader
+        return _linked_results(message, raw, api) if all(r.call_id in issued for r in message.tool_results) else [raw]
+    if shape in (None, api):
+        return [raw]
+    return _anthropic_to_openai(raw) if api == API_OPENAI else _openai_to_anthropic(raw)
+
+
+def _call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
+    """Tool-call ids issued by written messages of either shape."""
+    ids = {str(c.get("id")) for m in messages for c in m.get("tool_calls") or () if isinstance(c, dict)}
+    for m in messages:
+        content = m.get("content")
+        ids |= {str(b.get("id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"} if isinstance(content, list) else set()
+    return ids
+
+
+def _blocks(content: Any) -> list[Any]:
+    """Anthropic content as a block list (a string becomes one text block; empty text dropped)."""
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if isinstance(content, str) and content.strip() else []
+
+
+def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two adjacent Anthropic messages of one role as one (results first; leading thinking only)."""
+    blocks = _blocks(first.get("content")) + _blocks(second.get("content"))
+    kind = [b.get("type") if isinstance(b, dict) else None for b in blocks]
+    if first.get("role") == "user":
+        blocks = [b for b, k in zip(blocks, kind, strict=True) if k == "tool_result"] + [
+            b for b, k in zip(blocks, kind, strict=True) if k != "tool_result"
+        ]
+    else:
+        lead = next((i for i, k in enumerate(kind) if k not in _THINKING), len(kind))
+        blocks = blocks[:lead] + [b for b, k in zip(blocks[lead:], kind[lead:], strict=True) if k not in _THINKING]
+    return {"role": first.get("role"), "content": blocks}
+
+
+def merge_same_role(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic messages with adjacent messages of one role merged (unchanged when they alternate)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and out[-1].get("role") == message.get("role"):
+            out[-1] = _merged(out[-1], message)
+        else:
+            out.append(message)
+    return out
+
+
+def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """``messages`` as dicts in ``api``'s shape, in order (see the module docstring).
+
+    Parameters
+    ----------
+    messages : sequence of Message
+        A tail (or a whole conversation) as read.
+    api : {"anthropic", "openai"}
+    issued : sequence of dict
+        Messages already written before these (their tool calls count as issued).
+
+    Returns
+    -------
+    list of dict
+        Raw dicts that are already in shape are returned as the same objects.
+    """
+    out: list[dict[str, Any]] = []
+    ids = _call_ids(issued)
+    for message in messages:
+        converted = _message_to_api(message, api, ids)
+        ids |= _call_ids(converted)
+        out.extend(converted)
+    return merge_same_role(out) if api == API_ANTHROPIC else out
+
+
+def system_messages_for(system_raw: Sequence[Any], system_text: str, api: Api) -> list[dict[str, Any]]:
+    """The session's system messages to write before the conversation (OpenAI only; Anthropic: none).
+
+    The readers' raw system/developer messages, unchanged and in order; else one system message
+    holding ``system_text`` when the session has one.
+    """
+    if api != API_OPENAI:
+        return []
+    raws = [m for m in system_raw if isinstance(m, dict)]
+    if raws:
+        return raws
+    return [{"role": "system", "content": system_text}] if system_text else []
