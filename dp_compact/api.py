@@ -12,60 +12,102 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.cuts import message_arrays
-from dp_compact.errors import UnknownProfileError
+from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, get_prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
-from dp_compact.tokens import TokenCache, count_message_tokens
+from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
 
-__all__ = ["plan_file", "plan_session", "resolve_prices", "session_tokens"]
+__all__ = ["choose_prices", "plan_file", "plan_session", "resolve_prices", "session_tokens"]
 
 
-def resolve_prices(settings: Settings, session_model: str | None = None) -> Prices:
-    """The prices and window in force (DESIGN §3 precedence).
+def choose_prices(settings: Settings, session: Session | None = None) -> tuple[Prices, tuple[str, ...]]:
+    """The prices and window in force, and notes on how they were chosen (DESIGN §3 precedence).
 
     The profile is ``settings.provider`` when given by a flag, ``DP_PROVIDER`` or ``.env``;
     otherwise the model the session records, when a profile or genai-prices knows it; otherwise
-    the default profile. ``DP_P_*`` and ``DP_MAX_CONTEXT_TOKENS`` then override its numbers.
+    the default profile. The window is ``DP_MAX_CONTEXT_TOKENS`` when given, else the window the
+    session records (Codex ``model_context_window``), else the profile's. ``DP_P_*`` override
+    the profile's prices.
+
+    Returns
+    -------
+    (Prices, tuple[str, ...])
+        The prices, and one sentence per choice a user should know about.
+
+    Raises
+    ------
+    UnknownProfileError
+        If an explicitly given provider is unknown.
+    SettingsError
+        If the cache-read price exceeds the input price.
+    """
+    notes: list[str] = []
+    model = session.model if session is not None else None
+    base: Prices | None = None
+    if not settings.explicit_provider() and model:
+        try:
+            base = get_prices(model)
+            notes.append(f"prices of {base.name}, the model recorded in the session")
+        except UnknownProfileError:
+            notes.append(f"the session's model {model!r} has no known prices: using {settings.provider}")
+    if base is None:
+        base = get_prices(settings.provider)
+    if "assumed" in base.source:
+        notes.append(f"{base.name}: {base.source}")
+    overrides = {
+        name: getattr(settings, name)
+        for name in ("p_input", "p_cache", "p_out", "p_cache_write", "max_context_tokens")
+        if getattr(settings, name) is not None
+    }
+    if settings.max_context_tokens is None and session is not None and session.context_window:
+        overrides["max_context_tokens"] = session.context_window
+        notes.append(f"context window {session.context_window:,} tokens, as recorded in the session")
+    prices = replace(base, **overrides) if overrides else base
+    if prices.p_cache > prices.p_input:
+        raise SettingsError("DP_P_CACHE", prices.p_cache, f"a cache read must not cost more than input ({prices.p_input} $/MTok)")
+    return prices, tuple(notes)
+
+
+def resolve_prices(settings: Settings, session_model: str | None = None) -> Prices:
+    """The prices and window in force for ``session_model`` (see :func:`choose_prices`).
 
     Raises
     ------
     UnknownProfileError
         If an explicitly given provider is unknown.
     """
-    base: Prices | None = None
-    if not settings.explicit_provider() and session_model:
-        try:
-            base = get_prices(session_model)
-        except UnknownProfileError:
-            base = None
-    if base is None:
-        base = get_prices(settings.provider)
-    overrides = {
-        name: getattr(settings, name)
-        for name in ("p_input", "p_cache", "p_out", "p_cache_write", "max_context_tokens")
-        if getattr(settings, name) is not None
-    }
-    return replace(base, **overrides) if overrides else base
+    stub = None if session_model is None else Session(path="", format="", messages=(), model=session_model)
+    return choose_prices(settings, stub)[0]
 
 
 def session_tokens(session: Session, settings: Settings, *, use_cache: bool = True) -> npt.NDArray[np.int64]:
-    """Tokens per live message, shape (N,), with the settings' tokenizer and the persistent cache."""
+    """Tokens per live message, shape (N,), with the settings' tokenizer and the persistent cache.
+
+    ``tiktoken`` counts are scaled to the provider's tokens by ``DP_TOKEN_RATIO``, else by the
+    calibrated factor of the session's provider family (:func:`~dp_compact.tokens.token_ratio`;
+    1 for an unknown family) and rounded. ``bytes4`` counts are the seed's and never scaled.
+    """
     cache = TokenCache() if use_cache and settings.tokenizer == "tiktoken" else None
     try:
-        return count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache)
+        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache)
     finally:
         if cache is not None:
             cache.close()
+    if settings.tokenizer != "tiktoken":
+        return counts
+    ratio = settings.token_ratio if settings.token_ratio is not None else token_ratio(provider_family(session.model, session.format))
+    return counts if ratio == 1.0 else np.rint(counts * ratio).astype(np.int64)
 
 
 def plan_session(session: Session, settings: Settings, *, use_cache: bool = True) -> Plan:
     """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`."""
-    prices = resolve_prices(settings, session.model)
+    prices, notes = choose_prices(settings, session)
     message_tokens = session_tokens(session, settings, use_cache=use_cache)
-    return plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
+    result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
+    return replace(result, notes=notes + result.notes) if notes else result
 
 
 def plan_file(

@@ -38,12 +38,18 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
+def _money(value: float) -> str:
+    """A price in $/MTok without losing digits (0.125, not 0.12)."""
+    return f"{value:.2f}" if round(value, 2) == value else f"{value:g}"
+
+
 def render_plan(data: dict) -> str:
     """A plan (``Plan.to_dict()``) as a readable table; formatting only."""
     prices, session = data["prices"], data["session"]
     window = data["max_context_tokens"]
+    noun = "message" if data["N"] == 1 else "messages"
     lines = [
-        f"session   {session['path']}  ({session['format']}, {data['N']} messages, {data['T']:,} tokens)",
+        f"session   {session['path']}  ({session['format']}, {data['N']} {noun}, {data['T']:,} tokens)",
         f"decision  {data['decision'].upper()}  [rule: {data['rule']}]",
         f"          {data['explanation']}",
     ]
@@ -54,28 +60,29 @@ def render_plan(data: dict) -> str:
         )
     elif data["best_candidate"]:
         best = data["best_candidate"]
-        lines.append(f"keep      all {data['N']} messages (best candidate: k = {best['k']}, NetBenefit ${best['net']:+.4f})")
+        lines.append(f"keep      all {data['N']} {noun} (best candidate: k = {best['k']}, NetBenefit ${best['net']:+.4f})")
     lines.append(
         f"context   {data['context_tokens']:,} / {window:,} tokens ({100 * data['context_tokens'] / window:.1f} %,"
-        f" from {data['context_source']}); forced above {data['force_threshold_tokens']:,.0f}"
+        f" from {data['context_source']}); forced above {data['force_threshold_tokens']:,}"
     )
-    where = "chosen cut" if data["decision"] == "compact" else "best candidate"
-    lines.append(f"terms at the {where} ($):")
-    for key, label, sign in _TERM_LABELS:
-        value = data["terms"][key]
-        lines.append(f"  {label:<32} {sign}{value:.6f}")
-    lines.append(f"  {'NetBenefit':<32} {data['terms']['net']:+.6f}")
+    if data["decision"] == "compact" or data["best_candidate"]:
+        where = "chosen cut" if data["decision"] == "compact" else "best candidate"
+        lines.append(f"terms at the {where} ($):")
+        for key, label, sign in _TERM_LABELS:
+            lines.append(f"  {label:<32} {sign}{data['terms'][key]:.6f}")
+        lines.append(f"  {'NetBenefit':<32} {data['terms']['net']:+.6f}")
     lines.append(
-        f"estimates E = {data['E']:g} turns, L = {data['L']:g} calls/turn, R = {data['R']:g} calls,"
-        f" avg = {data['avg']:,.0f} tokens, c = {data['c']}, t = {data['t']}, min_keep = {data['min_keep']},"
-        f" feasible cuts = {data['n_feasible_cuts']}"
+        f"estimates E = {data['E']:g} turns, L = {data['L']:g} calls/turn ({data['L_source']}), R = {data['R']:g} calls,"
+        f" avg = {data['avg']:,.0f} tokens ({data['avg_source']}), c = {data['c']}, t = {data['t']},"
+        f" min_keep = {data['min_keep']}, feasible cuts = {data['n_feasible_cuts']}"
     )
-    write = f", write {prices['p_cache_write']:.2f}" if prices["p_cache_write"] is not None else ""
+    write = f", write {_money(prices['p_cache_write'])}" if prices["p_cache_write"] is not None else ""
     lines.append(
-        f"profile   {prices['name']}: input {prices['p_input']:.2f} / cache {prices['p_cache']:.2f} /"
-        f" output {prices['p_out']:.2f} $/MTok{write}; window {window:,}; model {data['settings']['model']},"
+        f"profile   {prices['name']}: input {_money(prices['p_input'])} / cache {_money(prices['p_cache'])} /"
+        f" output {_money(prices['p_out'])} $/MTok{write}; window {window:,}; model {data['settings']['model']},"
         f" tokenizer {data['settings']['tokenizer']}"
     )
+    lines.extend(f"note      {note}" for note in data["notes"])
     return "\n".join(lines)
 
 
@@ -90,7 +97,12 @@ def plan(
     provider: Annotated[Optional[str], typer.Option("--provider", help="Pricing profile or model name.")] = None,
     e_fixed: Annotated[Optional[float], typer.Option("--e-fixed", help="Fixed E, expected remaining user turns.")] = None,
     baseline_e: Annotated[Optional[int], typer.Option("--baseline-e", help="Baseline user turns.")] = None,
-    calls_per_turn: Annotated[Optional[float], typer.Option("--l", help="LLM calls per user turn (0 = measure).")] = None,
+    calls_per_turn: Annotated[
+        Optional[float], typer.Option("--l", "--calls-per-turn", help="LLM calls per user turn (0 = measure).")
+    ] = None,
+    force_ratio: Annotated[Optional[float], typer.Option("--force-ratio", help="Forced-compaction share of the window.")] = None,
+    prefix_tokens: Annotated[Optional[int], typer.Option("--v", "--prefix-tokens", help="Fixed prefix V, tokens.")] = None,
+    summary_tokens: Annotated[Optional[int], typer.Option("--s", "--summary-tokens", help="Summary size S, tokens.")] = None,
     min_keep_ratio: Annotated[Optional[float], typer.Option("--min-keep-ratio", help="Least share of messages kept.")] = None,
     max_context_tokens: Annotated[Optional[int], typer.Option("--max-context-tokens", help="Context window M, tokens.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Cost model: recall or seed.")] = None,
@@ -103,7 +115,8 @@ def plan(
     try:
         settings = load_settings(
             provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
-            max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer,
+            max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer, force_ratio=force_ratio,
+            v=prefix_tokens, s=summary_tokens,
         )
         result = plan_file(session, settings, lenient=lenient, stats=stats, use_cache=not no_cache)
     except DpCompactError as exc:
@@ -184,6 +197,207 @@ def recall(
     except DpCompactError as exc:
         raise _fail(exc) from None
     typer.echo(json.dumps(hits, ensure_ascii=False) if as_json else render_hits(hits))
+
+
+ProviderOpt = Annotated[Optional[str], typer.Option("--provider", help="Pricing profile or model name.")]
+EFixedOpt = Annotated[Optional[float], typer.Option("--e-fixed", help="Fixed E, expected remaining user turns.")]
+BaselineEOpt = Annotated[Optional[int], typer.Option("--baseline-e", help="Baseline user turns.")]
+CallsPerTurnOpt = Annotated[Optional[float], typer.Option("--l", help="LLM calls per user turn (0 = measure).")]
+MinKeepRatioOpt = Annotated[Optional[float], typer.Option("--min-keep-ratio", help="Least share of messages kept.")]
+MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context-tokens", help="Context window M, tokens.")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Cost model: recall or seed.")]
+TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="tiktoken or bytes4.")]
+ToOpt = Annotated[Optional[str], typer.Option("--to", help="Output API: anthropic or openai (default: the input's own).")]
+LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning count).")]
+#: Exit status of `validate` when the file breaks a rule of the API.
+EXIT_INVALID = 1
+
+
+def _default_archiver() -> object | None:
+    """The archive store of DESIGN §5.6 when its module is installed, else None (head not archived)."""
+    try:
+        from dp_compact.pipeline.archive import ArchiveStore
+    except ImportError:
+        return None
+    return ArchiveStore()
+
+
+def render_compaction(data: dict) -> str:
+    """A compaction result (``CompactionResult.to_dict()``) as readable lines; formatting only."""
+    if data["decision"] != "compact":
+        return f"nothing to do for {data['path']}: {data['explanation']} [rule: {data['rule']}]; nothing written"
+    head = f"messages 0..{data['cut'] - 1}" if data["cut"] > 1 else "message 0"
+    lines = [
+        f"{'would compact' if data['dry_run'] else 'compacted'} {data['path']} ({data['format']} -> {data['api']}) [rule: {data['rule']}]",
+        f"  {data['explanation']}",
+        f"drop      {data['cut']} messages ({head}, {data['head_tokens']:,} tokens) into a {data['summary_tokens']:,}-token summary ({data['summarizer']})",
+        f"keep      {data['k']} of {data['n_messages']} messages verbatim (from message {data['cut']}, {data['tail_tokens']:,} tokens)",
+    ]
+    lines += [f"anchor    #{a['index']} {a['role']}: {a['snippet']}" for a in data["anchors"]]
+    if data["dry_run"]:
+        lines.append(f"archive   would archive the {data['cut']} dropped messages verbatim (nothing written)")
+        lines += ["summary   " + line for line in data["summary"].splitlines()]
+    else:
+        lines.append(f"archive   {data['archive_ref'] or 'not archived'}")
+        lines.append(f"output    {data['output']}")
+    return "\n".join(lines)
+
+
+@app.command()
+def compact(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where the compacted conversation is written (JSONL).")] = None,
+    keep: Annotated[Optional[int], typer.Option("--keep", min=1, help="Keep at least K recent messages (nearest feasible cut).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Compact even when the planner would not (its forced-rule cut).")] = False,
+    to: ToOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be dropped, kept, anchored and archived; write nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    reset_breaker: Annotated[bool, typer.Option("--reset-breaker", help="Close this session's circuit breaker first.")] = False,
+    lenient: LenientOpt = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")] = False,
+    provider: ProviderOpt = None,
+    e_fixed: EFixedOpt = None,
+    baseline_e: BaselineEOpt = None,
+    calls_per_turn: CallsPerTurnOpt = None,
+    min_keep_ratio: MinKeepRatioOpt = None,
+    max_context_tokens: MaxContextOpt = None,
+    model: ModelOpt = None,
+    tokenizer: TokenizerOpt = None,
+) -> None:
+    """Compact SESSION at the planner's cut (or --keep K / --force) and write the result to OUTPUT."""
+    from dp_compact.pipeline.breaker import CircuitBreaker
+    from dp_compact.pipeline.compact import compact_file
+    from dp_compact.settings import load_settings
+
+    if output is None and not dry_run:
+        raise _fail(ValueError("-o/--output is required (or give --dry-run)"))
+    breaker = CircuitBreaker()
+    try:
+        settings = load_settings(
+            provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
+            max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer,
+        )
+        if reset_breaker:
+            breaker.reset(session)
+        result = compact_file(
+            session, settings, output=output or Path(), keep=keep, force=force, to=to, dry_run=dry_run,
+            archiver=None if dry_run else _default_archiver(), breaker=breaker, lenient=lenient, use_cache=not no_cache,
+        )
+    except DpCompactError as exc:
+        raise _fail(exc) from None
+    for note in result.notes:
+        typer.echo(f"dp-compact: warning: {note}", err=True)
+    data = result.to_dict()
+    typer.echo(json.dumps(data, ensure_ascii=False) if as_json else render_compaction(data))
+
+
+@app.command()
+def shrink(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where the shrunk conversation is written (JSONL).")],
+    keep_turns: Annotated[int, typer.Option("--keep-turns", min=0, help="Leave the last N user turns untouched.")] = 3,
+    to: ToOpt = None,
+    lenient: LenientOpt = False,
+) -> None:
+    """Micro-compaction: replace old tool results over 800 characters by 400-600 character previews."""
+    from dp_compact.pipeline.io import shrink_file
+
+    try:
+        result = shrink_file(session, output=output, keep_turns=keep_turns, to=to, lenient=lenient)
+    except DpCompactError as exc:
+        raise _fail(exc) from None
+    if result.output is None:
+        typer.echo(f"nothing to shrink in {session}: no tool result over 800 characters before the last {keep_turns} user turns; nothing written")
+        return
+    typer.echo(
+        f"shrunk {result.shrunk_results} tool result(s) of {session} ({result.chars_before:,} -> {result.chars_after:,} characters;"
+        f" messages from {result.protected_from} untouched) -> {result.output} ({result.api})"
+    )
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="Messages file: JSONL, a JSON array or {\"messages\": [...]}.")],
+    api: Annotated[str, typer.Option("--api", help="Rules to check: anthropic or openai.")],
+) -> None:
+    """Check FILE against the API's structural rules: prints OK (exit 0) or the violations (exit 1)."""
+    from dp_compact.pipeline.io import validate_file
+
+    if api not in ("anthropic", "openai"):
+        raise _fail(ValueError(f"--api must be 'anthropic' or 'openai', not {api!r}"))
+    try:
+        violations = validate_file(file, api)  # type: ignore[arg-type]
+    except DpCompactError as exc:
+        raise _fail(exc) from None
+    if not violations:
+        typer.echo(f"OK: {file} follows the {api} rules")
+        return
+    typer.echo(f"{file}: {len(violations)} violation(s) of the {api} rules:")
+    for violation in violations:
+        typer.echo(f"  {violation}")
+    raise typer.Exit(EXIT_INVALID)
+
+
+def _replay_folder(folder: Path, settings: object, specs: list[str], workers: int | None, **options: object) -> object:
+    """Replay every session under FOLDER with a progress bar on stderr (rich)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dp_compact.replay_shell import replay_directory
+
+    columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replaying", total=None)
+
+        def tick(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, description=Path(path).name[:36])
+
+        return replay_directory(folder, settings, specs, workers=workers, progress=tick, **options)  # type: ignore[arg-type]
+
+
+@app.command()
+def replay(
+    path: Annotated[Path, typer.Argument(help="Session file, or a folder: every session file under it.")],
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain (repeat; default: all but threshold).")] = None,
+    cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw context size per call per policy to this image (one SESSION).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes for a folder (default: CPU count).")] = None,
+    lenient: LenientOpt = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")] = False,
+    provider: ProviderOpt = None,
+    max_context_tokens: MaxContextOpt = None,
+    v: Annotated[Optional[int], typer.Option("--v", help="Fixed prefix V, tokens.")] = None,
+    s: Annotated[Optional[int], typer.Option("--s", help="Summary S, tokens.")] = None,
+    tokenizer: TokenizerOpt = None,
+) -> None:
+    """Price a recorded SESSION call by call under compaction policies (a folder: every session in it)."""
+    from dp_compact.replay_policies import DEFAULT_POLICIES
+    from dp_compact.replay_render import plot_contexts, render_directory, render_session
+    from dp_compact.replay_shell import replay_file
+    from dp_compact.settings import load_settings
+
+    specs = list(policy or DEFAULT_POLICIES)
+    options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache}
+    if plot is not None and path.is_dir():
+        raise _fail(ValueError("--plot draws one SESSION file, not a folder"))
+    try:
+        settings = load_settings(provider=provider, max_context_tokens=max_context_tokens, v=v, s=s, tokenizer=tokenizer)
+        if path.is_dir():
+            result = _replay_folder(path, settings, specs, workers, **options)
+            data, text = result.to_dict(), None
+        else:
+            result = replay_file(path, settings, specs, **options)
+            data, text = result.to_dict(), None
+            if plot is not None:
+                plot_contexts(result, plot)
+    except DpCompactError as exc:
+        raise _fail(exc) from None
+    except ModuleNotFoundError as exc:
+        raise _fail(ValueError(f"--plot needs matplotlib ({exc}); pip install 'dp-compact[plot]'")) from None
+    if not as_json:
+        text = render_directory(data) if path.is_dir() else render_session(data)
+    typer.echo(json.dumps(data, ensure_ascii=False) if as_json else text)
 
 
 def main() -> None:

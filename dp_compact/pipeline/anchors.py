@@ -144,7 +144,7 @@ def head_instructions(head: Sequence[Message]) -> list[str]:
     found: list[str] = []
     if head and is_summary_text(head[0].text):
         found += carried_instructions(head[0].text)
-    for _, text in user_turn_texts(enumerate(head)):
+    for _, text in user_turn_texts(enumerate(head), injected=True):
         found += instruction_sentences(text, limit_chars=INSTRUCTION_CHARS)
     return list(dict.fromkeys(found))
 

@@ -75,31 +75,15 @@ CREATE VIRTUAL TABLE IF NOT EXISTS archive_fts USING fts5(ref UNINDEXED, summary
 
 @dataclass(frozen=True, slots=True)
 class ArchiveHit:
-    """One archive matching a :meth:`ArchiveStore.search` query.
+    """One archive matching a :meth:`ArchiveStore.search` query; ``score`` is higher for better hits."""
 
-    Attributes
-    ----------
-    ref : str
-        ``archive://<session>/<id>``, for :meth:`ArchiveStore.restore`.
-    session, created : str
-        Sanitized session id; creation time, ISO 8601 UTC.
-    summary : str
-        The first ``SUMMARY_EXCERPT_CHARS`` characters of the stored summary.
-    snippet : str
-        Matching text around the hit, matched words in ``[...]``.
-    message_count : int
-        Messages in the archived head.
-    score : float
-        Relevance, higher is better (negated FTS5 bm25 with ``_BM25_WEIGHTS``).
-    """
-
-    ref: str
-    session: str
-    created: str
-    summary: str
-    snippet: str
-    message_count: int
-    score: float
+    ref: str  # archive://<session>/<id>, for ArchiveStore.restore
+    session: str  # sanitized session id
+    created: str  # creation time, ISO 8601 UTC
+    summary: str  # the first SUMMARY_EXCERPT_CHARS characters of the stored summary
+    snippet: str  # matching text around the hit, matched words in [...]
+    message_count: int  # messages in the archived head
+    score: float  # relevance: negated FTS5 bm25 with _BM25_WEIGHTS
 
     def to_dict(self) -> dict[str, Any]:
         """The hit as a JSON-ready dict."""
@@ -171,17 +155,13 @@ def _json_line(obj: Any) -> bytes:
 
 
 def _fsync_dir(directory: Path) -> None:
-    """Flush a directory entry (POSIX); a no-op where directories cannot be opened."""
-    try:
+    """Flush a directory entry (POSIX); a no-op where directories cannot be opened or synced."""
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_temp(directory: Path, data: bytes) -> Path:
@@ -306,9 +286,7 @@ class ArchiveStore:
         try:
             if write:
                 self.root.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.index_path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
-            else:
-                db = sqlite3.connect(self.index_path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+            db = sqlite3.connect(self.index_path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise ArchiveError(f"{self.index_path}: cannot open the archive index: {exc}") from exc
         try:
@@ -331,10 +309,10 @@ class ArchiveStore:
         head_raw : sequence of dict
             The head's messages as sent to the API (``Message.raw``), stored exactly.
         metadata : dict
-            JSON-serializable facts about the head, stored in ``<id>.json``; recognised keys:
-            ``summary`` (str), ``keywords``, ``file_paths``, ``identifiers``, ``anchors``
-            (indexed for search), ``token_counts``, ``source_path``. Dataclasses, paths and sets
-            are converted. ``ref``, ``session``, ``id``, ``created`` and ``message_count`` are set here.
+            Facts about the head, stored in ``<id>.json`` (dataclasses, paths and sets converted):
+            ``summary``, ``keywords``, ``file_paths``, ``identifiers``, ``anchors`` (all indexed),
+            ``token_counts``, ``source_path``, ...; ``ref``, ``session``, ``id``, ``created`` (ISO
+            8601 UTC) and ``message_count`` are set here.
 
         Returns
         -------
@@ -345,7 +323,7 @@ class ArchiveStore:
         ------
         ArchiveError
             If a message or the metadata is not JSON-serializable, or a file or the index cannot
-            be written. Nothing is then visible to :meth:`restore` or :meth:`search`.
+            be written; nothing is then visible to :meth:`restore` or :meth:`search`.
         """
         session = session_id_for(session_id)
         now = datetime.now(UTC)
@@ -434,7 +412,7 @@ class ArchiveStore:
             raise ArchiveError(f"{ref}: cannot read {path}: {exc}", ref=ref) from exc
         if hashlib.sha256(data).hexdigest() != digest:
             raise ArchiveError(f"{ref}: {path} was modified after archiving (checksum mismatch)", ref=ref)
-        messages = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
+        messages = [json.loads(line) for line in data.split(b"\n") if line]  # not str.splitlines: U+2028 stays inside
         if len(messages) != count:
             raise ArchiveError(f"{ref}: {path} holds {len(messages)} messages, the index says {count}", ref=ref)
         return messages
@@ -454,18 +432,18 @@ class ArchiveStore:
         Parameters
         ----------
         query : str
-            Words, file paths or identifiers; every whitespace-separated term must match (as a
-            phrase of its tokens, so ``src/app.py`` matches that path). ``term*`` matches a
-            prefix. FTS5 syntax characters are treated as text, never as operators.
+            Words, file paths or identifiers; every whitespace-separated term must match, as a
+            phrase of its tokens (``src/app.py`` matches that path); ``term*`` matches a prefix.
+            FTS5 syntax characters are text, never operators.
         session : str, optional
-            Only archives of this session (sanitized like :meth:`write` does).
+            Only archives of this session (sanitized as :meth:`write` does).
         limit : int
-            Most hits returned, best first.
+            Most hits returned.
 
         Returns
         -------
         list of ArchiveHit
-            Best first (bm25); empty when nothing matches, the query has no word, or no archive exists.
+            Best first; empty when nothing matches, the query has no word, or no archive exists.
 
         Raises
         ------

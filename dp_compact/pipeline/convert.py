@@ -1,13 +1,16 @@
 """Messages in a target API's shape (DESIGN §5.7): Anthropic Messages or OpenAI chat.
 
-A message whose ``raw`` dict is already in the target's shape is written as it is (the same
-dict, so a kept tail stays byte-for-byte the same values). Otherwise it is converted from its
-``raw`` (Anthropic blocks ↔ OpenAI ``tool_calls`` / ``tool`` messages / content parts, images
-kept) or, without a usable ``raw``, rebuilt from the normalized fields.
+A message whose ``raw`` dict is already a well-formed message of the target API is written as
+it is (the same dict, so a kept tail stays byte-for-byte the same values). Otherwise it is
+converted from its ``raw`` when that is a well-formed message of the other API (Anthropic
+blocks ↔ OpenAI ``tool_calls`` / ``tool`` messages / content parts, images kept), or rebuilt
+from the normalized fields (text, tool calls, tool results; images are lost) when the source
+is neither (Gemini ``parts``, SWE-agent's stringified ``tool_calls``).
 
 Three repairs make a source that breaks the target's structural rules valid, and only then:
 
-- ids a reader renamed to make them unique (``<id>#2``, SWE-agent replays) are written renamed;
+- ids a reader renamed to make them unique (``<id>#2``: SWE-agent replays, tau-bench) are written
+  renamed when the written messages would otherwise issue one id twice;
 - a tool result a reader linked by position (Cline's API history answers a ``tool_use`` with a
   plain user message) is written as a real ``tool_result`` / ``tool`` message;
 - Anthropic: adjacent messages of one role are merged into one (the Messages API itself
@@ -19,6 +22,7 @@ Three repairs make a source that breaks the target's structural rules valid, and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +30,7 @@ from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
 from dp_compact.sessions.common import text_and_images
 from dp_compact.sessions.model import Message
 
-__all__ = ["EMPTY_TEXT", "SYSTEM_ROLES", "merge_same_role", "raw_shape", "system_messages_for", "to_api"]
+__all__ = ["EMPTY_TEXT", "SYSTEM_ROLES", "merge_same_role", "raw_shape", "system_messages_for", "to_api", "well_formed"]
 
 #: Text written where a target needs some text and the source had none.
 EMPTY_TEXT = "(empty)"
@@ -46,16 +50,35 @@ def raw_shape(raw: Any) -> Api | None:
     kinds = {b.get("type") for b in content if isinstance(b, dict)} if isinstance(content, list) else set()
     if kinds & _ANTHROPIC_BLOCKS or "image" in kinds:  # OpenAI's image part is "image_url"
         return API_ANTHROPIC
-    if kinds & _OPENAI_PARTS or content is None:
+    if kinds & _OPENAI_PARTS or (content is None and raw.get("role") == "assistant"):
         return API_OPENAI
     return None
 
 
-def _renamed(raw: dict[str, Any], message: Message) -> dict[str, Any]:
-    """``raw`` with the call ids the reader renamed (``id#2``) written as renamed; else ``raw`` itself."""
+_RENAME_SUFFIX = re.compile(r"#\d+$")
+
+
+def _written_id(call_id: str, reused: set[str]) -> str:
+    """A call id as written: the reader's ``id#n`` rename only where the source id repeats."""
+    base = _RENAME_SUFFIX.sub("", call_id)
+    return call_id if base in reused else base
+
+
+def _reused_ids(messages: Sequence[Message]) -> set[str]:
+    """Source call ids issued more than once among ``messages`` (the reader renamed the repeats ``id#n``)."""
+    seen: set[str] = set()
+    reused: set[str] = set()
+    for call in (c for m in messages for c in m.tool_calls):
+        base = _RENAME_SUFFIX.sub("", call.id)
+        (reused if base in seen else seen).add(base)
+    return reused
+
+
+def _renamed(raw: dict[str, Any], message: Message, reused: set[str]) -> dict[str, Any]:
+    """``raw`` with renamed call ids (``id#2``) written as renamed where the written ids repeat; else ``raw``."""
     call_ids = [c.id for c in message.tool_calls]
     result_ids = [r.call_id for r in message.tool_results]
-    if not any("#" in i for i in call_ids + result_ids):
+    if not any(_written_id(i, reused) != _RENAME_SUFFIX.sub("", i) for i in call_ids + result_ids):
         return raw
     if isinstance(raw.get("tool_calls"), list) and len(raw["tool_calls"]) == len(call_ids):
         calls = [{**c, "id": new} if isinstance(c, dict) else c for c, new in zip(raw["tool_calls"], call_ids, strict=True)]
@@ -168,41 +191,91 @@ def _openai_to_anthropic(raw: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"role": "user" if role == "user" else "assistant", "content": blocks or [{"type": "text", "text": EMPTY_TEXT}]}]
 
 
-def _linked_results(message: Message, raw: Any, api: Api) -> list[dict[str, Any]]:
-    """A tool result linked by position (its ``raw`` is a plain user message) written as a real one."""
-    content = raw.get("content") if isinstance(raw, dict) else message.text
-    ids = [r.call_id for r in message.tool_results]
+def _linked_results(message: Message, raw: Any, api: Api, reused: set[str]) -> list[dict[str, Any]]:
+    """Tool results written as real ones: from a plain user message linked by position, or from the fields."""
+    ids = [_written_id(r.call_id, reused) for r in message.tool_results]
+    if isinstance(raw, dict):  # one plain message answers the calls: its content goes to the first
+        contents = [raw.get("content") if n == 0 else f"(answered with {ids[0]})" for n in range(len(ids))]
+    else:
+        contents = [r.text for r in message.tool_results]
     if api == API_OPENAI:
-        return [{"role": "tool", "tool_call_id": i, "content": _text(content) if n == 0 else f"(answered with {ids[0]})"} for n, i in enumerate(ids)]
-    blocks = [{"type": "tool_result", "tool_use_id": i, "content": content if n == 0 else f"(answered with {ids[0]})"} for n, i in enumerate(ids)]
+        return [{"role": "tool", "tool_call_id": i, "content": _text(c)} for i, c in zip(ids, contents, strict=True)]
+    blocks = [
+        {"type": "tool_result", "tool_use_id": i, "content": c, **({"is_error": True} if r.is_error else {})}
+        for i, c, r in zip(ids, contents, message.tool_results, strict=True)
+    ]
     return [{"role": "user", "content": blocks}]
 
 
-def _from_fields(message: Message, api: Api) -> list[dict[str, Any]]:
+def _from_fields(message: Message, api: Api, reused: set[str]) -> list[dict[str, Any]]:
     """``message`` rebuilt from its normalized fields (no usable ``raw``)."""
     if message.role == "tool":
-        return _linked_results(message, None, api)
+        return _linked_results(message, None, api, reused)
+    calls = [(_written_id(c.id, reused), c) for c in message.tool_calls]
     if api == API_OPENAI:
-        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}} for c in message.tool_calls]
-        text = message.text or (None if calls else EMPTY_TEXT)
-        return [{"role": message.role, "content": text, **({"tool_calls": calls} if calls else {})}]
+        wire = [{"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}} for i, c in calls]
+        text = message.text or (None if wire else EMPTY_TEXT)
+        return [{"role": message.role, "content": text, **({"tool_calls": wire} if wire else {})}]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text.strip() else []
-    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)} for c in message.tool_calls]
+    blocks += [{"type": "tool_use", "id": i, "name": c.name, "input": _tool_input(c.arguments)} for i, c in calls]
     return [{"role": message.role, "content": blocks or [{"type": "text", "text": EMPTY_TEXT}]}]
 
 
-def _message_to_api(message: Message, api: Api, issued: set[str]) -> list[dict[str, Any]]:
-    """The target-shape messages for one message; ``issued`` holds the call ids written so far."""
+def _well_formed_openai(raw: dict[str, Any]) -> bool:
+    """True when ``raw`` is a chat-completions message as the API takes it (roles, ids, call shapes)."""
+    role, content = raw.get("role"), raw.get("content")
+    if role not in SYSTEM_ROLES | {"user", "assistant", "tool"} or not isinstance(content, (str, list)):
+        if not (role == "assistant" and content is None and "content" in raw):
+            return False
+    if role == "tool" and not isinstance(raw.get("tool_call_id"), str):
+        return False
+    calls = raw.get("tool_calls")
+    if calls is None:
+        return True
+    return isinstance(calls, list) and all(
+        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
+        and isinstance(c["function"].get("name"), str) and isinstance(c["function"].get("arguments"), str)
+        for c in calls
+    )
+
+
+def _well_formed_anthropic(raw: dict[str, Any]) -> bool:
+    """True when ``raw`` is a Messages API message (role, content blocks with their ids)."""
+    content = raw.get("content")
+    if raw.get("role") not in ("user", "assistant") or not isinstance(content, (str, list)):
+        return False
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return False
+        if block["type"] == "tool_use" and not (isinstance(block.get("id"), str) and isinstance(block.get("input"), dict)):
+            return False
+        if block["type"] == "tool_result" and not isinstance(block.get("tool_use_id"), str):
+            return False
+    return True
+
+
+def well_formed(raw: Any, api: Api) -> bool:
+    """True when ``raw`` can be written as it is for ``api``: in its shape and structurally sound."""
+    if not isinstance(raw, dict) or raw_shape(raw) not in (None, api):
+        return False
+    return _well_formed_openai(raw) if api == API_OPENAI else _well_formed_anthropic(raw)
+
+
+def _message_to_api(message: Message, api: Api, issued: set[str], reused: set[str]) -> list[dict[str, Any]]:
+    """The target-shape messages for one message; ``issued``: call ids written so far; ``reused``: repeated ids."""
     raw = message.raw
     if not isinstance(raw, dict):
-        return _from_fields(message, api)
-    raw = _renamed(raw, message)
+        return _from_fields(message, api, reused)
+    raw = _renamed(raw, message, reused)
     shape = raw_shape(raw)
-    if message.role == "tool" and shape is None:  # linked by position by the reader
-        return _linked_results(message, raw, api) if all(r.call_id in issued for r in message.tool_results) else [raw]
-    if shape in (None, api):
+    if message.role == "tool" and shape is None and well_formed(raw, api):  # linked by position by the reader
+        linked = all(_written_id(r.call_id, reused) in issued for r in message.tool_results)
+        return _linked_results(message, raw, api, reused) if linked else [raw]
+    if well_formed(raw, api):
         return [raw]
-    return _anthropic_to_openai(raw) if api == API_OPENAI else _openai_to_anthropic(raw)
+    if shape is not None and shape != api and well_formed(raw, shape):
+        return _anthropic_to_openai(raw) if api == API_OPENAI else _openai_to_anthropic(raw)
+    return _from_fields(message, api, reused)
 
 
 def _call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
@@ -264,8 +337,9 @@ def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, 
     """
     out: list[dict[str, Any]] = []
     ids = _call_ids(issued)
+    reused = _reused_ids(messages)
     for message in messages:
-        converted = _message_to_api(message, api, ids)
+        converted = _message_to_api(message, api, ids, reused)
         ids |= _call_ids(converted)
         out.extend(converted)
     return merge_same_role(out) if api == API_ANTHROPIC else out

@@ -15,12 +15,15 @@ from dp_compact.sessions.model import Message, ToolCall
 
 __all__ = [
     "call_names",
+    "call_paths",
     "clean_user_text",
     "command_of",
     "error_lines",
     "identifiers",
     "instruction_sentences",
+    "is_injected",
     "is_instruction",
+    "keywords",
     "paths",
     "sentences",
     "user_turn_texts",
@@ -44,16 +47,27 @@ _ERROR = re.compile(
     r"refused|timed? ?out|crash(?:ed)?|broken|missing|undefined|segfault|abort(?:ed)?)\b",
     re.I,
 )
-_INSTRUCTION = re.compile(
-    r"\b(always|never|from now on|going forward|don'?t|do not|must(?:n'?t)?|make sure|be sure|avoid|only|prefer|"
-    r"instead of|keep|stop|no longer)\b",
-    re.I,
-)
+#: Standing instructions (issue 3: "always …", "never …", "from now on …", "don't …"): kept in
+#: every summary whatever its size.
+_STANDING = re.compile(r"\b(always|never|from now on|going forward|henceforth|don'?t|do not|no longer)\b", re.I)
+#: Requirements ("must …", "make sure …"): kept while the summary budget allows.
+_REQUIREMENT = re.compile(r"\b(must(?:n'?t)?|make sure|be sure|avoid|have to|need to)\b", re.I)
+_MIN_INSTRUCTION_CHARS = 12  # shorter lines are headings ("## Don't"), not instructions
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _INJECTED_BLOCK = re.compile(
     r"<(system-reminder|environment_context|user_instructions|local-command-\w+|command-\w+|ide_\w+)>.*?</\1>", re.S
 )
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
+_STOPWORDS = frozenset(
+    "this that with from have will would could should there their them then than what when where which while "
+    "your about into also just only some more most very been were they here does done make sure please can't "
+    "don't need want like file files code line lines using used does".split()
+)
+#: Openings of user messages written by the client, not typed (Claude Code and Codex readers).
+_INJECTED_PREFIXES = ("<", "# AGENTS.md", "Caveat: The messages below", "[Request interrupted by user")
 _SHELL_KEYS = ("command", "cmd", "script", "commands")
+#: Argument names whose values name files (Claude Code, Codex, OpenAI agents' file tools).
+_PATH_KEY = re.compile(r"path|file|dir|cwd|workdir|target|source|dest|pattern|glob", re.I)
 _SHELL_TOOLS = re.compile(r"bash|shell|exec|terminal|run_command|command|powershell", re.I)
 
 
@@ -96,14 +110,20 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
-def is_instruction(sentence: str) -> bool:
-    """True for a sentence that reads like a standing user instruction ("never …", "always …")."""
-    return bool(_INSTRUCTION.search(sentence))
+def is_instruction(sentence: str, *, standing: bool = True) -> bool:
+    """True for a standing user instruction ("never …", "always …", "don't …"); with
+    ``standing=False``, for a requirement ("must …", "make sure …") instead."""
+    return bool((_STANDING if standing else _REQUIREMENT).search(sentence))
 
 
-def instruction_sentences(text: str, *, limit_chars: int = 300) -> list[str]:
-    """Sentences of ``text`` that read like standing instructions, each at most ``limit_chars``."""
-    return [s for s in sentences(text) if is_instruction(s) and len(s) <= limit_chars]
+def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int = 300) -> list[str]:
+    """Sentences of ``text`` that are standing instructions (or, ``standing=False``, requirements
+    that are not standing instructions), each at most ``limit_chars`` characters."""
+    return [
+        s for s in sentences(text)
+        if _MIN_INSTRUCTION_CHARS <= len(s) <= limit_chars and not s.startswith("#")
+        and is_instruction(s) == standing and (standing or is_instruction(s, standing=False))
+    ]
 
 
 def clean_user_text(text: str) -> str:
@@ -111,14 +131,20 @@ def clean_user_text(text: str) -> str:
     return _INJECTED_BLOCK.sub("", text).strip()
 
 
-def user_turn_texts(messages: Iterable[tuple[int, Message]]) -> list[tuple[int, str]]:
-    """``(index, text)`` of the user turns typed by a person: not summaries, not injected context."""
+def is_injected(text: str) -> bool:
+    """True for user-message text a client injects rather than a person types (tags, AGENTS.md, caveats)."""
+    head = text.lstrip()
+    return head.startswith(_INJECTED_PREFIXES)
+
+
+def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool = False) -> list[tuple[int, str]]:
+    """``(index, text)`` of the user messages: not summaries; injected context only with ``injected``."""
     out = []
     for index, message in messages:
         if message.role != "user" or is_summary_text(message.text):
             continue
         text = clean_user_text(message.text)
-        if text and not text.startswith("<"):
+        if text and (injected or not is_injected(text)):
             out.append((index, text))
     return out
 
@@ -145,3 +171,26 @@ def command_of(call: ToolCall) -> str | None:
 def call_names(messages: Sequence[Message]) -> dict[str, str]:
     """Tool-call id → tool name over ``messages``."""
     return {call.id: call.name for m in messages for call in m.tool_calls}
+
+
+def keywords(texts: Iterable[str], limit: int = 20) -> list[str]:
+    """The ``limit`` most frequent words of ``texts`` (4+ letters, lower-cased, common words skipped)."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word in _WORD.findall(text):
+            lowered = word.lower()
+            if lowered not in _STOPWORDS:
+                counts[lowered] = counts.get(lowered, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:limit]
+
+
+def call_paths(call: ToolCall) -> list[str]:
+    """File paths a tool call touches: from its path-like arguments and shell command, not file contents."""
+    try:
+        arguments = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        return paths(call.arguments)
+    if not isinstance(arguments, dict):
+        return paths(str(arguments))
+    values = [str(v) for k, v in arguments.items() if isinstance(v, (str, list)) and (_PATH_KEY.search(k) or k in _SHELL_KEYS)]
+    return [p for p in paths("\n".join(values)) if not p.startswith("/dev/")]

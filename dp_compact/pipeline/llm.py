@@ -2,8 +2,9 @@
 
 The request repeats what the agent sent before, so the provider's prompt cache serves the
 prefix: the session's system prompt, its tools and the head messages as raw API dicts, in order;
-only the summarization instruction (``SUMMARY_INSTRUCTION``, about L_instr = 70 tokens of
-DESIGN §2 ③) is new, appended at the end as the last user message.
+only the summarization instruction (``SUMMARY_INSTRUCTION``: 92 cl100k tokens with the section
+headings, against the L_instr = 70 tokens DESIGN §2 ③ budgets) is new, appended at the end as the
+last user message.
 
 The request is sized before it is sent (cl100k counts of the JSON of each message, counted once):
 if head + instruction + output reserve exceed the window, the shrunk head is used instead, then
@@ -18,12 +19,13 @@ import contextlib
 import importlib
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from dp_compact.errors import CompactionError, SummaryTooShortError
 from dp_compact.pipeline.summarize import SummaryRequest, check_summary
+from dp_compact.pipeline.types import Api
 from dp_compact.sessions.model import Message
 from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 
@@ -32,10 +34,9 @@ __all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "coun
 #: The summarization instruction, appended as the last user message. ``{sections}`` lists the
 #: headings of ``prompts.toml`` [summary.sections] so LLM and extractive summaries share them.
 SUMMARY_INSTRUCTION = (
-    "Summarize the conversation above; the summary will replace it, so keep what is needed to continue. "
-    "Use these headings, each alone on a line with '- ' items below, skipping empty ones: {sections} "
-    "Copy every user instruction verbatim, including those of any earlier summary. Give exact file paths, "
-    "commands, identifiers and error messages. At most about {target_tokens} tokens, plain text, no tool calls."
+    "Summarize the conversation above to replace it; keep what is needed to continue. Headings, each on its "
+    "own line with '- ' items, empty ones skipped: {sections} Copy user instructions verbatim, earlier "
+    "summaries' too. Exact file paths, commands, identifiers, errors. About {target_tokens} tokens, plain text, no tool calls."
 )
 #: Appended to the instruction when the previous summary is not among the messages sent.
 PREVIOUS_SUMMARY_NOTE = "\n\nThe previous summary (carry its instructions forward):\n{previous_summary}"
@@ -50,7 +51,7 @@ DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000}
 WINDOW_SAFETY_FACTOR = 0.85
 #: Tool-result length, characters, after the second shrinking step (DESIGN §5.3 previews are 400–600).
 CLIPPED_RESULT_CHARS = 240
-#: Seconds per HTTP request, and SDK retries on 429/5xx before giving up.
+#: Seconds per HTTP request, and retries on connection errors, 429 and 5xx (both SDKs' default is 2).
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 2
 
@@ -59,9 +60,6 @@ _OPENAI_ONLY_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal", "function_call")
 _EMPTY = "(empty)"
 _OMITTED = "[earlier messages omitted]"
-
-Api = Literal["anthropic", "openai"]
-
 
 def _dumps(obj: Any) -> str:
     """Compact JSON text of a request part, as counted."""

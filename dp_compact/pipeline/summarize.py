@@ -23,8 +23,11 @@ from typing import Any, Protocol
 from dp_compact.errors import SummaryTooShortError
 from dp_compact.pipeline.extract import (
     call_names,
+    call_paths,
+    clean_user_text,
     command_of,
     error_lines,
+    instruction_sentences,
     paths,
     sentences,
     user_turn_texts,
@@ -44,13 +47,18 @@ __all__ = [
 
 MIN_SUMMARY_CHARS = 120  # shortest acceptable summary of a head of at least 10x that much text
 ITEM_CHARS = 240  # longest item line of the extractive summary
+#: Sections in the order the budget is filled, and items per round (file paths are short and
+#: the most often re-read facts of a coding session: DESIGN §2 recall calibration).
+_FILL_ORDER = ("requirements", "goals", "files", "errors", "commands", "decisions", "open_items")
+_ITEMS_PER_ROUND = {"files": 4}
 _HEADING_TOKENS = 8  # a section heading line and the blank line before it, tokens (cl100k, measured)
 _DECISION = re.compile(
     r"\b(I'll|I will|we'll|let's|decid\w*|chose|choos\w*|instead|the fix|fixed|root cause|because|so that|"
     r"the plan|going to|switch\w* to|concluded?|turns out|the (?:bug|issue|problem) (?:is|was))\b",
     re.I,
 )
-_OPEN = re.compile(r"\b(todo|next|remaining|still|not yet|pending|follow[- ]?up|need to|needs to|left to|then)\b", re.I)
+_OPEN = re.compile(r"\b(todo|next step|remaining|not yet|pending|follow[- ]?up|still (?:need|to|fail)|need to|needs to|left to|I'll|I will)\b", re.I)
+_FILE_NAME = re.compile(r"\.\w{1,8}$")  # a file, not a directory
 _EDIT_TOOL = re.compile(r"edit|write|create|patch|replace|insert|update|delete|move|rename", re.I)
 
 
@@ -110,20 +118,21 @@ def _clip(text: str, limit: int = ITEM_CHARS) -> str:
 
 
 def _files(head: Sequence[Message]) -> list[str]:
-    """Paths touched or named in the head, most used first, with the tools that touched them."""
-    tools: dict[str, list[str]] = {}
+    """Paths touched or named in the head: files before directories, then edited and often named
+    first (a user mention weighs more than a tool call); ``(edited)`` when a tool changed them."""
+    edited: set[str] = set()
     counts: Counter[str] = Counter()
     for message in head:
         for call in message.tool_calls:
-            for path in paths(call.arguments):
-                counts[path] += 3
-                tools.setdefault(path, [])
-                if call.name not in tools[path]:
-                    tools[path].append(call.name)
-        for path in paths(message.text if message.role != "tool" else ""):
-            counts[path] += 1 if message.role == "assistant" else 2
-    ranked = sorted(counts, key=lambda p: -counts[p])
-    return [f"{p} ({', '.join(tools[p][:3])})" if tools.get(p) else p for p in ranked]
+            for path in call_paths(call):
+                counts[path] += 2
+                if _EDIT_TOOL.search(call.name):
+                    edited.add(path)
+        if message.role == "user":
+            for path in paths(clean_user_text(message.text)):
+                counts[path] += 3  # named by the user
+    ranked = sorted(counts, key=lambda p: (not _FILE_NAME.search(p), -counts[p] - 2 * (p in edited)))
+    return [f"{p} (edited)" if p in edited else p for p in ranked]
 
 
 def _commands(head: Sequence[Message]) -> list[str]:
@@ -132,16 +141,24 @@ def _commands(head: Sequence[Message]) -> list[str]:
     return [_clip(c, 160) for c in dict.fromkeys(reversed(found))]
 
 
-def _errors(shrunk_head: Sequence[Message]) -> list[str]:
-    """First error line of each failed or error-mentioning tool result, newest first."""
-    names = call_names(shrunk_head)
+def _errors(head: Sequence[Message]) -> list[str]:
+    """First error line of each failed or error-mentioning tool result, newest first.
+
+    A bare status line ("Exit code 1") is followed by the next line, which says what failed.
+    """
+    names = call_names(head)
     found = []
-    for message in shrunk_head:
+    for message in head:
         for result in message.tool_results:
-            lines = error_lines(result.text, 1)
-            if lines or result.is_error:
-                line = lines[0] if lines else (result.text.strip().splitlines() or ["(no output)"])[0]
-                found.append(_clip(f"{names.get(result.call_id, 'tool')}: {line}", 200))
+            lines = [line.strip() for line in result.text.splitlines() if line.strip()]
+            errors = error_lines(result.text, 1)
+            if not errors and not result.is_error:
+                continue
+            first = errors[0] if errors else (lines[0] if lines else "(no output)")
+            at = lines.index(first) if first in lines else -1
+            if len(first) < 24 and 0 <= at < len(lines) - 1:
+                first = f"{first} / {lines[at + 1]}"
+            found.append(_clip(f"{names.get(result.call_id, 'tool')}: {first}", 200))
     return list(dict.fromkeys(reversed(found)))
 
 
@@ -149,6 +166,11 @@ def _assistant_sentences(head: Sequence[Message], pattern: re.Pattern[str]) -> l
     """Assistant text sentences matching ``pattern``, newest first, without duplicates."""
     found = [s for m in head if m.role == "assistant" for s in sentences(m.text) if pattern.search(s) and len(s) > 12]
     return [_clip(s) for s in dict.fromkeys(reversed(found))]
+
+
+def _requirements(head: Sequence[Message]) -> list[str]:
+    """Requirement sentences ("must …", "make sure …") of the user turns, oldest first."""
+    return [s for _, text in user_turn_texts(enumerate(head), injected=True) for s in instruction_sentences(text, standing=False)]
 
 
 def _goals(head: Sequence[Message]) -> list[str]:
@@ -165,18 +187,24 @@ def collect_sections(request: SummaryRequest) -> dict[str, list[str]]:
     sections = {
         "goals": previous.get("goals", []) + _goals(request.head),
         "instructions": list(request.instructions),
+        "requirements": _requirements(request.head),
         "files": _files(request.head) + previous.get("files", []),
         "commands": _commands(request.head) + previous.get("commands", []),
-        "errors": _errors(request.shrunk_head) + previous.get("errors", []),
+        "errors": _errors(request.head) + previous.get("errors", []),
         "decisions": _assistant_sentences(request.head, _DECISION) + previous.get("decisions", []),
         "open_items": _assistant_sentences(request.head[-6:], _OPEN) + previous.get("open_items", []),
     }
-    return {key: list(dict.fromkeys(items)) for key, items in sections.items()}
+    seen: set[str] = set()
+    unique: dict[str, list[str]] = {}
+    for key in ("instructions", "requirements", "goals", "open_items", "errors", "files", "commands", "decisions"):
+        unique[key] = [item for item in dict.fromkeys(sections[key]) if item not in seen]
+        seen.update(unique[key])
+    return unique
 
 
 def _fill(sections: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
     """Pick items round-robin over the sections up to ``budget`` tokens; instructions are always kept."""
-    keys = [k for k in ("goals", "errors", "files", "commands", "decisions", "open_items") if sections.get(k)]
+    keys = [k for k in _FILL_ORDER if sections.get(k)]
     lines = [f"- {item}\n" for key in keys for item in sections[key]]
     costs = iter(count_text_tokens(lines).tolist())
     pending = {key: [(item, next(costs)) for item in sections[key]] for key in keys}
@@ -186,11 +214,12 @@ def _fill(sections: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
         for key in keys:
             if not pending[key]:
                 continue
-            item, cost = pending[key].pop(0)
-            cost += _HEADING_TOKENS * (key not in chosen)
-            if used + cost <= budget:
-                chosen.setdefault(key, []).append(item)
-                used += cost
+            for item, cost in [pending[key].pop(0) for _ in range(min(_ITEMS_PER_ROUND.get(key, 1), len(pending[key])))]:
+                cost += _HEADING_TOKENS * (key not in chosen and not (key == "requirements" and chosen["instructions"]))
+                if used + cost <= budget:
+                    chosen.setdefault(key, []).append(item)
+                    used += cost
+    chosen["instructions"] += chosen.pop("requirements", [])
     return chosen
 
 

@@ -82,7 +82,7 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
     """
     source = read_source(path, lenient=lenient)
     seed_stats = read_seed_stats(stats) if stats is not None else None
-    if source.records is not None and not source.records:
+    if (source.records is not None and not source.records) or source.document in ([], {}):
         return Session(path=str(path), format="empty", messages=(), skipped_lines=source.skipped_lines, stats=seed_stats)
     for reader in READERS:
         if reader.sniff(source):

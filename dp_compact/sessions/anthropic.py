@@ -171,4 +171,17 @@ def read(source: Source) -> Session:
         live_start=markers[-1] if markers else 0,
         compactions=len(markers),
         skipped_lines=source.skipped_lines,
+        model=_recorded_model(_items(source) or []),
     )
+
+
+def _recorded_model(records: list[Record]) -> str | None:
+    """The last model named by a message (Cline ``modelInfo.modelId``, or an API ``model`` key)."""
+    for record in reversed(records):
+        value = record.value
+        info = value.get("modelInfo")
+        if isinstance(info, dict) and isinstance(info.get("modelId"), str):
+            return info["modelId"]
+        if isinstance(value.get("model"), str):
+            return value["model"]
+    return None

@@ -201,7 +201,8 @@ def build_session(
     ``user_turns`` defaults to the user messages over all ``messages`` (the whole file) except
     compaction summaries; a reader that knows better (injected context, copies of earlier
     prompts in a compaction's replacement history) passes its own count. ``llm_calls``
-    defaults to the number of usage records, else of assistant messages.
+    defaults to the number of usage records, else of assistant messages. ``Session.history``
+    holds all of ``messages``.
     """
     usage = tuple(usage)
     all_messages = tuple(messages)
@@ -217,5 +218,6 @@ def build_session(
         user_turns=user_turns,
         llm_calls=llm_calls,
         compactions=compactions,
+        history=all_messages,
         **extra,  # type: ignore[arg-type]
     )

@@ -147,6 +147,11 @@ class Session:
     system_messages : tuple
         The source's system / developer messages as read (raw dicts, in order), which belong
         to the fixed prefix and are written back unchanged by the pipeline.
+    history : tuple[Message, ...]
+        Every message the file records, in order, before and after its compaction markers
+        (``messages`` is its tail from the last marker on), including what a recorded
+        compaction inserted (its summary, Codex's replacement history). Used by the replay
+        (:mod:`dp_compact.replay`); empty for an empty file. Ignored by equality.
     """
 
     path: str
@@ -162,3 +167,4 @@ class Session:
     skipped_lines: int = 0
     stats: SeedStats | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    history: tuple[Message, ...] = field(default=(), compare=False, repr=False)

@@ -1,0 +1,397 @@
+"""Calibration of the cost model's inputs from real transcripts (issue 4; DESIGN §2, §3).
+
+From every session file with usage records: the fixed prefix V (the first call's prompt minus
+its messages), L (LLM calls per user turn), avg (prompt tokens per call), the summary sizes S of
+the compactions the file records, and the ratio of provider-reported prompt tokens to our cl100k
+estimate (per provider family). From every session file: the recall curve q(a) in both age units
+of ``DP_RECALL_AGE``, fitted by q0 · exp(−a / τ). Spreads are bootstraps over sessions.
+
+Everything here is a function of the files it is given; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.cuts import message_arrays
+from dp_compact.errors import NotASessionError, UnknownFormatError
+from dp_compact.history import History, call_message_counts, read_history
+from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
+from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
+
+__all__ = ["AGE_UNITS", "Calibration", "Estimate", "SessionMeasures", "calibrate", "env_lines", "format_report", "session_paths"]
+
+AGE_UNITS = ("turns", "rounds")
+#: Bootstrap resamples (over sessions) behind every spread.
+DEFAULT_BOOTSTRAP = 400
+_SUFFIXES = {".json", ".jsonl", ".traj"}
+_NOT_SESSIONS = {"manifest.json", "case.json", "golden_seed_model.json"}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMeasures:
+    """What one session file says.
+
+    Attributes
+    ----------
+    path, format, family, model : str
+    n_messages, user_turns, llm_calls : int
+        All messages over its segments; user turns and LLM calls of the whole file.
+    v_tokens : float or None
+        First call's prompt minus ``token_ratio`` × the cl100k tokens of the messages before
+        it, tokens (None without usage records).
+    calls_per_turn, avg_tokens : float or None
+        ``llm_calls / user_turns``; mean prompt per call, tokens (None without usage records).
+    token_ratio : float or None
+        Σ growth of the reported prompt / Σ growth of the cl100k estimate of the messages sent,
+        between the first and the last placed call of each segment.
+    summary_tokens : tuple[int, ...]
+        cl100k tokens of each compaction's hand-over summary in the file.
+    recall : dict[str, RecallCounts]
+        Recall counts per age unit.
+    estimate_tokens, prompt_tokens : ndarray[int64]
+        Per placed call: cl100k tokens of the messages it was sent, and its reported prompt.
+    """
+
+    path: str
+    format: str
+    family: str
+    model: str
+    n_messages: int
+    user_turns: int
+    llm_calls: int
+    v_tokens: float | None
+    calls_per_turn: float | None
+    avg_tokens: float | None
+    token_ratio: float | None
+    summary_tokens: tuple[int, ...]
+    recall: dict[str, RecallCounts] = field(repr=False)
+    estimate_tokens: npt.NDArray[np.int64] = field(repr=False)
+    prompt_tokens: npt.NDArray[np.int64] = field(repr=False)
+
+    def row(self) -> dict[str, Any]:
+        """The JSON-ready summary row (no arrays)."""
+        names = ("path", "format", "family", "model", "n_messages", "user_turns", "llm_calls", "v_tokens",
+                 "calls_per_turn", "avg_tokens", "token_ratio", "summary_tokens")
+        row = {name: getattr(self, name) for name in names}
+        row["summary_tokens"] = list(self.summary_tokens)
+        row["calls_placed"] = int(self.prompt_tokens.size)
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A calibrated value with its bootstrap spread over sessions (``p05``/``p95``, ``std``) and ``n`` sessions."""
+
+    value: float
+    std: float
+    p05: float
+    p95: float
+    n: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        """Plain data."""
+        return {"value": self.value, "std": self.std, "p05": self.p05, "p95": self.p95, "n": self.n}
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The calibration: per-session measures, pooled estimates, recall fits per age unit.
+
+    Attributes
+    ----------
+    sessions : tuple[SessionMeasures, ...]
+    skipped : tuple[str, ...]
+        ``path: reason`` for files that are not conversations.
+    v_tokens, calls_per_turn, avg_tokens, summary_tokens : Estimate or None
+        Median V; pooled calls / user turns; median of the sessions' mean prompt; median S.
+    token_ratios : dict[str, Estimate]
+        Per provider family: median of the sessions' token ratios.
+    recall_l : float
+        L used to turn API rounds into the ``rounds`` age unit (the calibrated L, rounded).
+    recall : dict[str, RecallCounts]
+        Pooled counts per age unit.
+    recall_fits : dict[str, tuple[RecallFit, Estimate, Estimate]]
+        Per unit: the fit on the pooled curve and the bootstrap spreads of q0 and τ.
+    recall_session_r2 : dict[str, float]
+        Per unit: weighted R² of the pooled fit on every session's own bins (how well one curve
+        describes all sessions); the unit with the higher value is ``recall_age``.
+    recall_age : str
+    bootstrap : int
+    """
+
+    sessions: tuple[SessionMeasures, ...]
+    skipped: tuple[str, ...]
+    v_tokens: Estimate | None
+    calls_per_turn: Estimate | None
+    avg_tokens: Estimate | None
+    summary_tokens: Estimate | None
+    token_ratios: dict[str, Estimate]
+    recall_l: float
+    recall: dict[str, RecallCounts]
+    recall_fits: dict[str, tuple[RecallFit, Estimate, Estimate]]
+    recall_session_r2: dict[str, float]
+    recall_age: str
+    bootstrap: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (``calibration/results.json``)."""
+        def est(e: Estimate | None) -> dict[str, float | int] | None:
+            return None if e is None else e.to_dict()
+
+        recall = {}
+        for unit, (fit, q0, tau) in self.recall_fits.items():
+            counts = self.recall[unit]
+            recall[unit] = {
+                "q0": q0.to_dict(), "tau": tau.to_dict(), "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared,
+                                                                             "bins": fit.bins},
+                "session_r_squared": self.recall_session_r2[unit],
+                "pooled": {"age": list(range(counts.needed.size)), "needed": counts.needed.tolist(), "observed": counts.observed.tolist()},
+            }
+        return {
+            "V": est(self.v_tokens), "L": est(self.calls_per_turn), "avg": est(self.avg_tokens), "S": est(self.summary_tokens),
+            "token_ratio": {family: e.to_dict() for family, e in self.token_ratios.items()},
+            "recall_age": self.recall_age, "recall_l": self.recall_l, "recall": recall, "bootstrap": self.bootstrap,
+            "sessions": [s.row() for s in self.sessions], "skipped": list(self.skipped),
+        }
+
+
+def session_paths(paths: Iterable[Path | str]) -> list[Path]:
+    """Files given, and every ``.json``/``.jsonl``/``.traj`` file under directories given (sorted)."""
+    found: list[Path] = []
+    for item in map(Path, paths):
+        if item.is_dir():
+            found.extend(sorted(p for p in item.rglob("*") if p.is_file() and p.suffix in _SUFFIXES and p.name not in _NOT_SESSIONS))
+        else:
+            found.append(item)
+    return found
+
+
+def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tuple[float | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Token ratio over the segments, and every placed call's (estimate, prompt) pair."""
+    xs, ys, dx, dy = [], [], 0, 0
+    for segment, counts in zip(history.segments, tokens, strict=True):
+        n = call_message_counts(segment.messages, segment.usage)
+        placed = n >= 0
+        if not placed.any():
+            continue
+        cum = np.concatenate(([0], np.cumsum(counts)))
+        x = cum[n[placed]]
+        y = np.array([u.prompt_tokens for u in segment.usage], dtype=np.int64)[placed]
+        xs.append(x)
+        ys.append(y)
+        dx, dy = dx + int(x[-1] - x[0]), dy + int(y[-1] - y[0])
+    x_all = np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
+    y_all = np.concatenate(ys) if ys else np.zeros(0, dtype=np.int64)
+    return (dy / dx if dx > 0 else None), x_all, y_all
+
+
+def measure_session(history: History, *, recall_l: float) -> SessionMeasures:
+    """Measure one session's history (see :class:`SessionMeasures`).
+
+    Parameters
+    ----------
+    history : History
+        From :func:`~dp_compact.history.read_history`.
+    recall_l : float
+        L turning API rounds into the ``rounds`` age unit.
+    """
+    live = history.live
+    tokens = [count_message_tokens(s.messages) for s in history.segments]
+    ratio, x, y = _growth_ratio(history, tokens)
+    usage = [u for s in history.segments for u in s.usage]
+    v = float(y[0] - (ratio or 1.0) * x[0]) if y.size else None
+    recall = {}
+    for unit in AGE_UNITS:
+        total = RecallCounts(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        for segment in history.segments:
+            ages = message_ages(message_arrays(segment.messages), unit, recall_l)
+            counts = recall_counts(segment.messages, ages, discrete=unit == "turns", prefix_text=segment.system_text)
+            total = counts if total.needed.size == 0 else total + counts
+        recall[unit] = total
+    summaries = [c.summary_text for c in history.compactions if c.summary_text]
+    return SessionMeasures(
+        path=history.path, format=history.format, family=provider_family(live.model, history.format), model=live.model or "",
+        n_messages=sum(len(s.messages) for s in history.segments), user_turns=live.user_turns, llm_calls=live.llm_calls,
+        v_tokens=v, calls_per_turn=live.llm_calls / live.user_turns if usage and live.user_turns else None,
+        avg_tokens=sum(u.prompt_tokens for u in usage) / len(usage) if usage else None, token_ratio=ratio,
+        summary_tokens=tuple(int(n) for n in count_text_tokens(summaries)), recall=recall, estimate_tokens=x, prompt_tokens=y,
+    )
+
+
+def _bootstrap(values: Sequence[Any], statistic: Any, resamples: int, rng: np.random.Generator) -> Estimate | None:
+    """``statistic(values)`` and its spread over ``resamples`` resamples of ``values`` with replacement."""
+    if not values:
+        return None
+    point = float(statistic(list(values)))
+    draws = np.array([statistic([values[i] for i in rng.integers(0, len(values), len(values))]) for _ in range(resamples)], dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if draws.size == 0:
+        return Estimate(point, float("nan"), float("nan"), float("nan"), len(values))
+    p05, p95 = np.percentile(draws, [5, 95])
+    return Estimate(point, float(draws.std()), float(p05), float(p95), len(values))
+
+
+def _pooled(counts: Sequence[RecallCounts]) -> RecallCounts:
+    """Sum of per-session counts."""
+    total = counts[0]
+    for c in counts[1:]:
+        total = total + c
+    return total
+
+
+def _session_r2(fit: RecallFit, counts: Sequence[RecallCounts], min_messages: int = 10) -> float:
+    """Weighted R² of ``fit`` on every session's bins observed by at least ``min_messages`` messages."""
+    q, w, pred = [], [], []
+    for c in counts:
+        bins = np.flatnonzero(c.observed >= min_messages)
+        q.append(c.needed[bins] / c.observed[bins])
+        w.append(c.observed[bins].astype(float))
+        pred.append(fit.q0 * np.exp(-bins / fit.tau))
+    qa, wa, pa = np.concatenate(q), np.concatenate(w), np.concatenate(pred)
+    if wa.sum() == 0:
+        return float("nan")
+    mean = (wa * qa).sum() / wa.sum()
+    total = (wa * (qa - mean) ** 2).sum()
+    return float(1.0 - (wa * (qa - pa) ** 2).sum() / total) if total > 0 else float("nan")
+
+
+def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.random.Generator) -> tuple[dict, dict, dict]:
+    """Pooled counts, fits with bootstrap spreads, and session-level R², per age unit."""
+    pooled, fits, r2 = {}, {}, {}
+    for unit in AGE_UNITS:
+        counts = [s.recall[unit] for s in sessions]
+        pooled[unit] = _pooled(counts)
+        fit = fit_exponential(pooled[unit])
+        draws = [fit_exponential(_pooled([counts[i] for i in rng.integers(0, len(counts), len(counts))])) for _ in range(resamples)]
+        q0 = _bootstrap_fits(fit.q0, [d.q0 for d in draws], len(counts))
+        tau = _bootstrap_fits(fit.tau, [d.tau for d in draws], len(counts))
+        fits[unit] = (fit, q0, tau)
+        r2[unit] = _session_r2(fit, counts)
+    return pooled, fits, r2
+
+
+def _bootstrap_fits(point: float, draws: list[float], n: int) -> Estimate:
+    """An :class:`Estimate` from a point value and bootstrap draws (NaN draws dropped)."""
+    values = np.array([d for d in draws if np.isfinite(d)], dtype=float)
+    if values.size == 0:
+        return Estimate(point, float("nan"), float("nan"), float("nan"), n)
+    p05, p95 = np.percentile(values, [5, 95])
+    return Estimate(point, float(values.std()), float(p05), float(p95), n)
+
+
+def calibrate(
+    paths: Iterable[Path | str], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recall_l: float | None = None
+) -> Calibration:
+    """Calibrate V, L, avg, S, token ratios and the recall curve from session files.
+
+    Parameters
+    ----------
+    paths : iterable of Path or str
+        Session files and directories (searched recursively, :func:`session_paths`).
+    bootstrap : int
+        Resamples over sessions for every spread.
+    seed : int
+        Seed of the resampling (results are reproducible).
+    recall_l : float, optional
+        L that turns API rounds into the ``rounds`` age unit; default: the calibrated L
+        rounded to an integer, the value shipped as ``DP_L``.
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    SessionError
+        If a file is malformed; files of unknown formats and UI logs are skipped and listed.
+    ValueError
+        If no file is a readable session.
+    """
+    files = session_paths(paths)
+    histories: list[History] = []
+    skipped: list[str] = []
+    for path in files:
+        try:
+            histories.append(read_history(path))
+        except (UnknownFormatError, NotASessionError) as exc:
+            skipped.append(f"{path}: {type(exc).__name__}")
+    if not histories:
+        raise ValueError(f"no readable session among {len(files)} file(s)")
+    rng = np.random.default_rng(seed)
+    pairs = [(h.live.llm_calls, h.live.user_turns) for h in histories if h.live.user_turns and any(s.usage for s in h.segments)]
+    calls = _bootstrap(pairs, lambda ps: sum(c for c, _ in ps) / max(sum(t for _, t in ps), 1), bootstrap, rng)
+    l_used = float(recall_l) if recall_l else float(round(calls.value)) if calls else 5.0
+    sessions = [measure_session(h, recall_l=l_used) for h in histories]
+    with_usage = [s for s in sessions if s.prompt_tokens.size]
+    ratios: dict[str, Estimate] = {}
+    for family in sorted({s.family for s in with_usage}):
+        values = [s.token_ratio for s in with_usage if s.family == family and s.token_ratio is not None]
+        if (e := _bootstrap(values, np.median, bootstrap, rng)) is not None:
+            ratios[family] = e
+    pooled, fits, r2 = _recall_fits(sessions, bootstrap, rng)
+    scores = {u: (r2[u] if np.isfinite(r2[u]) else -np.inf) for u in AGE_UNITS}
+    return Calibration(
+        sessions=tuple(sessions), skipped=tuple(skipped),
+        v_tokens=_bootstrap([s.v_tokens for s in with_usage if s.v_tokens is not None], np.median, bootstrap, rng),
+        calls_per_turn=calls,
+        avg_tokens=_bootstrap([s.avg_tokens for s in with_usage if s.avg_tokens is not None], np.median, bootstrap, rng),
+        summary_tokens=_bootstrap([n for s in sessions for n in s.summary_tokens], np.median, bootstrap, rng),
+        token_ratios=ratios, recall_l=l_used, recall=pooled, recall_fits=fits, recall_session_r2=r2,
+        recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap,
+    )
+
+
+def env_lines(calibration: Calibration) -> list[str]:
+    """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family)."""
+    fit, q0, tau = calibration.recall_fits[calibration.recall_age]
+    lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}", f"export DP_RECALL_TAU={tau.value:.3g}"]
+    if calibration.v_tokens is not None:
+        lines.append(f"export DP_V={round(calibration.v_tokens.value, -2):.0f}")
+    if calibration.calls_per_turn is not None:
+        lines.append(f"export DP_L={calibration.recall_l:g}")
+    if len(calibration.token_ratios) == 1:
+        (ratio,) = calibration.token_ratios.values()
+        lines.append(f"export DP_TOKEN_RATIO={ratio.value:.3g}")
+    return lines
+
+
+def _fmt(e: Estimate | None, spec: str = ",.0f") -> str:
+    """``value ± std [p05, p95] (n)``."""
+    if e is None:
+        return "no data"
+    return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
+
+
+def format_report(calibration: Calibration) -> str:
+    """The calibration as a readable table (formatting only)."""
+    c = calibration
+    lines = [f"sessions  {len(c.sessions)} read ({sum(1 for s in c.sessions if s.prompt_tokens.size)} with usage records),"
+             f" {len(c.skipped)} skipped; spreads: bootstrap over sessions, {c.bootstrap} resamples"]
+    lines.append(f"V         {_fmt(c.v_tokens)} tokens (first call's prompt − its messages)")
+    lines.append(f"L         {_fmt(c.calls_per_turn, '.1f')} calls per user turn (pooled)")
+    lines.append(f"avg       {_fmt(c.avg_tokens)} prompt tokens per call (median of sessions)")
+    lines.append(f"S         {_fmt(c.summary_tokens)} cl100k tokens per summary seen in the files")
+    for family, e in c.token_ratios.items():
+        lines.append(f"ratio     {family:<10} {_fmt(e, '.3f')} reported / cl100k tokens")
+    for unit in AGE_UNITS:
+        fit, q0, tau = c.recall_fits[unit]
+        scale = "user turns" if unit == "turns" else f"API rounds / {c.recall_l:g}"
+        mark = "  <- chosen" if unit == c.recall_age else ""
+        lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')}")
+        lines.append(f"                 tau = {_fmt(tau, '.2f')} {scale}; R² pooled {fit.r_squared:.2f}, per session"
+                     f" {c.recall_session_r2[unit]:.2f}{mark}")
+    lines.append("per session:")
+    lines.append(f"  {'file':<40} {'family':<9} {'turns':>5} {'calls':>5} {'V':>7} {'L':>6} {'avg':>8} {'ratio':>6}")
+    for s in c.sessions:
+        def num(value: float | None, spec: str) -> str:
+            return "-" if value is None else format(value, spec)
+        lines.append(f"  {Path(s.path).name[:40]:<40} {s.family:<9} {s.user_turns:>5} {s.llm_calls:>5} {num(s.v_tokens, ',.0f'):>7}"
+                     f" {num(s.calls_per_turn, '.1f'):>6} {num(s.avg_tokens, ',.0f'):>8} {num(s.token_ratio, '.3f'):>6}")
+    return "\n".join(lines)

@@ -1,0 +1,303 @@
+"""``dp-compact compact``: the pipeline of DESIGN §5 end to end (the orchestrating shell).
+
+read → plan (or ``--keep K`` / ``--force``) → split → shrink a copy of the head → anchors →
+summarize → archive → reassemble → validate → write atomically. The stages are pure
+(:mod:`.split`, :mod:`.shrink`, :mod:`.anchors`, :mod:`.summarize`, :mod:`.reassemble`,
+:mod:`.validate`); reading, the clock, the archive, the circuit breaker and the output file are
+touched here only. The input file is never modified; on any failure nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dp_compact.api import resolve_prices, session_tokens
+from dp_compact.errors import CompactionError, NoFeasibleCutError
+from dp_compact.pipeline.anchors import head_instructions, select_anchors
+from dp_compact.pipeline.breaker import CircuitBreaker
+from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
+from dp_compact.pipeline.io import target_api, write_messages
+from dp_compact.pipeline.reassemble import reassemble, summary_message_text
+from dp_compact.pipeline.shrink import shrink_messages
+from dp_compact.pipeline.split import cut_for_keep, deepest_cut, split
+from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
+from dp_compact.pipeline.types import Anchor, Api, Archiver
+from dp_compact.pipeline.validate import validate_messages
+from dp_compact.planner import Plan, plan
+from dp_compact.sessions import read_session
+from dp_compact.sessions.common import is_summary_text
+from dp_compact.sessions.model import Message, Session
+from dp_compact.settings import Settings
+from dp_compact.tokens import count_text_tokens
+
+__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "CompactionResult", "compact_file", "compact_session"]
+
+RULE_KEEP_FLAG = "keep-flag"  # the user chose k (--keep K)
+RULE_FORCED_FLAG = "force-flag"  # --force where the planner would keep everything
+#: Share of the kept tail's message tokens added for JSON framing when sizing the summary: the
+#: SCHEMA reference count (JSON of each message) runs ~4 % above the text count on case 07.
+TAIL_FRAMING_FACTOR = 1.10
+#: Smallest summary budget, tokens, even when the kept tail alone fills the window.
+MIN_SUMMARY_BUDGET_TOKENS = 120
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What ``compact`` did, or would do with ``dry_run`` (DESIGN §5).
+
+    ``decision`` is ``compact`` or ``keep`` (nothing to do, nothing written); ``rule`` names what
+    decided (a planner rule, ``keep-flag`` or ``force-flag``). ``cut``/``k``: head = messages
+    ``[0, cut)``, ``k`` kept. Tokens: ``head_tokens``/``tail_tokens`` as the planner counts them,
+    ``summary_tokens`` of the summary message, ``output_tokens`` ≈ summary part + tail.
+    ``messages`` is the output conversation (one dict per JSONL line); ``notes`` are warnings.
+    """
+
+    path: str
+    format: str
+    decision: str
+    rule: str
+    explanation: str
+    output: str | None = None
+    api: Api | None = None
+    cut: int = 0
+    k: int = 0
+    n_messages: int = 0
+    head_tokens: int = 0
+    tail_tokens: int = 0
+    summary_tokens: int = 0
+    output_tokens: int = 0
+    summary: str = ""
+    anchors: tuple[Anchor, ...] = ()
+    archive_ref: str | None = None
+    summarizer: str = ""
+    dry_run: bool = False
+    notes: tuple[str, ...] = ()
+    messages: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    plan: Plan | None = field(default=None, repr=False)
+
+    @property
+    def written(self) -> bool:
+        """True when the output file was written."""
+        return self.output is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the plan as ``Plan.to_dict()``, the messages left out)."""
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "plan", "anchors")}
+        data["anchors"] = [asdict(a) for a in self.anchors]
+        data["written"] = self.written
+        data["plan"] = self.plan.to_dict() if self.plan is not None else None
+        return data
+
+
+def _forced_cut(messages: tuple[Message, ...], settings: Settings) -> int:
+    """``--force``: the cut nearest to keeping max(3, ⌊N·ratio + ½⌋) messages (at least that many), else the deepest."""
+    target = max(3, math.floor(len(messages) * settings.min_keep_ratio + 0.5))
+    seed = settings.model == "seed"
+    try:
+        return cut_for_keep(messages, target, user_turns_only=seed)
+    except NoFeasibleCutError:
+        return deepest_cut(messages, user_turns_only=seed)
+
+
+def _choose_cut(session: Session, tokens: np.ndarray, settings: Settings, keep: int | None, force: bool) -> tuple[int | None, str, str, Plan | None]:
+    """(cut or None, rule, explanation, plan) from ``--keep``, the planner, or ``--force``."""
+    messages = session.messages
+    if not messages:
+        return None, "empty", "the session has no messages: nothing to compact", None
+    if keep is not None:
+        cut = cut_for_keep(messages, keep, user_turns_only=settings.model == "seed")
+        moved = "" if len(messages) - cut == keep else f" (moved to the nearest feasible cut: {len(messages) - cut} kept)"
+        return cut, RULE_KEEP_FLAG, f"--keep {keep}{moved}", None
+    decided = plan(session, tokens, settings, resolve_prices(settings, session.model))
+    if decided.decision == "compact":
+        return decided.cut, decided.rule, decided.explanation, decided
+    if force:
+        return _forced_cut(messages, settings), RULE_FORCED_FLAG, f"--force ({decided.explanation})", decided
+    return None, decided.rule, decided.explanation, decided
+
+
+def _summary_budget(settings: Settings, window: int, tail_tokens: int) -> tuple[int, int]:
+    """(target, max) summary tokens: S and 2·S, lowered so that V + summary + tail fits DP_FORCE_RATIO·M."""
+    room = int(settings.force_ratio * window - settings.v - TAIL_FRAMING_FACTOR * tail_tokens)
+    limit = max(min(2 * settings.s, room), MIN_SUMMARY_BUDGET_TOKENS)
+    return min(settings.s, limit), limit
+
+
+def _metadata(session: Session, head: tuple[Message, ...], body: str, anchors: tuple[Anchor, ...], counts: dict[str, int]) -> dict[str, Any]:
+    """Archive metadata: summary, anchors, paths, identifiers, keywords, token counts, source."""
+    text = "\n".join(m.text for m in head) + "\n" + "\n".join(c.arguments for m in head for c in m.tool_calls)
+    return {
+        "summary": body,
+        "anchors": [asdict(a) for a in anchors],
+        "file_paths": paths(text)[:200],
+        "identifiers": identifiers(text)[:200],
+        "keywords": keywords(t for _, t in user_turn_texts(enumerate(head))),
+        "token_counts": counts,
+        "source_path": session.path,
+        "format": session.format,
+        "compaction": session.compactions + 1,
+    }
+
+
+def _summarize(request: SummaryRequest, summarizer: Summarizer, breaker: CircuitBreaker | None, path: str) -> str:
+    """Run the summarizer with the circuit breaker; the checked summary with every standing instruction."""
+    if breaker is not None:
+        breaker.check(path)
+    try:
+        body = check_summary(summarizer(request), request.head)
+    except CompactionError as exc:
+        if breaker is not None:
+            breaker.record_failure(path, str(exc))
+        raise
+    if breaker is not None:
+        breaker.record_success(path)
+    return with_instructions(body, request.instructions)
+
+
+def _request(session: Session, head: tuple[Message, ...], settings: Settings, tail_tokens: int) -> SummaryRequest:
+    """The summary request for ``head``: shrunk copy, previous summary, instructions, token budget."""
+    window = resolve_prices(settings, session.model).max_context_tokens
+    target, limit = _summary_budget(settings, window, tail_tokens)
+    return SummaryRequest(
+        head=head, shrunk_head=shrink_messages(head), previous_summary=head[0].text if is_summary_text(head[0].text) else None,
+        target_tokens=target, max_tokens=limit, instructions=tuple(head_instructions(head)), system_text=session.system_text,
+    )
+
+
+def _notes(settings: Settings, window: int, output_tokens: int, archived: bool) -> tuple[str, ...]:
+    """Warnings for the user: head not archived; output still above DP_FORCE_RATIO·M."""
+    notes = [] if archived else ["no archive store: the head was not archived"]
+    if settings.v + output_tokens > settings.force_ratio * window:
+        notes.append(
+            f"V + output ≈ {settings.v + output_tokens:,} tokens stays above {settings.force_ratio:g} x {window:,}: "
+            "the kept tail alone is too large"
+        )
+    return tuple(notes)
+
+
+def compact_session(
+    session: Session,
+    settings: Settings,
+    *,
+    keep: int | None = None,
+    force: bool = False,
+    to: str | None = None,
+    summarizer: Summarizer | None = None,
+    archiver: Archiver | None = None,
+    breaker: CircuitBreaker | None = None,
+    dry_run: bool = False,
+    use_cache: bool = True,
+) -> CompactionResult:
+    """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output)."""
+    api = target_api(session, to)
+    tokens = session_tokens(session, settings, use_cache=use_cache)
+    cut, rule, why, decided = _choose_cut(session, tokens, settings, keep, force)
+    base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
+    if cut is None:
+        return CompactionResult(decision="keep", k=len(session.messages), **base)
+    head, tail = split(session.messages, cut)
+    head_tokens, tail_tokens = int(tokens[:cut].sum()), int(tokens[cut:].sum())
+    summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
+    body = _summarize(_request(session, head, settings, tail_tokens), summarizer, breaker, session.path)
+    anchors = select_anchors(head)
+
+    def assemble(ref: str | None) -> list[dict[str, Any]]:
+        text = summary_message_text(body, anchors, ref, n_messages=len(head), head_tokens=head_tokens)
+        return reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
+
+    messages = assemble(None)
+    violations = validate_messages(messages, api)
+    if violations:  # checked before anything is archived
+        raise CompactionError(f"{session.path}: the compacted conversation would break {api} rules: {violations[0]}")
+    ref = None
+    if archiver is not None and not dry_run:
+        metadata = _metadata(session, head, body, anchors, {"head": head_tokens, "tail": tail_tokens})
+        ref = archiver.write(Path(session.path).stem, [m.raw for m in head], metadata)
+        messages = assemble(ref)
+    summary_text = next(m["content"] for m in messages if m.get("role") == "user" and is_summary_text(str(m.get("content"))))
+    summary_tokens = int(count_text_tokens([summary_text])[0])
+    window = resolve_prices(settings, session.model).max_context_tokens
+    return CompactionResult(
+        decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
+        summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
+        archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
+        notes=_notes(settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run), messages=tuple(messages), **base,
+    )
+
+
+def compact_file(
+    path: Path | str,
+    settings: Settings,
+    *,
+    output: Path | str,
+    keep: int | None = None,
+    force: bool = False,
+    to: str | None = None,
+    dry_run: bool = False,
+    summarizer: Summarizer | None = None,
+    archiver: Archiver | None = None,
+    breaker: CircuitBreaker | None = None,
+    lenient: bool = False,
+    use_cache: bool = True,
+) -> CompactionResult:
+    """Compact the session in ``path`` and write the result to ``output`` (DESIGN §5).
+
+    Parameters
+    ----------
+    path : Path or str
+        The session (any supported format). Never modified.
+    settings : Settings
+        Planner settings; ``S`` sizes the summary, ``V``, ``DP_FORCE_RATIO`` and ``M`` bound it.
+    output : Path or str
+        The compacted conversation, JSONL in the target API's shape; written atomically, only
+        when the decision is ``compact`` and not ``dry_run``. Must not be the input.
+    keep : int, optional
+        ``--keep K``: the nearest feasible cut keeping at least ``K`` messages (no planning).
+    force : bool
+        Compact even when the planner would not: at the planner's forced-rule cut.
+    to : {"anthropic", "openai"}, optional
+        Target API (default: Anthropic for anthropic/claude_code, OpenAI for openai_chat/codex).
+    dry_run : bool
+        Compute everything, archive and write nothing.
+    summarizer : Summarizer, optional
+        Default :class:`~.summarize.ExtractiveSummarizer`.
+    archiver : Archiver, optional
+        Where the head is archived; without one the summary says it was not archived.
+    breaker : CircuitBreaker, optional
+        Pauses a session's compaction after consecutive summary failures.
+    lenient : bool
+        Skip malformed lines of the input.
+    use_cache : bool
+        Use the persistent token cache.
+
+    Returns
+    -------
+    CompactionResult
+        ``output`` is set when the file was written.
+
+    Raises
+    ------
+    SessionError
+        Unreadable, malformed or unknown-format input.
+    NoFeasibleCutError
+        ``--keep K`` with no feasible cut keeping at least ``K`` messages.
+    CompactionError
+        Summary failure (:class:`SummaryTooShortError`), open breaker (:class:`CircuitOpenError`),
+        invalid output or write failure. Nothing is written then.
+    ArchiveError
+        The archive could not be written (nothing is written).
+    """
+    session = read_session(path, lenient=lenient)
+    result = compact_session(
+        session, settings, keep=keep, force=force, to=to, summarizer=summarizer, archiver=archiver,
+        breaker=breaker, dry_run=dry_run, use_cache=use_cache,
+    )
+    if result.decision != "compact" or dry_run:
+        return result
+    write_messages(output, result.messages, result.api or "anthropic", source=path)
+    return replace(result, output=str(output))

@@ -1,0 +1,100 @@
+"""Reassemble (DESIGN §5.7): summary message, acknowledgement when needed, untouched tail.
+
+The output conversation is
+
+1. (OpenAI) the session's system messages, unchanged and in order;
+2. one user message whose text holds the sections ``[summary]`` (intro and summary body),
+   ``[anchors]`` (one line per anchor, when there are any) and ``[archive]`` (the reference);
+3. one assistant acknowledgement, only when the tail opens with a user message: after an
+   assistant-led tail the summary user message already alternates;
+4. the tail in the target API's shape (:func:`dp_compact.pipeline.convert.to_api`): the same
+   dicts as read when the shape matches, so Anthropic tool results stay in one user message.
+
+Marker and acknowledgement texts come from ``prompts.toml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dp_compact.pipeline.convert import system_messages_for, to_api
+from dp_compact.pipeline.texts import texts
+from dp_compact.pipeline.types import Anchor, Api
+from dp_compact.sessions.model import Message
+
+__all__ = ["acknowledgement_message", "reassemble", "summary_message_text"]
+
+
+def summary_message_text(
+    summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int
+) -> str:
+    """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
+
+    Parameters
+    ----------
+    summary : str
+        The summary body (labelled sections) from a summarizer.
+    anchors : sequence of Anchor
+        Rendered one per line; the section is left out when there are none.
+    archive_ref : str or None
+        ``archive://<session>/<id>``, or None when the head was not archived.
+    n_messages, head_tokens : int
+        Size of the head (messages; tokens), stated in the intro line.
+
+    Examples
+    --------
+    >>> print(summary_message_text("User goals:\\n- fix it", (), None, n_messages=3, head_tokens=120).splitlines()[0])
+    [summary]
+    """
+    t = texts()
+    parts = [t.marker, t.intro.format(n_messages=n_messages, head_tokens=f"{head_tokens:,}"), "", summary.strip()]
+    if anchors:
+        parts += ["", t.anchors_marker, *(a.render() for a in anchors)]
+    parts += ["", t.archive_marker, t.archive_line.format(ref=archive_ref) if archive_ref else t.no_archive_line]
+    return "\n".join(parts)
+
+
+def acknowledgement_message() -> dict[str, Any]:
+    """The assistant acknowledgement that follows the summary before a user-led tail."""
+    return {"role": "assistant", "content": texts().acknowledgement}
+
+
+def reassemble(
+    summary_text: str,
+    tail: Sequence[Message],
+    api: Api,
+    *,
+    system_raw: Sequence[Any] = (),
+    system_text: str = "",
+) -> list[dict[str, Any]]:
+    """The compacted conversation as dicts in ``api``'s shape (module docstring for the layout).
+
+    Parameters
+    ----------
+    summary_text : str
+        Full text of the summary message (:func:`summary_message_text`).
+    tail : sequence of Message
+        The kept messages, ``messages[cut:]``, non-empty.
+    api : {"anthropic", "openai"}
+    system_raw : sequence of dict
+        The session's raw system/developer messages (written first for OpenAI).
+    system_text : str
+        Used for an OpenAI system message when the reader kept no raw system message.
+
+    Returns
+    -------
+    list of dict
+        One JSONL line each; the tail's dicts are the objects read when already in shape.
+
+    Raises
+    ------
+    ValueError
+        If ``tail`` is empty.
+    """
+    if not tail:
+        raise ValueError("the tail is empty: a compaction keeps at least one message")
+    summary = {"role": "user", "content": summary_text}
+    kept = to_api(tail, api, issued=[summary])
+    ack = [acknowledgement_message()] if kept[0].get("role") == "user" else []
+    return [*system_messages_for(system_raw, system_text, api), summary, *ack, *kept]

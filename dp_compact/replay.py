@@ -1,0 +1,430 @@
+"""Replay: what a recorded session would have cost, call by call, under a compaction policy.
+
+The replay model (README "Replay"):
+
+1. The recorded messages are appended in order. Before recorded LLM call ``j`` the conversation
+   holds messages ``[0, p_j)`` (``p_j``: the call's position; the assistant message it produced
+   comes next), and the policy may compact first.
+2. The prompt of a call is ``V + pinned + carry + tail``: the fixed prefix V, the first messages a
+   policy keeps verbatim (OpenHands' ``keep_first``), the block a compaction left (summary S,
+   plus Codex's kept user messages) and the verbatim messages ``[start, p_j)``.
+3. Prompt caching: the longest prefix unchanged since the previous request is a cache read
+   (``P_cache``), the rest uncached input (``P_input``) or, where the profile prices writes, a
+   cache write (``P_write``). With a TTL, a gap longer than the TTL between two requests empties
+   the cache. The call's recorded output tokens are charged at ``P_out``.
+4. A compaction costs its summarization request, DESIGN §2 ③ made cache-aware: prompt ``V + H``
+   (H = everything before the new tail) read from cache where still cached, the rest at the
+   uncached price, ``L_instr`` instruction tokens at ``P_input``, S output tokens at ``P_out``.
+   Its block replaces the head; the cache keeps only ``V + pinned``.
+5. A prompt above the window M is an overflow: counted (the rejected request costs nothing),
+   then the policy's forced fallback applies, and a hard truncation (drop the oldest messages at
+   a feasible cut; no summary, no request) when it has none or it is not enough.
+
+Everything here is pure: :func:`replay` maps a :class:`Recording`, a policy and
+:class:`ReplayParams` to a :class:`PolicyResult`. Files are read in
+:mod:`dp_compact.replay_shell`; the policies live in :mod:`dp_compact.replay_policies`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.benefit import L_INSTR_TOKENS
+from dp_compact.cuts import ROLE_USER, MessageArrays, feasible_cut_mask
+from dp_compact.pricing import Prices
+from dp_compact.sessions.model import Message
+
+__all__ = [
+    "CallContext",
+    "Compaction",
+    "Live",
+    "Policy",
+    "PolicyResult",
+    "Recording",
+    "ReplayParams",
+    "make_recording",
+    "prefix_floor_usd",
+    "replay",
+    "tail_cut_mask",
+    "truncation",
+]
+
+Int64s = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """The recorded conversation a replay runs over; build it with :func:`make_recording`.
+
+    Attributes
+    ----------
+    messages : tuple[Message, ...]
+        The whole recorded history, N messages in order.
+    message_tokens : ndarray[int64], shape (N,)
+        Tokens per message.
+    prefix_tokens, user_prefix_tokens : ndarray[int64], shape (N + 1,)
+        Tokens of messages ``[0, i)``, of all of them and of the user messages only.
+    arrays : MessageArrays
+        Roles and tool-call links (DESIGN §1 cut rules).
+    call_positions : ndarray[int64], shape (C,)
+        ``p_j``: call ``j``'s prompt holds messages ``[0, p_j)``; non-decreasing.
+    output_tokens : ndarray[int64], shape (C,)
+        Output tokens per call (recorded usage, else the produced message's tokens).
+    call_times : ndarray[float64], shape (C,)
+        Epoch seconds per call; NaN where unknown.
+    path, format : str
+        Where it comes from.
+    """
+
+    messages: tuple[Message, ...]
+    message_tokens: Int64s
+    prefix_tokens: Int64s
+    user_prefix_tokens: Int64s
+    arrays: MessageArrays
+    call_positions: Int64s
+    output_tokens: Int64s
+    call_times: npt.NDArray[np.float64]
+    path: str = ""
+    format: str = ""
+
+    @property
+    def n_calls(self) -> int:
+        """Number of LLM calls C."""
+        return int(self.call_positions.shape[0])
+
+
+def make_recording(
+    messages: tuple[Message, ...],
+    message_tokens: Int64s,
+    arrays: MessageArrays,
+    call_positions: Int64s,
+    output_tokens: Int64s,
+    call_times: npt.NDArray[np.float64] | None = None,
+    *,
+    path: str = "",
+    format: str = "",  # noqa: A002 - the Session field's name
+) -> Recording:
+    """A :class:`Recording` with its cumulative sums (arrays made read-only).
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, a count is negative or positions are not non-decreasing in [0, N].
+    """
+    n = len(messages)
+    tokens = np.asarray(message_tokens, dtype=np.int64)
+    positions = np.asarray(call_positions, dtype=np.int64)
+    outputs = np.asarray(output_tokens, dtype=np.int64)
+    times = np.full(positions.shape, np.nan) if call_times is None else np.asarray(call_times, dtype=np.float64)
+    if tokens.shape != (n,) or arrays.n != n or outputs.shape != positions.shape or times.shape != positions.shape:
+        raise ValueError("messages, tokens and arrays need N entries; positions, outputs and times C entries")
+    if (n and tokens.min() < 0) or (outputs.size and outputs.min() < 0):
+        raise ValueError("token counts must be non-negative")
+    if positions.size and (positions.min() < 0 or positions.max() > n or np.any(np.diff(positions) < 0)):
+        raise ValueError("call positions must be non-decreasing and lie in [0, N]")
+    prefix = np.concatenate(([0], np.cumsum(tokens)))
+    user = np.concatenate(([0], np.cumsum(np.where(arrays.roles == ROLE_USER, tokens, 0))))
+    for array in (tokens, prefix, user, positions, outputs, times):
+        array.setflags(write=False)
+    return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, path, format)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayParams:
+    """Prices ($/MTok; ``max_context_tokens`` is the window M), V and S (tokens), cache TTL (s, None = never expires)."""
+
+    prices: Prices
+    v_tokens: int
+    s_tokens: int
+    cache_ttl_s: float | None = None
+
+    @property
+    def window(self) -> int:
+        """M, the context window in tokens."""
+        return self.prices.max_context_tokens
+
+    @property
+    def p_uncached(self) -> float:
+        """$/MTok of prompt tokens not read from cache: P_write where priced, else P_input."""
+        return self.prices.p_cache_write if self.prices.p_cache_write is not None else self.prices.p_input
+
+
+@dataclass(slots=True)
+class Live:
+    """The live conversation: ``history[:pinned] + [carry block] + history[start:end]``; ``compactions`` so far."""
+
+    pinned: int = 0
+    carry_tokens: int = 0
+    start: int = 0
+    end: int = 0
+    compactions: int = 0
+
+    def tokens(self, rec: Recording) -> int:
+        """Tokens of the live messages (without V)."""
+        p = rec.prefix_tokens
+        return int(p[self.pinned] + self.carry_tokens + p[self.end] - p[self.start])
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A policy's action before a call: the live head becomes one block.
+
+    ``cut``: history index where the new tail starts (tail ``[cut, end)``); ``carry_tokens``:
+    the block replacing the head (S, or S plus kept user messages); ``pinned``: first messages
+    kept before the block; ``summarize``: False for a hard truncation (no request, no block).
+    """
+
+    cut: int
+    carry_tokens: int
+    pinned: int = 0
+    summarize: bool = True
+
+
+@dataclass(slots=True)
+class CallContext:
+    """What a policy sees before call ``call``; policies read it and never modify it.
+
+    ``prompt_tokens``: the prompt about to be sent (V included); ``prompts``: the prompts of the
+    calls made so far, tokens, as replayed.
+    """
+
+    rec: Recording
+    live: Live
+    params: ReplayParams
+    call: int = 0
+    prompt_tokens: int = 0
+    prompts: list[int] = field(default_factory=list)
+
+
+class Policy(Protocol):
+    """A compaction policy; ``fixed`` marks a fixed rule (compared as "best fixed policy")."""
+
+    name: str
+    fixed: bool
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        """The compaction to make before the call, or None."""
+        ...
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        """The forced fallback when the prompt exceeds the window, or None (hard truncation)."""
+        ...
+
+
+def tail_cut_mask(rec: Recording, start: int, end: int) -> npt.NDArray[np.bool_]:
+    """Feasible cuts (DESIGN §1) of the verbatim tail ``[start, end)``; shape (end − start + 1,).
+
+    Entry ``i − start`` tells whether the tail may start at message ``i``; a tool call made before
+    ``start`` no longer binds its result. Entries 0 and ``end − start`` are False.
+    """
+    a = rec.arrays
+    calls = a.call_index[start:end]
+    local = MessageArrays(
+        a.roles[start:end], np.where(calls >= start, calls - start, -1), a.turn_index[start:end],
+        a.round_index[start:end], a.plain_user[start:end],
+    )
+    return feasible_cut_mask(local)
+
+
+def truncation(ctx: CallContext) -> Compaction | None:
+    """Hard truncation: the shallowest feasible cut whose prompt fits M, else the deepest; None if none.
+
+    The tail's start itself is a candidate when a pinned part or block is there to drop.
+    """
+    live, rec, params = ctx.live, ctx.rec, ctx.params
+    mask = tail_cut_mask(rec, live.start, live.end)
+    mask[0] = live.pinned > 0 or live.carry_tokens > 0
+    cuts = live.start + np.flatnonzero(mask)
+    if cuts.size == 0:
+        return None
+    prompts = params.v_tokens + rec.prefix_tokens[live.end] - rec.prefix_tokens[cuts]
+    fits = np.flatnonzero(prompts <= params.window)
+    return Compaction(cut=int(cuts[fits[0]] if fits.size else cuts[-1]), carry_tokens=0, summarize=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    """The cost of one recording under one policy.
+
+    Attributes
+    ----------
+    policy : str
+        Its name (``dp``, ``threshold:0.8``, ``claude-code``, ...).
+    fixed : bool
+        True for a fixed rule (all but ``dp`` and ``seed``).
+    calls : int
+        LLM calls replayed, C.
+    cache_read_usd, input_usd, write_usd, output_usd : float
+        $ of the calls' cache reads, uncached input (``P_input``), cache writes (``P_write``,
+        profiles that price them) and output.
+    compaction_usd : float
+        $ of the summarization requests (all their tokens).
+    compactions, overflows, truncations : int
+        Compactions (hard truncations apart), prompts above the window, hard truncations.
+    peak_context_tokens : int
+        Largest prompt sent (V included), tokens.
+    mean_context_tokens : float
+        Mean prompt sent, tokens.
+    floor_usd : float
+        This policy's prompts all read from cache plus the output, $: its cost is never lower.
+    contexts : ndarray[int64], shape (C,)
+        Prompt tokens of each call as sent; not serialized.
+    """
+
+    policy: str
+    fixed: bool
+    calls: int
+    cache_read_usd: float
+    input_usd: float
+    write_usd: float
+    output_usd: float
+    compaction_usd: float
+    compactions: int
+    overflows: int
+    truncations: int
+    peak_context_tokens: int
+    mean_context_tokens: float
+    floor_usd: float
+    contexts: Int64s = field(compare=False, repr=False)
+
+    @property
+    def total_usd(self) -> float:
+        """Total $: the calls (reads, input, writes, output) plus the compaction requests."""
+        return self.cache_read_usd + self.input_usd + self.write_usd + self.output_usd + self.compaction_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields with ``total_usd``, without ``contexts``."""
+        names = ("policy", "fixed", "calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd",
+                 "compactions", "overflows", "truncations", "peak_context_tokens", "mean_context_tokens", "floor_usd")
+        return {"total_usd": self.total_usd, **{name: getattr(self, name) for name in names}}
+
+
+class _Meter:
+    """Running sums of one replay in $ · 1e6 (tokens · $/MTok), counts, and the cache state."""
+
+    def __init__(self, params: ReplayParams) -> None:
+        self.params = params
+        self.read = self.input = self.write = self.output = self.compaction = self.floor = 0.0
+        self.compactions = self.overflows = self.truncations = 0
+        self.cached = 0  # tokens of the live prompt's prefix still in the cache
+        self.last_time = float("nan")
+
+    def expire(self, now: float) -> None:
+        """Empty the cache when more than the TTL passed since the last request (unknown times never do)."""
+        ttl = self.params.cache_ttl_s
+        if ttl is not None and now - self.last_time > ttl:  # NaN compares False
+            self.cached = 0
+
+    def _prompt(self, prompt: int) -> tuple[float, float, float]:
+        """(read, input, write) $·1e6 of a request's prompt: its cached prefix, the rest uncached."""
+        prices = self.params.prices
+        read = min(self.cached, prompt)
+        fresh = prompt - read
+        if prices.p_cache_write is None:
+            return read * prices.p_cache, fresh * prices.p_input, 0.0
+        return read * prices.p_cache, 0.0, fresh * prices.p_cache_write
+
+    def request(self, prompt: int, output: int) -> None:
+        """Charge one call; its whole prompt is cached afterwards."""
+        prices = self.params.prices
+        read, fresh_input, fresh_write = self._prompt(prompt)
+        self.read, self.input, self.write = self.read + read, self.input + fresh_input, self.write + fresh_write
+        self.output += output * prices.p_out
+        self.floor += prompt * min(prices.p_cache, prices.p_input, self.params.p_uncached) + output * prices.p_out
+        self.cached = prompt
+
+    def summarize(self, head_prompt: int, kept_prefix: int) -> None:
+        """Charge a summarization request over ``V + H`` tokens (DESIGN §2 ③, cache-aware)."""
+        prices = self.params.prices
+        self.compaction += sum(self._prompt(head_prompt))
+        self.compaction += L_INSTR_TOKENS * prices.p_input + self.params.s_tokens * prices.p_out
+        self.compactions += 1
+        self.cached = kept_prefix
+
+
+def _apply(ctx: CallContext, meter: _Meter, compaction: Compaction) -> None:
+    """Carry out a compaction or hard truncation on the live state, charging its request."""
+    live, rec, v = ctx.live, ctx.rec, ctx.params.v_tokens
+    if not live.start <= compaction.cut <= live.end or compaction.pinned > compaction.cut:
+        raise ValueError(f"compaction cut {compaction.cut} outside the live tail [{live.start}, {live.end}]")
+    head_prompt = v + live.tokens(rec) - int(rec.prefix_tokens[live.end] - rec.prefix_tokens[compaction.cut])
+    kept_prefix = v + int(rec.prefix_tokens[compaction.pinned])
+    if compaction.summarize:
+        meter.summarize(head_prompt, kept_prefix)
+        live.compactions += 1
+    else:
+        meter.truncations += 1
+        meter.cached = min(meter.cached, kept_prefix)
+    live.pinned, live.carry_tokens, live.start = compaction.pinned, compaction.carry_tokens, compaction.cut
+    ctx.prompt_tokens = v + live.tokens(rec)
+
+
+def _fit(ctx: CallContext, policy: Policy, meter: _Meter) -> None:
+    """An overflow: count it, apply the policy's fallback, then a hard truncation if still too long."""
+    meter.overflows += 1
+    fallback = policy.on_overflow(ctx)
+    if fallback is not None:
+        _apply(ctx, meter, fallback)
+    if ctx.prompt_tokens > ctx.params.window and (cut := truncation(ctx)) is not None:
+        _apply(ctx, meter, cut)
+
+
+def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult:
+    """Price ``rec`` call by call under ``policy`` (the model of this module's docstring).
+
+    Parameters
+    ----------
+    rec : Recording
+        Messages, their tokens, the recorded calls (positions, output tokens, times).
+    policy : Policy
+        Decides before each call whether to compact, and what to do on an overflow.
+    params : ReplayParams
+        Prices ($/MTok), window M, V and S (tokens), cache TTL (s).
+
+    Returns
+    -------
+    PolicyResult
+        $ per term, counts, peak and mean context.
+
+    Raises
+    ------
+    ValueError
+        If the policy returns a cut outside the live tail.
+    """
+    live = Live()
+    ctx = CallContext(rec, live, params)
+    meter = _Meter(params)
+    contexts = np.zeros(rec.n_calls, dtype=np.int64)
+    for j in range(rec.n_calls):
+        live.end = int(rec.call_positions[j])
+        ctx.call, ctx.prompt_tokens = j, params.v_tokens + live.tokens(rec)
+        now = float(rec.call_times[j])
+        meter.expire(now)
+        if (decision := policy.before_call(ctx)) is not None:
+            _apply(ctx, meter, decision)
+        if ctx.prompt_tokens > params.window:
+            _fit(ctx, policy, meter)
+        meter.request(ctx.prompt_tokens, int(rec.output_tokens[j]))
+        meter.last_time = now
+        contexts[j] = ctx.prompt_tokens
+        ctx.prompts.append(ctx.prompt_tokens)
+    contexts.setflags(write=False)
+    return PolicyResult(
+        policy=policy.name, fixed=policy.fixed, calls=rec.n_calls, cache_read_usd=meter.read / 1e6,
+        input_usd=meter.input / 1e6, write_usd=meter.write / 1e6, output_usd=meter.output / 1e6,
+        compaction_usd=meter.compaction / 1e6, compactions=meter.compactions, overflows=meter.overflows,
+        truncations=meter.truncations, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
+        mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
+        contexts=contexts,
+    )
+
+
+def prefix_floor_usd(rec: Recording, params: ReplayParams) -> float:
+    """A floor for every policy, $: each call reads at least V from cache and pays its recorded output."""
+    prices = params.prices
+    per_token = min(prices.p_cache, prices.p_input, params.p_uncached)
+    return float(rec.n_calls * params.v_tokens * per_token + int(rec.output_tokens.sum()) * prices.p_out) / 1e6

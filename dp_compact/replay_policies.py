@@ -1,0 +1,305 @@
+"""Compaction policies for the replay (:mod:`dp_compact.replay`): dp_compact's planner and fixed rules.
+
+Policies (``--policy``; the numbers of the presets, with their sources, are in README "Replay"):
+
+``dp``           the planner (DESIGN §2) with the current settings, consulted before every call
+``seed``         the same with ``DP_MODEL=seed``
+``never``        never compacts (overflows are hard-truncated)
+``threshold:F[:x]``  compact when the prompt reaches F·M; keep a share x ≤ 1 of the live tokens or
+                 a budget of x > 1 tokens (largest feasible tail within it); no x: summary only
+``claude-code``  compact at M − min(max output, 20,000) − 13,000 tokens; summary only
+``codex``        compact at 90 % of M; keep the most recent user messages up to 20,000 tokens
+``openhands``    condense above 120 messages; keep the first 4, the summary and the last 55
+``langchain``    summarize at 80 % of M; keep the last 20 messages
+
+Every fixed rule cuts only at feasible cuts (DESIGN §1); "summary only" drops every message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dp_compact.cuts import ROLE_USER, MessageArrays
+from dp_compact.errors import SettingsError
+from dp_compact.planner import plan
+from dp_compact.replay import CallContext, Compaction, Policy, tail_cut_mask
+from dp_compact.sessions.model import Message, Session, Usage
+from dp_compact.settings import Settings
+
+__all__ = [
+    "CLAUDE_CODE_BUFFER_TOKENS",
+    "CLAUDE_CODE_OUTPUT_RESERVE_TOKENS",
+    "CODEX_AUTO_COMPACT_RATIO",
+    "CODEX_USER_MESSAGE_MAX_TOKENS",
+    "DEFAULT_POLICIES",
+    "LANGCHAIN_MESSAGES_TO_KEEP",
+    "LANGCHAIN_TRIGGER_RATIO",
+    "OPENHANDS_KEEP_FIRST",
+    "OPENHANDS_MAX_SIZE",
+    "Codex",
+    "LangChain",
+    "Never",
+    "OpenHands",
+    "PlannerPolicy",
+    "Threshold",
+    "parse_policy",
+]
+
+#: Claude Code ``AUTOCOMPACT_BUFFER_TOKENS`` (src/services/compact/autoCompact.ts; README "Replay").
+CLAUDE_CODE_BUFFER_TOKENS = 13_000
+#: Claude Code reserves min(max output tokens, 20,000) for the summary (``MAX_OUTPUT_TOKENS_FOR_SUMMARY``);
+#: 20,000 for every current Claude model, whose max output is at least 32,000.
+CLAUDE_CODE_OUTPUT_RESERVE_TOKENS = 20_000
+#: Codex ``auto_compact_token_limit`` default: context window · 9 / 10 (codex-rs/protocol/src/openai_models.rs).
+CODEX_AUTO_COMPACT_RATIO = 0.9
+#: Codex ``COMPACT_USER_MESSAGE_MAX_TOKENS`` (codex-rs/core/src/compact.rs).
+CODEX_USER_MESSAGE_MAX_TOKENS = 20_000
+#: OpenHands ``LLMSummarizingCondenser`` defaults ``max_size`` and ``keep_first`` (events).
+OPENHANDS_MAX_SIZE = 120
+OPENHANDS_KEEP_FIRST = 4
+#: LangChain ``SummarizationMiddleware``: ``_DEFAULT_MESSAGES_TO_KEEP``; it has no default trigger,
+#: so the preset takes its docstring's example ``("fraction", 0.8)``.
+LANGCHAIN_MESSAGES_TO_KEEP = 20
+LANGCHAIN_TRIGGER_RATIO = 0.8
+
+#: What ``dp-compact replay`` runs when no ``--policy`` is given.
+DEFAULT_POLICIES = ("dp", "seed", "never", "claude-code", "codex", "openhands", "langchain")
+
+#: Stands for the carry block in the planner's view of the live conversation.
+_SUMMARY = Message("user", "[summary]", raw={"role": "user", "content": "[summary]"})
+
+
+def _summary_only(ctx: CallContext, carry: int | None = None) -> Compaction:
+    """Drop every live message into one block (S tokens unless ``carry`` is given)."""
+    return Compaction(cut=ctx.live.end, carry_tokens=ctx.params.s_tokens if carry is None else carry)
+
+
+def _keep_at_least(ctx: CallContext, keep_messages: int) -> int | None:
+    """The deepest feasible cut keeping at least ``keep_messages`` tail messages, or None."""
+    live = ctx.live
+    mask = tail_cut_mask(ctx.rec, live.start, live.end)
+    cuts = live.start + np.flatnonzero(mask[: max(live.end - live.start - keep_messages + 1, 0)])
+    return int(cuts[-1]) if cuts.size else None
+
+
+@dataclass(frozen=True)
+class Never:
+    """Never compact; an overflow is hard-truncated."""
+
+    name: str = "never"
+    fixed: bool = True
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        return None
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Compact when the prompt reaches ``ratio`` · M (or M − ``reserve_tokens``); keep a share or budget.
+
+    ``keep``: None = summary only; ≤ 1 = share of the live tokens; > 1 = tokens. The tail kept is
+    the largest feasible one within the budget, else the smallest feasible one.
+    """
+
+    name: str
+    ratio: float = 1.0
+    keep: float | None = None
+    reserve_tokens: int | None = None
+    fixed: bool = True
+
+    def threshold(self, ctx: CallContext) -> float:
+        """The trigger, tokens."""
+        window = ctx.params.window
+        return window - self.reserve_tokens if self.reserve_tokens is not None else self.ratio * window
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        return self.compaction(ctx) if ctx.prompt_tokens >= self.threshold(ctx) else None
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return self.compaction(ctx)
+
+    def compaction(self, ctx: CallContext) -> Compaction | None:
+        """Summary of the head, keeping the tail the ``keep`` rule allows (None: nothing to drop)."""
+        live, rec = ctx.live, ctx.rec
+        if live.end == live.start:
+            return None
+        cuts = live.start + np.flatnonzero(tail_cut_mask(rec, live.start, live.end))
+        if self.keep is None or cuts.size == 0:
+            return _summary_only(ctx)
+        budget = self.keep * live.tokens(rec) if self.keep <= 1 else self.keep
+        within = np.flatnonzero(rec.prefix_tokens[live.end] - rec.prefix_tokens[cuts] <= budget)
+        cut = int(cuts[within[0]] if within.size else cuts[-1])
+        return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
+
+
+def _claude_code() -> Threshold:
+    """Claude Code's auto-compact: at M − min(max output, 20k) − 13k tokens, summary only."""
+    return Threshold(name="claude-code", reserve_tokens=CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS)
+
+
+@dataclass(frozen=True)
+class Codex:
+    """Codex: compact at 90 % of M into the summary plus the latest user messages (≤ 20,000 tokens)."""
+
+    name: str = "codex"
+    fixed: bool = True
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        if ctx.prompt_tokens >= CODEX_AUTO_COMPACT_RATIO * ctx.params.window:
+            return self.on_overflow(ctx)
+        return None
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        users = int(ctx.rec.user_prefix_tokens[ctx.live.end])  # every user message so far, newest kept first
+        return _summary_only(ctx, ctx.params.s_tokens + min(users, CODEX_USER_MESSAGE_MAX_TOKENS))
+
+
+@dataclass(frozen=True)
+class OpenHands:
+    """OpenHands ``LLMSummarizingCondenser``: above ``max_size`` events keep the first ``keep_first``,
+    the summary and ``max_size // 2 − keep_first − 1`` recent events (one event = one message here);
+    on a context-window error, the same with ``len(view) // 2`` for ``max_size // 2``."""
+
+    name: str = "openhands"
+    max_size: int = OPENHANDS_MAX_SIZE
+    keep_first: int = OPENHANDS_KEEP_FIRST
+    fixed: bool = True
+
+    def view_size(self, ctx: CallContext) -> int:
+        """Events in the view: pinned, the summary, the tail."""
+        live = ctx.live
+        return live.pinned + (live.carry_tokens > 0) + live.end - live.start
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        return self.condense(ctx, self.max_size // 2) if self.view_size(ctx) > self.max_size else None
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return self.condense(ctx, self.view_size(ctx) // 2)
+
+    def condense(self, ctx: CallContext, target: int) -> Compaction | None:
+        """Keep the first messages, a summary and ``target − keep_first − 1`` recent messages."""
+        live = ctx.live
+        pinned = min(self.keep_first, live.end) if live.start == 0 else live.pinned
+        cut = _keep_at_least(ctx, max(target - self.keep_first - 1, 1))
+        if cut is None or cut <= pinned:
+            return None
+        return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens, pinned=pinned)
+
+
+@dataclass(frozen=True)
+class LangChain:
+    """LangChain ``SummarizationMiddleware``: at 80 % of M summarize all but the last 20 messages."""
+
+    name: str = "langchain"
+    fixed: bool = True
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        if ctx.prompt_tokens < LANGCHAIN_TRIGGER_RATIO * ctx.params.window:
+            return None
+        cut = _keep_at_least(ctx, LANGCHAIN_MESSAGES_TO_KEEP)
+        return None if cut is None else Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return None  # the middleware does not react to a context-window error
+
+
+@dataclass
+class PlannerPolicy:
+    """dp_compact's planner (DESIGN §2) consulted before every call, as an agent would call it.
+
+    The planner sees the live conversation (the carry block as one user message of its tokens),
+    the token counts and message structure sliced from the recording (never re-tokenized), and
+    the usage records of the calls replayed so far (context = the last prompt sent). On an
+    overflow it is asked again with the rejected prompt as the current context, so its forced
+    rule applies.
+    """
+
+    settings: Settings
+    name: str = "dp"
+    fixed: bool = False
+    _usage: list[Usage] = field(default_factory=list, repr=False)
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        del self._usage[len(ctx.prompts):]
+        self._usage.extend(Usage(p) for p in ctx.prompts[len(self._usage):])
+        return self._ask(ctx, tuple(self._usage))
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))
+
+    def _ask(self, ctx: CallContext, usage: tuple[Usage, ...]) -> Compaction | None:
+        live, rec = ctx.live, ctx.rec
+        if live.pinned:
+            raise ValueError("the planner policy never pins messages")
+        carry = live.carry_tokens > 0
+        messages = ((_SUMMARY,) if carry else ()) + rec.messages[live.start:live.end]
+        tokens = rec.message_tokens[live.start:live.end]
+        if carry:
+            tokens = np.concatenate(([live.carry_tokens], tokens))
+        arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
+        turns = int(arrays.turn_index[-1]) if arrays.n else 0
+        session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
+                          llm_calls=len(usage), compactions=live.compactions)
+        result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays)
+        if result.decision != "compact":
+            return None
+        return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=self.settings.s)
+
+
+def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> MessageArrays:
+    """MessageArrays of ``[carry block] + history[start:end]`` sliced from the recording's arrays."""
+    shift = int(carry)
+    calls = a.call_index[start:end]
+    calls = np.where(calls >= start, calls - start + shift, -1)
+    turns = a.turn_index[start:end] - (a.turn_index[start - 1] if start else 0) + shift
+    rounds = a.round_index[start:end] - (a.round_index[start - 1] if start else 0)
+    roles, plain = a.roles[start:end], a.plain_user[start:end]
+    if carry:
+        roles = np.concatenate((np.array([ROLE_USER], dtype=np.int8), roles))
+        calls = np.concatenate(([-1], calls))
+        turns = np.concatenate(([1], turns))
+        rounds = np.concatenate(([0], rounds))
+        plain = np.concatenate(([True], plain))
+    return MessageArrays(roles, calls.astype(np.int64), turns.astype(np.int64), rounds.astype(np.int64), plain)
+
+
+def _number(spec: str, text: str, rule: str) -> float:
+    """A positive number from a policy spec, or SettingsError naming the spec."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError("--policy", spec, rule) from None
+    if not value > 0:
+        raise SettingsError("--policy", spec, rule)
+    return value
+
+
+def parse_policy(spec: str, settings: Settings) -> Policy:
+    """The policy named by ``spec`` (see the module docstring).
+
+    Raises
+    ------
+    SettingsError
+        Unknown name, or a threshold spec whose numbers break ``0 < F ≤ 1``, ``x > 0``.
+    """
+    name, _, rest = spec.strip().partition(":")
+    presets = {"never": Never, "claude-code": _claude_code, "codex": Codex, "openhands": OpenHands, "langchain": LangChain}
+    if name in presets and not rest:
+        return presets[name]()
+    if name in ("dp", "seed") and not rest:
+        return PlannerPolicy(settings if name == "dp" else settings.model_copy(update={"model": "seed"}), name=name)
+    if name == "threshold" and rest:
+        fraction, _, keep = rest.partition(":")
+        ratio = _number(spec, fraction, "threshold:F[:keep] needs 0 < F <= 1")
+        if ratio > 1:
+            raise SettingsError("--policy", spec, "threshold:F[:keep] needs 0 < F <= 1")
+        kept = _number(spec, keep, "keep must be a share 0 < x <= 1 or a token budget x > 1") if keep else None
+        return Threshold(name=spec.strip(), ratio=ratio, keep=kept)
+    known = "dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain"
+    raise SettingsError("--policy", spec, f"unknown policy; use one of {known}")
+

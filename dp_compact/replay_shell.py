@@ -1,0 +1,354 @@
+"""The replay's shell: read sessions, count tokens, align recorded calls, run policies, aggregate.
+
+:mod:`dp_compact.replay` is the pure core; this module does the IO (session files, the token
+cache, timestamps, worker processes) and builds the reports the command line renders.
+
+From a session to a :class:`~dp_compact.replay.Recording`:
+
+- Messages: the whole recorded history (``Session.history``) when the file records compactions,
+  without what those compactions inserted (their summary message, and Codex's replacement
+  history written on the summary's line); otherwise the live conversation (a Gemini stream log
+  of several runs replays its last run).
+- Calls: one per assistant message, in order; its prompt is every message before it. The output
+  tokens are the provider's, from the usage record of that message (matched by source line:
+  the same line, else the latest assistant message at or before the record's line), else the
+  message's own token count. Usage records matching no assistant message (Codex's own
+  compaction requests) are not calls.
+- Times (only with a cache TTL): the ``timestamp`` of the source line where the assistant
+  message starts (Claude Code, Codex and Gemini stream logs have them); elsewhere unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.api import choose_prices, session_tokens
+from dp_compact.cuts import message_arrays
+from dp_compact.errors import DpCompactError
+from dp_compact.history import call_message_counts
+from dp_compact.replay import PolicyResult, Recording, ReplayParams, make_recording, prefix_floor_usd, replay
+from dp_compact.replay_policies import parse_policy
+from dp_compact.sessions import read_session
+from dp_compact.sessions.common import is_summary_text
+from dp_compact.sessions.model import Message, Session, Usage
+from dp_compact.sessions.source import read_source
+from dp_compact.settings import Settings
+
+__all__ = [
+    "SESSION_SUFFIXES",
+    "DirectoryReplay",
+    "SessionReplay",
+    "load_recording",
+    "replay_directory",
+    "replay_file",
+    "replay_session",
+    "session_files",
+]
+
+#: Files a directory replay reads (``manifest.json`` excluded).
+SESSION_SUFFIXES = frozenset({".json", ".jsonl", ".traj"})
+
+Progress = Callable[[int, int, str], None]
+
+
+def replay_history(session: Session) -> tuple[Message, ...]:
+    """The messages a replay appends: the whole history without recorded compactions' insertions."""
+    if not session.compactions or not session.history:
+        return session.messages
+    inserted = {m.line for m in session.history if m.role == "user" and is_summary_text(m.text)}
+    return tuple(
+        m for m in session.history
+        if not (m.role == "user" and is_summary_text(m.text)) and not (m.line > 0 and m.line in inserted)
+    )
+
+
+def recorded_calls(
+    messages: Sequence[Message], message_tokens: npt.NDArray[np.int64], usage: Sequence[Usage]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], str]:
+    """Positions (index of each assistant message) and output tokens of the calls, and their source.
+
+    Usage records are placed on assistant messages by :func:`~dp_compact.history.call_message_counts`
+    (when every record has a source line). Returns ``(positions, output_tokens, source)``, arrays
+    of shape (C,); source ``"usage"`` when a record was placed, else ``"messages"``.
+    """
+    positions = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
+    outputs = message_tokens[positions].copy()
+    if not usage or any(u.line <= 0 for u in usage):
+        return positions, outputs, "messages"
+    placed = call_message_counts(messages, usage)
+    found = np.flatnonzero(placed >= 0)
+    if found.size == 0:
+        return positions, outputs, "messages"
+    slots = np.searchsorted(positions, placed[found])
+    outputs[slots] = [usage[int(k)].output_tokens for k in found]
+    return positions, outputs, "usage"
+
+
+def _seconds(value: object) -> float:
+    """A record's ``timestamp`` (ISO 8601 text, or epoch seconds/milliseconds) in epoch seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def call_times(path: str, messages: Sequence[Message], positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Epoch seconds of each call from its source line's ``timestamp``; NaN where there is none."""
+    try:
+        source = read_source(path, lenient=True)
+    except DpCompactError:
+        return np.full(positions.shape, math.nan)
+    stamps = {r.line: r.value.get("timestamp") for r in source.records or () if isinstance(r.value, dict)}
+    return np.array([_seconds(stamps.get(messages[int(p)].line)) for p in positions], dtype=np.float64)
+
+
+def load_recording(
+    session: Session, settings: Settings, *, use_cache: bool = True, with_times: bool = False
+) -> tuple[Recording, str]:
+    """The :class:`Recording` of ``session`` (tokens counted once) and where its calls come from.
+
+    Returns ``(recording, source)`` with source ``"usage"`` or ``"messages"`` (module docstring).
+    """
+    messages = replay_history(session)
+    probe = replace(session, messages=messages)
+    tokens = session_tokens(probe, settings, use_cache=use_cache)
+    positions, outputs, source = recorded_calls(messages, tokens, session.usage)
+    times = call_times(session.path, messages, positions) if with_times else None
+    recording = make_recording(
+        messages, tokens, message_arrays(messages), positions, outputs, times, path=session.path, format=session.format
+    )
+    return recording, source
+
+
+def replay_params(session: Session, settings: Settings, cache_ttl_s: float | None) -> tuple[ReplayParams, tuple[str, ...]]:
+    """Prices and window as :func:`~dp_compact.api.choose_prices` picks them, V, S, TTL; and its notes."""
+    prices, notes = choose_prices(settings, session)
+    return ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=settings.s, cache_ttl_s=cache_ttl_s), notes
+
+
+@dataclass(frozen=True)
+class SessionReplay:
+    """One session replayed under several policies.
+
+    Attributes
+    ----------
+    path, format : str
+    n_messages, n_calls : int
+        Messages replayed (the whole history) and LLM calls.
+    call_source : str
+        ``"usage"`` (output tokens from usage records) or ``"messages"``.
+    timed_calls : int
+        Calls with a known time (the TTL applies between those).
+    params : ReplayParams
+        Prices, window M, V, S, TTL.
+    prefix_floor_usd : float
+        Every call reading V from cache plus the recorded output, $: no policy costs less.
+    results : tuple[PolicyResult, ...]
+        One per policy, in the order asked.
+    notes : tuple[str, ...]
+        How prices and window were chosen (:func:`~dp_compact.api.choose_prices`).
+    """
+
+    path: str
+    format: str
+    n_messages: int
+    n_calls: int
+    call_source: str
+    timed_calls: int
+    params: ReplayParams
+    prefix_floor_usd: float
+    results: tuple[PolicyResult, ...]
+    notes: tuple[str, ...] = ()
+
+    def best_fixed_usd(self) -> float | None:
+        """Total $ of the cheapest fixed policy replayed, None when there is none."""
+        return _best_fixed({r.policy: (r.fixed, r.total_usd) for r in self.results})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: session facts, prices, and per policy the terms and ``vs_best_fixed``."""
+        best = self.best_fixed_usd()
+        return {
+            "session": {"path": self.path, "format": self.format, "messages": self.n_messages, "calls": self.n_calls,
+                        "call_source": self.call_source, "timed_calls": self.timed_calls},
+            "prices": asdict(self.params.prices), "v_tokens": self.params.v_tokens, "s_tokens": self.params.s_tokens,
+            "cache_ttl_s": self.params.cache_ttl_s, "max_context_tokens": self.params.window,
+            "prefix_floor_usd": self.prefix_floor_usd, "best_fixed_usd": best, "notes": list(self.notes),
+            "policies": [{**r.to_dict(), "vs_best_fixed": _ratio(r.total_usd, best)} for r in self.results],
+        }
+
+
+def _best_fixed(totals: dict[str, tuple[bool, float]]) -> float | None:
+    """The lowest total among fixed policies."""
+    fixed = [total for is_fixed, total in totals.values() if is_fixed]
+    return min(fixed) if fixed else None
+
+
+def _ratio(total: float, best: float | None) -> float | None:
+    """total / best, None without a best (or a zero best)."""
+    return total / best if best else None
+
+
+_SUMMED = ("calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd", "compactions",
+           "overflows", "truncations", "floor_usd")
+
+
+@dataclass(frozen=True)
+class DirectoryReplay:
+    """Every session under a folder replayed: rows, sessions skipped (path, reason) and totals."""
+
+    folder: str
+    policies: tuple[str, ...]
+    sessions: tuple[SessionReplay, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+    def totals(self) -> list[dict[str, Any]]:
+        """Per policy over all sessions: summed $ and counts, peak, call-weighted mean context, ratio."""
+        rows = []
+        for index, name in enumerate(self.policies):
+            results = [s.results[index] for s in self.sessions]
+            row: dict[str, Any] = {"policy": name, "fixed": bool(results and results[0].fixed)}
+            row.update({key: sum(getattr(r, key) for r in results) for key in _SUMMED})
+            row["total_usd"] = sum(r.total_usd for r in results)
+            row["peak_context_tokens"] = max((r.peak_context_tokens for r in results), default=0)
+            weighted = sum(r.mean_context_tokens * r.calls for r in results)
+            row["mean_context_tokens"] = weighted / row["calls"] if row["calls"] else 0.0
+            rows.append(row)
+        best = _best_fixed({row["policy"]: (row["fixed"], row["total_usd"]) for row in rows})
+        for row in rows:
+            row["vs_best_fixed"] = _ratio(row["total_usd"], best)
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the folder, each session's report, the skipped files and the totals."""
+        return {
+            "folder": self.folder, "policies": list(self.policies), "sessions": [s.to_dict() for s in self.sessions],
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped], "totals": self.totals(),
+        }
+
+
+def replay_session(
+    session: Session, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
+    use_cache: bool = True,
+) -> SessionReplay:
+    """Replay an already read session under each policy spec (see :func:`parse_policy`).
+
+    Raises
+    ------
+    SettingsError
+        An unknown policy spec, or prices that break DESIGN §3 rules.
+    UnknownProfileError
+        As :func:`~dp_compact.api.choose_prices`.
+    """
+    chosen = [parse_policy(spec, settings) for spec in policies]
+    params, notes = replay_params(session, settings, cache_ttl_s)
+    recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
+    results = tuple(replay(recording, policy, params) for policy in chosen)
+    return SessionReplay(
+        path=session.path, format=session.format, n_messages=len(recording.messages), n_calls=recording.n_calls,
+        call_source=source, timed_calls=int(np.isfinite(recording.call_times).sum()), params=params,
+        prefix_floor_usd=prefix_floor_usd(recording, params), results=results, notes=notes,
+    )
+
+
+def replay_file(
+    path: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
+    lenient: bool = False, use_cache: bool = True,
+) -> SessionReplay:
+    """Read ``path`` (any supported format) and replay it under each policy (specs checked first).
+
+    Raises
+    ------
+    SessionError
+        Unreadable, malformed or unknown-format input (names file and line).
+    SettingsError, UnknownProfileError
+        As :func:`replay_session`.
+    """
+    for spec in policies:
+        parse_policy(spec, settings)
+    session = read_session(path, lenient=lenient)
+    return replay_session(session, settings, policies, cache_ttl_s=cache_ttl_s, use_cache=use_cache)
+
+
+def session_files(folder: Path | str) -> list[Path]:
+    """Session files under ``folder`` (recursively, by suffix, ``manifest.json`` excluded), sorted."""
+    root = Path(folder)
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES and p.name != "manifest.json")
+
+
+def _replay_or_skip(path: Path, settings: Settings, policies: tuple[str, ...], options: dict[str, Any]) -> SessionReplay | str:
+    """A worker's job: the replay of one file, or the reason it was skipped (a DpCompactError)."""
+    try:
+        return replay_file(path, settings, policies, **options)
+    except DpCompactError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def replay_directory(
+    folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
+    lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
+) -> DirectoryReplay:
+    """Replay every session file under ``folder`` in parallel processes.
+
+    Parameters
+    ----------
+    folder : Path or str
+        Searched recursively (:func:`session_files`).
+    settings : Settings
+    policies : sequence of str
+        Policy specs, checked before any work starts.
+    cache_ttl_s : float, optional
+        Cache TTL in seconds (calls with timestamps only).
+    lenient, use_cache : bool
+        As :func:`replay_file`.
+    workers : int, optional
+        Processes (default: CPU count, at most one per file); 1 runs in this process.
+    progress : callable, optional
+        ``progress(done, total, path)`` after each file, in this process.
+
+    Returns
+    -------
+    DirectoryReplay
+        Sessions in path order; files that are not sessions (any DpCompactError) in ``skipped``.
+
+    Raises
+    ------
+    SettingsError
+        An unknown policy spec.
+    """
+    specs = tuple(policies)
+    for spec in specs:
+        parse_policy(spec, settings)
+    files = session_files(folder)
+    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache}
+    count = max(1, min(workers or os.cpu_count() or 1, len(files)))
+    done: dict[Path, SessionReplay | str] = {}
+    if count == 1:
+        for path in files:
+            done[path] = _replay_or_skip(path, settings, specs, options)
+            if progress is not None:
+                progress(len(done), len(files), str(path))
+    else:
+        with ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(_replay_or_skip, path, settings, specs, options): path for path in files}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                if progress is not None:
+                    progress(len(done), len(files), str(futures[future]))
+    sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
+    skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
+    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped)

@@ -1,0 +1,160 @@
+"""A session's timeline, call by call: the context it had and what the planner would have advised.
+
+At every LLM call of the file, :func:`timeline` plans the messages that call was sent, with the
+usage records known by then (so the current context is that call's reported prompt), as if
+``dp-compact plan`` had been asked right before the call. Token counts and message structure
+are computed once per segment; each call plans a prefix of those arrays (the planner is
+vectorized), so a timeline costs one planning per call, O(N) each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.api import resolve_prices, session_tokens
+from dp_compact.cuts import MessageArrays, message_arrays
+from dp_compact.history import Compaction, History, call_message_counts
+from dp_compact.planner import plan
+from dp_compact.pricing import Prices
+from dp_compact.sessions.model import Session, Usage
+from dp_compact.settings import Settings
+
+__all__ = ["Timeline", "timeline"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """One planning per LLM call of a session file; arrays of shape (n_calls,).
+
+    Attributes
+    ----------
+    path, format : str
+    call : ndarray[int64]
+        1-based number of the call in the file.
+    segment : ndarray[int64]
+        Segment of the call (0 before the first compaction in the file).
+    context_tokens : ndarray[int64]
+        The call's prompt, tokens: reported by usage, else V + T of the messages sent.
+    context_source : str
+        ``usage`` or ``estimate``.
+    n_messages : ndarray[int64]
+        Messages sent in the call (its segment's prefix).
+    compact : ndarray[bool]
+        True where the planner advises compacting before the call.
+    rule : tuple[str, ...]
+        The rule that decided, per call.
+    k, tail_tokens, head_tokens : ndarray[int64]
+        Messages and tokens kept and dropped by the advised compaction (``k = n``, 0 dropped
+        when it advises to keep).
+    compactions : tuple[Compaction, ...]
+        The compactions recorded in the file.
+    first_call_after : ndarray[int64]
+        Per recorded compaction, the index (into the arrays) of the first call after it.
+    prices : Prices
+    force_threshold_tokens : float
+        DP_FORCE_RATIO · M, tokens.
+    s_tokens : int
+        S, tokens (the context after an advised compaction is about context − H + S).
+    """
+
+    path: str
+    format: str
+    call: npt.NDArray[np.int64]
+    segment: npt.NDArray[np.int64]
+    context_tokens: npt.NDArray[np.int64]
+    context_source: str
+    n_messages: npt.NDArray[np.int64]
+    compact: npt.NDArray[np.bool_]
+    rule: tuple[str, ...]
+    k: npt.NDArray[np.int64]
+    tail_tokens: npt.NDArray[np.int64]
+    head_tokens: npt.NDArray[np.int64]
+    compactions: tuple[Compaction, ...]
+    first_call_after: npt.NDArray[np.int64]
+    prices: Prices
+    force_threshold_tokens: float
+    s_tokens: int
+
+
+def _prefix_arrays(arrays: MessageArrays, n: int) -> MessageArrays:
+    """The structure of the first ``n`` messages: a prefix of every array (no recomputation)."""
+    return MessageArrays(arrays.roles[:n], arrays.call_index[:n], arrays.turn_index[:n], arrays.round_index[:n], arrays.plain_user[:n])
+
+
+def _points(segment: Session, settings: Settings, cum: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Usage]]:
+    """Messages sent and context per call of a segment, and the usage records of those calls."""
+    if segment.usage:
+        counts = call_message_counts(segment.messages, segment.usage)
+        placed = np.flatnonzero(counts >= 0)
+        usage = [segment.usage[i] for i in placed]
+        return counts[placed], np.array([u.prompt_tokens for u in usage], dtype=np.int64), usage
+    assistant = np.array([i for i, m in enumerate(segment.messages) if m.role == "assistant"], dtype=np.int64)
+    return assistant, settings.v + cum[assistant], []
+
+
+def timeline(history: History, settings: Settings, *, use_cache: bool = True) -> Timeline:
+    """Plan the session at each of its LLM calls (see the module docstring).
+
+    Parameters
+    ----------
+    history : History
+        From :func:`~dp_compact.history.read_history` (every segment is planned).
+    settings : Settings
+    use_cache : bool
+        Use the persistent token cache.
+
+    Returns
+    -------
+    Timeline
+
+    Raises
+    ------
+    UnknownProfileError
+        If the provider is unknown.
+
+    Notes
+    -----
+    User turns at a call are the file's count at the end of the call's segment, spread over the
+    segment in proportion to its user messages (the readers count typed prompts only, which a
+    message does not record).
+    """
+    prices = resolve_prices(settings, history.live.model)
+    rows: dict[str, list] = {name: [] for name in ("segment", "context", "n", "compact", "rule", "k", "tail", "head")}
+    usage_before: list[Usage] = []
+    turns_before = 0
+    first_after: list[int] = []
+    for index, segment in enumerate(history.segments):
+        if index:
+            first_after.append(len(rows["n"]))
+        tokens = session_tokens(segment, settings, use_cache=use_cache)
+        arrays = message_arrays(segment.messages)
+        cum = np.concatenate(([0], np.cumsum(tokens)))
+        sent, contexts, usage = _points(segment, settings, cum)
+        user_messages = int(arrays.turn_index[-1]) if arrays.n else 0
+        for position, (n, context) in enumerate(zip(sent.tolist(), contexts.tolist(), strict=True)):
+            share = arrays.turn_index[n - 1] / user_messages if n and user_messages else 1.0
+            prefix = replace(
+                segment, messages=segment.messages[:n], usage=tuple(usage_before + usage[: position + 1]),
+                user_turns=turns_before + round((segment.user_turns - turns_before) * float(share)),
+                llm_calls=len(usage_before) + position + 1, compactions=index,
+            )
+            result = plan(prefix, tokens[:n], settings, prices, arrays=_prefix_arrays(arrays, n))
+            for name, value in (("segment", index), ("context", context), ("n", n), ("compact", result.decision == "compact"),
+                                ("rule", result.rule), ("k", result.k), ("tail", result.tail_tokens), ("head", result.head_tokens)):
+                rows[name].append(value)
+        usage_before.extend(usage)
+        turns_before = segment.user_turns
+
+    def ints(name: str) -> npt.NDArray[np.int64]:
+        return np.array(rows[name], dtype=np.int64)
+
+    return Timeline(
+        path=history.path, format=history.format, call=np.arange(1, len(rows["n"]) + 1, dtype=np.int64), segment=ints("segment"),
+        context_tokens=ints("context"), context_source="usage" if usage_before else "estimate", n_messages=ints("n"),
+        compact=np.array(rows["compact"], dtype=bool), rule=tuple(rows["rule"]), k=ints("k"), tail_tokens=ints("tail"),
+        head_tokens=ints("head"), compactions=history.compactions, first_call_after=np.array(first_after, dtype=np.int64),
+        prices=prices, force_threshold_tokens=settings.force_ratio * prices.max_context_tokens, s_tokens=settings.s,
+    )
