@@ -124,6 +124,8 @@ class Calibration:
         describes all sessions); the unit with the higher value is ``recall_age``.
     recall_age : str
     bootstrap : int
+    recall_draws : dict[str, ndarray]
+        Per unit: the bootstrap fits, shape (bootstrap, 2): columns q0 and τ (for bands).
     """
 
     sessions: tuple[SessionMeasures, ...]
@@ -139,6 +141,7 @@ class Calibration:
     recall_session_r2: dict[str, float]
     recall_age: str
     bootstrap: int
+    recall_draws: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``calibration/results.json``)."""
@@ -262,9 +265,9 @@ def _session_r2(fit: RecallFit, counts: Sequence[RecallCounts], min_messages: in
     return float(1.0 - (wa * (qa - pa) ** 2).sum() / total) if total > 0 else float("nan")
 
 
-def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.random.Generator) -> tuple[dict, dict, dict]:
-    """Pooled counts, fits with bootstrap spreads, and session-level R², per age unit."""
-    pooled, fits, r2 = {}, {}, {}
+def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.random.Generator) -> tuple[dict, dict, dict, dict]:
+    """Pooled counts, fits with bootstrap spreads, session-level R² and the bootstrap fits, per age unit."""
+    pooled, fits, r2, all_draws = {}, {}, {}, {}
     for unit in AGE_UNITS:
         counts = [s.recall[unit] for s in sessions]
         pooled[unit] = _pooled(counts)
@@ -274,7 +277,8 @@ def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.ra
         tau = _bootstrap_fits(fit.tau, [d.tau for d in draws], len(counts))
         fits[unit] = (fit, q0, tau)
         r2[unit] = _session_r2(fit, counts)
-    return pooled, fits, r2
+        all_draws[unit] = np.array([(d.q0, d.tau) for d in draws], dtype=np.float64).reshape(-1, 2)
+    return pooled, fits, r2, all_draws
 
 
 def _bootstrap_fits(point: float, draws: list[float], n: int) -> Estimate:
@@ -335,7 +339,7 @@ def calibrate(
         values = [s.token_ratio for s in with_usage if s.family == family and s.token_ratio is not None]
         if (e := _bootstrap(values, np.median, bootstrap, rng)) is not None:
             ratios[family] = e
-    pooled, fits, r2 = _recall_fits(sessions, bootstrap, rng)
+    pooled, fits, r2, draws = _recall_fits(sessions, bootstrap, rng)
     scores = {u: (r2[u] if np.isfinite(r2[u]) else -np.inf) for u in AGE_UNITS}
     return Calibration(
         sessions=tuple(sessions), skipped=tuple(skipped),
@@ -344,7 +348,7 @@ def calibrate(
         avg_tokens=_bootstrap([s.avg_tokens for s in with_usage if s.avg_tokens is not None], np.median, bootstrap, rng),
         summary_tokens=_bootstrap([n for s in sessions for n in s.summary_tokens], np.median, bootstrap, rng),
         token_ratios=ratios, recall_l=l_used, recall=pooled, recall_fits=fits, recall_session_r2=r2,
-        recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap,
+        recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap, recall_draws=draws,
     )
 
 

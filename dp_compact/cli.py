@@ -202,7 +202,10 @@ def recall(
 ProviderOpt = Annotated[Optional[str], typer.Option("--provider", help="Pricing profile or model name.")]
 EFixedOpt = Annotated[Optional[float], typer.Option("--e-fixed", help="Fixed E, expected remaining user turns.")]
 BaselineEOpt = Annotated[Optional[int], typer.Option("--baseline-e", help="Baseline user turns.")]
-CallsPerTurnOpt = Annotated[Optional[float], typer.Option("--l", help="LLM calls per user turn (0 = measure).")]
+CallsPerTurnOpt = Annotated[Optional[float], typer.Option("--l", "--calls-per-turn", help="LLM calls per user turn (0 = measure).")]
+ForceRatioOpt = Annotated[Optional[float], typer.Option("--force-ratio", help="Forced-compaction share of the window.")]
+PrefixTokensOpt = Annotated[Optional[int], typer.Option("--v", "--prefix-tokens", help="Fixed prefix V, tokens.")]
+SummaryTokensOpt = Annotated[Optional[int], typer.Option("--s", "--summary-tokens", help="Summary size S, tokens (at most 2·S).")]
 MinKeepRatioOpt = Annotated[Optional[float], typer.Option("--min-keep-ratio", help="Least share of messages kept.")]
 MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context-tokens", help="Context window M, tokens.")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Cost model: recall or seed.")]
@@ -253,12 +256,19 @@ def compact(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be dropped, kept, anchored and archived; write nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     reset_breaker: Annotated[bool, typer.Option("--reset-breaker", help="Close this session's circuit breaker first.")] = False,
+    summarizer: Annotated[str, typer.Option("--summarizer", help="extractive (offline, default) or llm.")] = "extractive",
+    llm_api: Annotated[str, typer.Option("--llm-api", help="With --summarizer llm: anthropic or openai.")] = "anthropic",
+    llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="With --summarizer llm: the model to ask.")] = None,
+    llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="With --summarizer llm: API endpoint.")] = None,
     lenient: LenientOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")] = False,
     provider: ProviderOpt = None,
     e_fixed: EFixedOpt = None,
     baseline_e: BaselineEOpt = None,
     calls_per_turn: CallsPerTurnOpt = None,
+    force_ratio: ForceRatioOpt = None,
+    prefix_tokens: PrefixTokensOpt = None,
+    summary_tokens: SummaryTokensOpt = None,
     min_keep_ratio: MinKeepRatioOpt = None,
     max_context_tokens: MaxContextOpt = None,
     model: ModelOpt = None,
@@ -271,17 +281,28 @@ def compact(
 
     if output is None and not dry_run:
         raise _fail(ValueError("-o/--output is required (or give --dry-run)"))
+    if summarizer not in ("extractive", "llm") or llm_api not in ("anthropic", "openai"):
+        raise _fail(ValueError("--summarizer is extractive or llm, --llm-api is anthropic or openai"))
+    if summarizer == "llm" and not llm_model:
+        raise _fail(ValueError("--summarizer llm needs --llm-model"))
     breaker = CircuitBreaker()
     try:
         settings = load_settings(
             provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
-            max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer,
+            max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer, force_ratio=force_ratio,
+            v=prefix_tokens, s=summary_tokens,
         )
         if reset_breaker:
             breaker.reset(session)
+        chosen = None
+        if summarizer == "llm":
+            from dp_compact.pipeline.llm import LLMSummarizer
+
+            chosen = LLMSummarizer(llm_api, llm_model, base_url=llm_base_url)
         result = compact_file(
             session, settings, output=output or Path(), keep=keep, force=force, to=to, dry_run=dry_run,
-            archiver=None if dry_run else _default_archiver(), breaker=breaker, lenient=lenient, use_cache=not no_cache,
+            summarizer=chosen, archiver=None if dry_run else _default_archiver(), breaker=breaker, lenient=lenient,
+            use_cache=not no_cache,
         )
     except DpCompactError as exc:
         raise _fail(exc) from None
@@ -346,11 +367,11 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
     from dp_compact.replay_shell import replay_directory
 
     columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False) as bar:  # no thread: workers fork
         task = bar.add_task("replaying", total=None)
 
         def tick(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, description=Path(path).name[:36])
+            bar.update(task, completed=done, total=total, description=Path(path).name[:36], refresh=True)
 
         return replay_directory(folder, settings, specs, workers=workers, progress=tick, **options)  # type: ignore[arg-type]
 
@@ -383,21 +404,87 @@ def replay(
         raise _fail(ValueError("--plot draws one SESSION file, not a folder"))
     try:
         settings = load_settings(provider=provider, max_context_tokens=max_context_tokens, v=v, s=s, tokenizer=tokenizer)
-        if path.is_dir():
-            result = _replay_folder(path, settings, specs, workers, **options)
-            data, text = result.to_dict(), None
-        else:
-            result = replay_file(path, settings, specs, **options)
-            data, text = result.to_dict(), None
-            if plot is not None:
-                plot_contexts(result, plot)
+        result = _replay_folder(path, settings, specs, workers, **options) if path.is_dir() else replay_file(path, settings, specs, **options)
     except DpCompactError as exc:
         raise _fail(exc) from None
-    except ModuleNotFoundError as exc:
-        raise _fail(ValueError(f"--plot needs matplotlib ({exc}); pip install 'dp-compact[plot]'")) from None
-    if not as_json:
-        text = render_directory(data) if path.is_dir() else render_session(data)
-    typer.echo(json.dumps(data, ensure_ascii=False) if as_json else text)
+    if plot is not None:
+        try:
+            plot_contexts(result, plot)
+        except (ModuleNotFoundError, ValueError, OSError) as exc:
+            raise _fail(ValueError(f"--plot {plot}: {exc}")) from None
+    data = result.to_dict()  # type: ignore[attr-defined]
+    if as_json:
+        typer.echo(json.dumps(data, ensure_ascii=False))
+    else:
+        typer.echo(render_directory(data) if path.is_dir() else render_session(data))
+
+
+@app.command()
+def curve(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Figure to write: .png or .svg (written atomically).")],
+    provider: Annotated[Optional[list[str]], typer.Option("--provider", help="Pricing profile to overlay (repeatable).")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", help="Cost model to overlay besides DP_MODEL: seed or recall (repeatable).")] = None,
+    lenient: Annotated[bool, typer.Option("--lenient", help="Skip malformed lines.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")] = False,
+) -> None:
+    """Draw NetBenefit(k) and its five terms for SESSION, per provider and cost model."""
+    from dp_compact.plot import write_curve
+    from dp_compact.settings import load_settings
+
+    try:
+        plans = write_curve(session, out, load_settings(), providers=provider or (), models=model or (), lenient=lenient,
+                            use_cache=not no_cache)
+    except (DpCompactError, ValueError) as exc:
+        raise _fail(exc) from None
+    for p in plans:
+        typer.echo(f"{p.prices.name} · {p.settings['model']}: {p.decision} (k = {p.k}, rule {p.rule})")
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
+def timeline(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Figure to write: .png or .svg (written atomically).")],
+    provider: Annotated[Optional[str], typer.Option("--provider", help="Pricing profile or model name.")] = None,
+    lenient: Annotated[bool, typer.Option("--lenient", help="Skip malformed lines.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")] = False,
+) -> None:
+    """Replay SESSION call by call: its context, the window, and where the planner would compact."""
+    from dp_compact.plot import write_timeline
+    from dp_compact.settings import load_settings
+
+    try:
+        line = write_timeline(session, out, load_settings(provider=provider), lenient=lenient, use_cache=not no_cache)
+    except (DpCompactError, ValueError) as exc:
+        raise _fail(exc) from None
+    advised = int(line.compact.sum())
+    typer.echo(f"{len(line.call)} calls, compaction advised at {advised}; wrote {out}")
+
+
+@app.command()
+def calibrate(
+    paths: Annotated[list[Path], typer.Argument(help="Session files or directories (searched recursively).")],
+    env: Annotated[bool, typer.Option("--env", help="Print export DP_...=... lines only.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the calibration as one JSON object.")] = False,
+    figure: Annotated[Optional[Path], typer.Option("--figure", help="Also draw the calibration figure (.png or .svg).")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=1, help="Resamples over sessions for the spreads.")] = 400,
+) -> None:
+    """Measure V, L, avg, S, token ratios and the recall curve q(a) from transcripts; fit q0 and tau."""
+    from dp_compact.calibration import calibrate as run, env_lines, format_report
+
+    try:
+        result = run(paths, bootstrap=bootstrap)
+        if figure is not None:
+            from dp_compact.plot import calibration_figure, save_figure
+
+            save_figure(calibration_figure(result), figure)
+    except (DpCompactError, ValueError) as exc:
+        raise _fail(exc) from None
+    if env:
+        typer.echo("\n".join(env_lines(result)))
+    else:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False) if as_json else format_report(result))
 
 
 def main() -> None:

@@ -193,15 +193,17 @@ class OpenHands:
 
 @dataclass(frozen=True)
 class LangChain:
-    """LangChain ``SummarizationMiddleware``: at 80 % of M summarize all but the last 20 messages."""
+    """LangChain ``SummarizationMiddleware``: at ``trigger_ratio`` · M summarize all but the last ``keep_messages``."""
 
     name: str = "langchain"
+    trigger_ratio: float = LANGCHAIN_TRIGGER_RATIO
+    keep_messages: int = LANGCHAIN_MESSAGES_TO_KEEP
     fixed: bool = True
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
-        if ctx.prompt_tokens < LANGCHAIN_TRIGGER_RATIO * ctx.params.window:
+        if ctx.prompt_tokens < self.trigger_ratio * ctx.params.window:
             return None
-        cut = _keep_at_least(ctx, LANGCHAIN_MESSAGES_TO_KEEP)
+        cut = _keep_at_least(ctx, self.keep_messages)
         return None if cut is None else Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
@@ -242,13 +244,13 @@ class PlannerPolicy:
         if carry:
             tokens = np.concatenate(([live.carry_tokens], tokens))
         arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
-        turns = int(arrays.turn_index[-1]) if arrays.n else 0
+        turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user messages so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
                           llm_calls=len(usage), compactions=live.compactions)
         result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays)
         if result.decision != "compact":
             return None
-        return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=self.settings.s)
+        return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)
 
 
 def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> MessageArrays:

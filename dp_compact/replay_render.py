@@ -1,7 +1,7 @@
 """Text tables and the context plot of ``dp-compact replay``: formatting only, no cost arithmetic.
 
 The tables read the JSON-ready dicts of :class:`~dp_compact.replay_shell.SessionReplay` and
-:class:`~dp_compact.replay_shell.DirectoryReplay`; :func:`plot_contexts` imports matplotlib
+:class:`~dp_compact.replay_shell.DirectoryReplay`; :func:`contexts_figure` imports matplotlib
 inside the function, so importing this module stays light.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_contexts", "render_directory", "render_policy_table", "render_session"]
+__all__ = ["contexts_figure", "plot_contexts", "render_directory", "render_policy_table", "render_session"]
 
 _HEADER = (
     f"{'policy':<20} {'total $':>10} {'reads $':>9} {'input $':>9} {'writes $':>9} {'output $':>9} {'compact $':>9}"
@@ -83,42 +83,48 @@ def render_directory(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_contexts(report: Any, out: Path | str) -> Path:
-    """Draw the prompt size of every call per policy (tokens, one line each) and the window; save to ``out``.
+def contexts_figure(report: Any) -> Any:
+    """The prompt size of every call per policy (tokens, one line each, ``gid`` ``context:<policy>``) and the window.
 
     Parameters
     ----------
     report : SessionReplay
-        The replay whose ``results[i].contexts`` are drawn.
-    out : Path or str
-        Image file (the suffix picks the format, e.g. ``.png``).
+        Its ``results[i].contexts`` are drawn.
 
     Returns
     -------
-    Path
-        ``out``.
+    matplotlib.figure.Figure
+        Drawn on the Agg canvas (no pyplot state), as the figures of :mod:`dp_compact.plot`.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    figure = Figure(figsize=(10, 5), layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    for result in report.results:
+        label = f"{result.policy} (${result.total_usd:.2f}, {result.compactions} compactions)"
+        ax.plot(range(1, result.calls + 1), result.contexts, label=label, lw=1.2, gid=f"context:{result.policy}")
+    ax.axhline(report.params.window, color="black", ls="--", lw=0.8, label=f"window {report.params.window:,}", gid="window")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    ax.set_xlabel("LLM call")
+    ax.set_ylabel("prompt tokens (V included)")
+    ax.set_title(f"{Path(report.path).name}: context per call under each policy")
+    ax.legend(fontsize="small")
+    return figure
+
+
+def plot_contexts(report: Any, out: Path | str) -> Path:
+    """Write :func:`contexts_figure` of ``report`` to ``out`` (PNG or SVG), atomically.
 
     Raises
     ------
+    ValueError
+        If the suffix of ``out`` is neither ``.png`` nor ``.svg`` (:func:`dp_compact.plot.save_figure`).
     ModuleNotFoundError
-        When matplotlib is not installed (``pip install 'dp-compact[plot]'``).
+        When matplotlib is not installed.
     """
-    import matplotlib
+    from dp_compact.plot import save_figure
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 5))
-    try:
-        for result in report.results:
-            ax.plot(range(1, result.calls + 1), result.contexts, label=f"{result.policy} (${result.total_usd:.2f})", lw=1.2)
-        ax.axhline(report.params.window, color="black", ls="--", lw=0.8, label=f"window {report.params.window:,}")
-        ax.set_xlabel("LLM call")
-        ax.set_ylabel("prompt tokens (V included)")
-        ax.set_title(f"{Path(report.path).name}: context per call")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        fig.savefig(out, dpi=120)
-    finally:
-        plt.close(fig)
-    return Path(out)
+    return save_figure(contexts_figure(report), out)

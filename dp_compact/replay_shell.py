@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from multiprocessing import get_context
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +51,13 @@ __all__ = [
     "SESSION_SUFFIXES",
     "DirectoryReplay",
     "SessionReplay",
+    "call_times",
     "load_recording",
+    "recorded_calls",
     "replay_directory",
     "replay_file",
+    "replay_history",
+    "replay_params",
     "replay_session",
     "session_files",
 ]
@@ -298,6 +304,15 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[str, ...], o
         return f"{type(exc).__name__}: {exc}"
 
 
+def _process_context() -> BaseContext:
+    """Fork on Linux (workers inherit the loaded modules: ~1 s less each than spawning), spawn elsewhere.
+
+    Forking is safe here: the library starts no thread, and the command's progress bar draws
+    without a refresh thread.
+    """
+    return get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
 def replay_directory(
     folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
     lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
@@ -343,8 +358,9 @@ def replay_directory(
             if progress is not None:
                 progress(len(done), len(files), str(path))
     else:
-        with ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(_replay_or_skip, path, settings, specs, options): path for path in files}
+        with ProcessPoolExecutor(max_workers=count, mp_context=_process_context()) as pool:
+            largest_first = sorted(files, key=lambda p: p.stat().st_size, reverse=True)  # balances the workers
+            futures = {pool.submit(_replay_or_skip, path, settings, specs, options): path for path in largest_first}
             for future in as_completed(futures):
                 done[futures[future]] = future.result()
                 if progress is not None:

@@ -30,11 +30,12 @@ class Settings(BaseSettings):
 
     - ``recall_q0`` = 0.26, ``recall_tau`` = 1.4, ``recall_age`` = ``turns``: the recall curve
       q(a) = q0 · exp(−a / τ) fitted on how often a message's file paths, commands and
-      identifiers are mentioned again a user turns later (bootstrap 5–95 %: q0 0.22–0.32,
-      τ 0.97–2.2 turns); user turns describe the sessions better than API rounds / L.
+      identifiers are mentioned again a user turns later (bootstrap 5–95 %: q0 0.21–0.33,
+      τ 0.87–2.2 turns); user turns describe single sessions better than API rounds / L
+      (weighted R² 0.44 against 0.26).
     - ``v`` = 20,800 tokens: median of the first call's prompt minus its messages (5–95 %:
-      11,400–28,000); DESIGN's 5,000 is below every agent measured.
-    - ``l`` = 23 calls per user turn: pooled LLM calls / user turns (5–95 %: 16.5–29).
+      10,800–28,000); DESIGN's 5,000 is below every agent measured.
+    - ``l`` = 23 calls per user turn: pooled LLM calls / user turns (5–95 %: 16–29).
 
     ``token_ratio`` None scales cl100k counts by the calibrated factor of the session's provider
     family (:data:`dp_compact.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the

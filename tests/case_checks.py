@@ -7,7 +7,6 @@ when it passes, else a reason. :func:`evaluate` runs a case's ``expect`` list in
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from tests import case_harness as h
@@ -180,13 +179,12 @@ def check_tool_ids_unique(ctx: _Context, check: dict) -> Reason:
 
 def check_roles_alternate(ctx: _Context, check: dict) -> Reason:
     sides: list[str] = []
+    previous = None
     for message in h.conversation(ctx.output()):
         role = message.get("role")
-        side = "user" if role in ("user", "tool") else role
-        if role == "tool" and sides and sides[-1] == "user" and last_was_tool:
-            continue
-        last_was_tool = role == "tool"
-        sides.append(side)
+        if not (role == "tool" and previous == "tool"):  # a run of tool messages is one user-side message
+            sides.append("user" if role in ("user", "tool") else str(role))
+        previous = role
     if not sides or sides[0] != "user":
         return "does not start with user"
     bad = [i for i in range(1, len(sides)) if sides[i] == sides[i - 1]]

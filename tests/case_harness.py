@@ -125,7 +125,7 @@ def output_from_name(run: Run) -> str:
     """``output_from`` of case.json, else the case's ``input.*`` file."""
     if run.case.get("output_from"):
         return run.case["output_from"]
-    return next(sorted(p.name for p in run.folder.iterdir() if p.name.startswith("input.")).__iter__())
+    return sorted(p.name for p in run.folder.iterdir() if p.name.startswith("input."))[0]
 
 
 def read_lines(path: Path) -> list[Any]:

@@ -30,10 +30,11 @@ def session_files() -> list[Path]:
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No DP_* variable leaks in, no .env is read from the checkout, caches go to tmp."""
+    """No DP_* variable leaks in, no .env is read from the checkout, caches and state go to tmp."""
     for name in list(os.environ):
         if name.startswith("DP_"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the compaction circuit breaker

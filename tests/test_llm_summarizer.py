@@ -365,3 +365,48 @@ def test_llm_uses_a_given_sdk_client(server, anthropic_head):
         llm = LLMSummarizer("anthropic", "given-client-model", client=client, timeout=10)
         assert llm(request_for(anthropic_head)) == SUMMARY
     assert server.received[0][1]["model"] == "given-client-model" and llm.name == "llm:anthropic:given-client-model"
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_compact_cli_with_llm_summarizer_writes_the_servers_summary(server, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    summary = ("The user wants the parser fixed without changing its public interface. Files touched: src/parse.py "
+               "and tests/test_parse.py. The edit made the failing tests pass. Always run pytest before committing.")
+    server.responder = anthropic_reply(summary)
+    session = _write_jsonl(tmp_path / "s.jsonl", anthropic_rows(turns=4))
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, [
+        "compact", str(session), "-o", str(out), "--keep", "4", "--summarizer", "llm", "--llm-api", "anthropic",
+        "--llm-model", "claude-test", "--llm-base-url", server.base,
+    ])
+    assert result.exit_code == 0, result.output
+    assert len(server.received) == 1 and server.received[0][0].endswith("/v1/messages")
+    first = json.loads(out.read_text().splitlines()[0])
+    text = first["content"] if isinstance(first["content"], str) else " ".join(b.get("text", "") for b in first["content"])
+    assert "src/parse.py" in text and "[summary]" in text
+
+
+def test_compact_cli_llm_failure_leaves_no_output(server, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    server.responder = server_error
+    session = _write_jsonl(tmp_path / "s.jsonl", anthropic_rows(turns=4))
+    before = session.read_bytes()
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, [
+        "compact", str(session), "-o", str(out), "--keep", "4", "--summarizer", "llm", "--llm-model", "m",
+        "--llm-base-url", server.base,
+    ])
+    assert result.exit_code == 2 and "dp-compact:" in result.stderr
+    assert not out.exists() and session.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if "out" in p.name] == []

@@ -3,8 +3,9 @@
 read → plan (or ``--keep K`` / ``--force``) → split → shrink a copy of the head → anchors →
 summarize → archive → reassemble → validate → write atomically. The stages are pure
 (:mod:`.split`, :mod:`.shrink`, :mod:`.anchors`, :mod:`.summarize`, :mod:`.reassemble`,
-:mod:`.validate`); reading, the clock, the archive, the circuit breaker and the output file are
-touched here only. The input file is never modified; on any failure nothing is written.
+:mod:`.validate`); reading, the archive, the circuit breaker and the output file are
+touched here (and in :mod:`.io`) only. The input file is never modified; on any failure nothing
+is written.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, Summ
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
 from dp_compact.planner import Plan, plan
+from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.sessions.model import Message, Session
@@ -104,7 +106,9 @@ def _forced_cut(messages: tuple[Message, ...], settings: Settings) -> int:
         return deepest_cut(messages, user_turns_only=seed)
 
 
-def _choose_cut(session: Session, tokens: np.ndarray, settings: Settings, keep: int | None, force: bool) -> tuple[int | None, str, str, Plan | None]:
+def _choose_cut(
+    session: Session, tokens: np.ndarray, settings: Settings, prices: Prices, keep: int | None, force: bool
+) -> tuple[int | None, str, str, Plan | None]:
     """(cut or None, rule, explanation, plan) from ``--keep``, the planner, or ``--force``."""
     messages = session.messages
     if not messages:
@@ -113,7 +117,7 @@ def _choose_cut(session: Session, tokens: np.ndarray, settings: Settings, keep: 
         cut = cut_for_keep(messages, keep, user_turns_only=settings.model == "seed")
         moved = "" if len(messages) - cut == keep else f" (moved to the nearest feasible cut: {len(messages) - cut} kept)"
         return cut, RULE_KEEP_FLAG, f"--keep {keep}{moved}", None
-    decided = plan(session, tokens, settings, resolve_prices(settings, session.model))
+    decided = plan(session, tokens, settings, prices)
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
     if force:
@@ -159,9 +163,8 @@ def _summarize(request: SummaryRequest, summarizer: Summarizer, breaker: Circuit
     return with_instructions(body, request.instructions)
 
 
-def _request(session: Session, head: tuple[Message, ...], settings: Settings, tail_tokens: int) -> SummaryRequest:
+def _request(session: Session, head: tuple[Message, ...], settings: Settings, window: int, tail_tokens: int) -> SummaryRequest:
     """The summary request for ``head``: shrunk copy, previous summary, instructions, token budget."""
-    window = resolve_prices(settings, session.model).max_context_tokens
     target, limit = _summary_budget(settings, window, tail_tokens)
     return SummaryRequest(
         head=head, shrunk_head=shrink_messages(head), previous_summary=head[0].text if is_summary_text(head[0].text) else None,
@@ -169,9 +172,11 @@ def _request(session: Session, head: tuple[Message, ...], settings: Settings, ta
     )
 
 
-def _notes(settings: Settings, window: int, output_tokens: int, archived: bool) -> tuple[str, ...]:
-    """Warnings for the user: head not archived; output still above DP_FORCE_RATIO·M."""
+def _notes(session: Session, api: Api, settings: Settings, window: int, output_tokens: int, archived: bool) -> tuple[str, ...]:
+    """Warnings for the user: head not archived; system prompt not written; output still above DP_FORCE_RATIO·M."""
     notes = [] if archived else ["no archive store: the head was not archived"]
+    if api == "anthropic" and (session.system_messages or session.system_text):
+        notes.append("the system prompt is not written: Anthropic takes it as the request's `system` parameter")
     if settings.v + output_tokens > settings.force_ratio * window:
         notes.append(
             f"V + output ≈ {settings.v + output_tokens:,} tokens stays above {settings.force_ratio:g} x {window:,}: "
@@ -196,21 +201,23 @@ def compact_session(
     """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output)."""
     api = target_api(session, to)
     tokens = session_tokens(session, settings, use_cache=use_cache)
-    cut, rule, why, decided = _choose_cut(session, tokens, settings, keep, force)
+    prices = resolve_prices(settings, session.model)
+    window = prices.max_context_tokens
+    cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
         return CompactionResult(decision="keep", k=len(session.messages), **base)
     head, tail = split(session.messages, cut)
     head_tokens, tail_tokens = int(tokens[:cut].sum()), int(tokens[cut:].sum())
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
-    body = _summarize(_request(session, head, settings, tail_tokens), summarizer, breaker, session.path)
+    body = _summarize(_request(session, head, settings, window, tail_tokens), summarizer, breaker, session.path)
     anchors = select_anchors(head)
 
-    def assemble(ref: str | None) -> list[dict[str, Any]]:
+    def assemble(ref: str | None) -> tuple[str, list[dict[str, Any]]]:
         text = summary_message_text(body, anchors, ref, n_messages=len(head), head_tokens=head_tokens)
-        return reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
+        return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 
-    messages = assemble(None)
+    summary_text, messages = assemble(None)
     violations = validate_messages(messages, api)
     if violations:  # checked before anything is archived
         raise CompactionError(f"{session.path}: the compacted conversation would break {api} rules: {violations[0]}")
@@ -218,15 +225,14 @@ def compact_session(
     if archiver is not None and not dry_run:
         metadata = _metadata(session, head, body, anchors, {"head": head_tokens, "tail": tail_tokens})
         ref = archiver.write(Path(session.path).stem, [m.raw for m in head], metadata)
-        messages = assemble(ref)
-    summary_text = next(m["content"] for m in messages if m.get("role") == "user" and is_summary_text(str(m.get("content"))))
+        summary_text, messages = assemble(ref)
     summary_tokens = int(count_text_tokens([summary_text])[0])
-    window = resolve_prices(settings, session.model).max_context_tokens
     return CompactionResult(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
         summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
         archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
-        notes=_notes(settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run), messages=tuple(messages), **base,
+        notes=_notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run),
+        messages=tuple(messages), **base,
     )
 
 

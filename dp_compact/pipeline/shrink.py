@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dp_compact.sessions.common import text_and_images
-from dp_compact.sessions.model import Message, Session, ToolResult
+from dp_compact.sessions.model import Message, Session
 
 __all__ = [
     "PREVIEW_MAX_CHARS",
@@ -30,6 +30,7 @@ __all__ = [
     "SHRINK_THRESHOLD_CHARS",
     "ShrinkResult",
     "preview",
+    "shrink_message",
     "shrink_messages",
     "shrink_session",
 ]

@@ -101,10 +101,9 @@ class Summarizer(Protocol):
     """A summarizer: ``__call__(request) -> str``, the summary body in labelled sections.
 
     Raise :class:`~dp_compact.errors.CompactionError` (or a subclass) on failure; return text
-    of at most ``request.max_tokens`` tokens. ``name`` identifies it in archives and reports.
+    of at most ``request.max_tokens`` tokens. An optional ``name`` attribute identifies it in
+    reports (default: the class name).
     """
-
-    name: str
 
     def __call__(self, request: SummaryRequest) -> str:
         """Summarize ``request.head``."""

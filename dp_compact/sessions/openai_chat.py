@@ -136,6 +136,7 @@ class _Reader:
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.system: list[str] = []
+        self.system_raw: list[dict[str, Any]] = []  # every system/developer message as read, markers too
         self.turns = 0
         self.live_start = 0
         self.compactions = 0
@@ -147,6 +148,7 @@ class _Reader:
         text, images, block_calls, outputs = _content(value.get("content"))
         boundary, self.after_boundary = self.after_boundary, False
         if role in ("system", "developer"):
+            self.system_raw.append(value)
             if text.lstrip().startswith(_BOUNDARY):
                 self.compactions += 1
                 self.live_start, self.after_boundary = len(self.messages), True
@@ -287,6 +289,7 @@ def read(source: Source) -> Session:
         llm_calls=len(counts.usage) or _api_calls(document) or None,
         user_turns=turns,
         system_text="\n\n".join(reader.system),
+        system_messages=tuple(reader.system_raw),
         model=_model(document),
         context_window=counts.context_window,
         skipped_lines=source.skipped_lines + skipped,

@@ -1,0 +1,144 @@
+"""Benchmark of `dp-compact replay`: the largest real session under every policy, and the whole folder.
+
+Usage: ``python bench/bench_replay.py [--repeat 5] [--sessions ../shared/sessions]``
+
+Prints, with the default settings and every policy (the defaults and ``threshold:0.8:0.3``):
+
+1. the largest real session (bytes): reading, tokenizing and building the recording (no token
+   cache), then the replay time per policy (median of ``--repeat`` runs, tokens known) and its $;
+2. the whole folder: :func:`replay_directory` wall time in 2 worker processes and in one
+   process, without and with a warm token cache (a temporary one), and the command end to end
+   (medians of ``max(3, repeat // 2)`` runs);
+3. the report of the folder (the table ``dp-compact replay DIR`` prints);
+4. recorded cost vs the replay of ``never``, for the sessions with usage records: how close the
+   replay model comes to the bill the provider sent (same prices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from dp_compact.errors import DpCompactError
+from dp_compact.replay import replay
+from dp_compact.replay_policies import DEFAULT_POLICIES, parse_policy
+from dp_compact.replay_render import render_directory
+from dp_compact.replay_shell import load_recording, replay_directory, replay_file, replay_params, session_files
+from dp_compact.sessions import read_session
+from dp_compact.settings import load_settings
+
+SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
+POLICIES = (*DEFAULT_POLICIES, "threshold:0.8:0.3")
+
+
+def _runs_ms(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """Median wall time of ``repeat`` runs after one warm-up, ms, and the last result."""
+    result = fn()
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        result = fn()
+        runs.append((time.perf_counter_ns() - start) / 1e6)
+    return statistics.median(runs), result
+
+
+def _once_ms(fn: Callable[[], object]) -> tuple[float, object]:
+    """Wall time of one run (no warm-up), ms, and its result."""
+    start = time.perf_counter_ns()
+    result = fn()
+    return (time.perf_counter_ns() - start) / 1e6, result
+
+
+def largest_session(path: Path, repeat: int) -> list[str]:
+    """Reading, tokenizing, and each policy's replay time on one session."""
+    settings = load_settings()
+    read_ms, session = _runs_ms(lambda: read_session(path), repeat)
+    tokens_ms, (recording, _) = _runs_ms(lambda: load_recording(session, settings, use_cache=False), max(1, repeat // 2))
+    params, _ = replay_params(session, settings, None)
+    lines = [
+        f"largest session {path.name} ({path.stat().st_size / 1e6:.1f} MB): {len(recording.messages)} messages, "
+        f"{recording.n_calls} calls; read {read_ms:.0f} ms, tokenize + recording {tokens_ms:.0f} ms (no token cache)",
+        f"{'policy':<20} {'replay_ms':>10} {'ms/call':>8} {'total $':>10} {'compactions':>11}",
+    ]
+    for spec in POLICIES:
+        policy = parse_policy(spec, settings)
+        ms, result = _runs_ms(lambda p=policy: replay(recording, p, params), repeat)
+        lines.append(f"{spec:<20} {ms:10.1f} {ms / max(recording.n_calls, 1):8.3f} {result.total_usd:10.4f} {result.compactions:>11}")
+    return lines
+
+
+def whole_folder(folder: Path, repeat: int) -> tuple[list[str], object]:
+    """Directory replay timings (2 processes / 1 process, cold / warm token cache) and the command's; medians."""
+    settings = load_settings()
+    lines = [f"whole folder {folder} ({len(session_files(folder))} files), every policy, median of {repeat} runs:"]
+    report = None
+    for workers in (2, 1):
+        cold = statistics.median(
+            _once_ms(lambda w=workers: replay_directory(folder, settings, POLICIES, workers=w, use_cache=False))[0] for _ in range(repeat)
+        )
+        warm, report = _runs_ms(lambda w=workers: replay_directory(folder, settings, POLICIES, workers=w, use_cache=True), repeat)
+        lines.append(f"  replay_directory, {workers} process(es): {cold / 1000:.2f} s without token cache, {warm / 1000:.2f} s warm")
+    command = [str(Path(sys.executable).parent / "dp-compact"), "replay", str(folder), *(f"--policy={p}" for p in POLICIES)]
+    cold = statistics.median(_once_ms(lambda: subprocess.run([*command, "--no-cache"], capture_output=True, check=True))[0] for _ in range(repeat))
+    warm, _ = _runs_ms(lambda: subprocess.run(command, capture_output=True, check=True), repeat)
+    lines.append(f"  `dp-compact replay DIR` end to end (2 processes): {cold / 1000:.2f} s without token cache, {warm / 1000:.2f} s warm")
+    return lines, report
+
+
+def recorded_vs_never(folder: Path) -> list[str]:
+    """The provider's bill from usage records vs the replay of ``never``, same prices, $."""
+    settings = load_settings()
+    lines = [f"{'session with usage':<36} {'recorded $':>10} {'never $':>9} {'ratio':>6} {'recorded mean prompt':>21} {'replayed':>9}"]
+    for path in session_files(folder):
+        try:
+            session = read_session(path)
+        except DpCompactError:
+            continue
+        if not session.usage:
+            continue
+        report = replay_file(path, settings, ["never"])
+        prices, never = report.params.prices, report.results[0]
+        write = prices.p_cache_write if prices.p_cache_write is not None else prices.p_input
+        bill = sum(
+            (u.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens) * prices.p_input + u.cache_read_tokens * prices.p_cache
+            + u.cache_write_tokens * write + u.output_tokens * prices.p_out for u in session.usage
+        ) / 1e6
+        mean = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
+        lines.append(f"{path.name[:36]:<36} {bill:10.3f} {never.total_usd:9.3f} {never.total_usd / bill:6.2f} {mean:21,.0f} {never.mean_context_tokens:9,.0f}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sessions", type=Path, default=SHARED_SESSIONS)
+    args = parser.parse_args()
+    if not args.sessions.exists():
+        sys.exit(f"{args.sessions} is absent: the benchmark replays the shared real sessions")
+    print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · Python {platform.python_version()} · numpy {np.__version__}")
+    with tempfile.TemporaryDirectory() as cache_home:
+        os.environ["XDG_CACHE_HOME"] = cache_home  # a fresh token cache, inherited by the worker processes
+        files = [p for p in session_files(args.sessions) if not p.name.startswith("cline_ui_messages")]
+        for line in largest_session(max(files, key=lambda p: p.stat().st_size), args.repeat):
+            print(line)
+        print()
+        lines, report = whole_folder(args.sessions, max(3, args.repeat // 2))
+        print("\n".join(lines))
+        print()
+        print(render_directory(report.to_dict()))  # type: ignore[attr-defined]
+        print()
+        print("\n".join(recorded_vs_never(args.sessions)))
+
+
+if __name__ == "__main__":
+    main()

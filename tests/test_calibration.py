@@ -1,0 +1,236 @@
+"""Calibration (issue 4): recovers planted V, L, avg, token ratio and recall curve; runs on real sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.api import session_tokens
+from dp_compact.calibration import calibrate, env_lines, format_report, session_paths
+from dp_compact.cli import app
+from dp_compact.cuts import message_arrays
+from dp_compact.recall import RecallCounts, fit_exponential, message_ages, recall_counts
+from dp_compact.sessions import Message, read_session
+from dp_compact.settings import load_settings
+from dp_compact.tokens import TOKEN_RATIOS, count_message_tokens, provider_family, token_ratio
+from tests.conftest import REPO, SESSIONS, need
+
+V_TOKENS, CALLS_PER_TURN, RATIO, Q0, TAU = 7_000, 6, 1.25, 0.6, 2.5
+
+
+def _turn(t: int, calls: int, rng: np.random.Generator, mentions: dict[tuple[int, int], list[str]]) -> list[dict]:
+    """One user turn: a prompt, then ``calls`` assistant messages (all but the last call a tool)."""
+    def text(index: int) -> str:
+        words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "omega"], size=12))
+        extra = " ".join(mentions.get((t, index), []))
+        return f"{words} item_t{t}_m{index} {extra}".strip()
+
+    rows: list[dict] = [{"role": "user", "content": text(0)}]
+    for call in range(calls):
+        index = len(rows)
+        if call < calls - 1:
+            tool_id = f"toolu_{t}_{call}"
+            rows.append({"role": "assistant", "content": [{"type": "text", "text": text(index)},
+                                                          {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {}}]})
+            rows.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text(index + 1)}]})
+        else:
+            rows.append({"role": "assistant", "content": [{"type": "text", "text": text(index)}]})
+    return rows
+
+
+def write_synthetic_session(path: Path, *, turns: int = 80, seed: int = 0) -> float:
+    """A session with known V, L, token ratio and a planted recall curve q(a) = Q0 · exp(−a / TAU).
+
+    Every message introduces one item (``item_t<turn>_m<index>``); each later turn at age a ≥ 1
+    mentions it with probability q(a), and a later message of its own turn with probability q(0).
+    Each assistant message carries usage: prompt = V + RATIO × cl100k tokens of the messages
+    before it. Returns the mean prompt per call (avg).
+    """
+    rng = np.random.default_rng(seed)
+    per_turn = 2 * CALLS_PER_TURN
+    mentions: dict[tuple[int, int], list[str]] = {}
+    for t in range(turns):
+        for index in range(per_turn):
+            item = f"item_t{t}_m{index}"
+            for age in range(turns - t):
+                if rng.random() >= Q0 * np.exp(-age / TAU):
+                    continue
+                later = range(index + 1, per_turn) if age == 0 else range(per_turn)
+                if later:
+                    mentions.setdefault((t + age, int(rng.choice(list(later)))), []).append(item)
+    rows = [row for t in range(turns) for row in _turn(t, CALLS_PER_TURN, np.random.default_rng(t), mentions)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    counts = count_message_tokens(read_session(path).messages)
+    before = np.concatenate(([0], np.cumsum(counts)))
+    prompts = []
+    for index, row in enumerate(rows):
+        if row["role"] == "assistant":
+            prompt = int(round(V_TOKENS + RATIO * before[index]))
+            row["usage"] = {"input_tokens": prompt, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 50}
+            prompts.append(prompt)
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return float(np.mean(prompts))
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    folder = tmp_path_factory.mktemp("synthetic")
+    avg = 0.0
+    for seed in range(3):
+        avg = write_synthetic_session(folder / f"session_{seed}.jsonl", seed=seed)
+    return folder, avg
+
+
+def test_calibrate_synthetic_sessions_recover_planted_values_within_10_percent(synthetic):
+    folder, _ = synthetic
+    result = calibrate([folder], bootstrap=30, recall_l=CALLS_PER_TURN)
+    assert len(result.sessions) == 3
+    assert result.v_tokens.value == pytest.approx(V_TOKENS, rel=0.10)
+    assert result.calls_per_turn.value == pytest.approx(CALLS_PER_TURN, rel=0.10)
+    assert result.token_ratios["unknown"].value == pytest.approx(RATIO, rel=0.10)
+    expected_avg = np.median([s.prompt_tokens.mean() for s in result.sessions])
+    assert result.avg_tokens.value == pytest.approx(expected_avg, rel=1e-9)
+    fit, q0, tau = result.recall_fits["turns"]
+    assert q0.value == pytest.approx(Q0, rel=0.10)
+    assert tau.value == pytest.approx(TAU, rel=0.10)
+    assert fit.r_squared > 0.9
+    assert result.recall_age == "turns"
+
+
+def test_synthetic_session_avg_is_mean_prompt(synthetic):
+    folder, avg = synthetic
+    session = read_session(folder / "session_2.jsonl")
+    assert np.mean([u.prompt_tokens for u in session.usage]) == pytest.approx(avg)
+    assert session.llm_calls / session.user_turns == CALLS_PER_TURN
+
+
+def test_fit_exponential_exact_curve_recovers_parameters():
+    ages = np.arange(12)
+    observed = np.full(12, 10_000)
+    needed = np.rint(0.4 * np.exp(-ages / 3.0) * observed).astype(np.int64)
+    fit = fit_exponential(RecallCounts(needed, observed))
+    assert fit.q0 == pytest.approx(0.4, rel=0.01) and fit.tau == pytest.approx(3.0, rel=0.01)
+    assert fit.r_squared > 0.999 and fit.bins == 12
+
+
+def test_fit_exponential_too_few_bins_is_nan():
+    fit = fit_exponential(RecallCounts(np.array([5, 0]), np.array([30, 3])))
+    assert np.isnan(fit.q0) and fit.bins == 1
+
+
+def test_recall_counts_attribute_mentions_to_first_message_and_bin_by_turn():
+    messages = [
+        Message("user", "open src/app/main.py please"),       # turn 1: introduces the path
+        Message("assistant", "reading it"),
+        Message("user", "now fix parse_header"),               # turn 2: introduces parse_header
+        Message("assistant", "parse_header lives in src/app/main.py"),  # age 1 for m0, age 0 for m2
+        Message("user", "thanks"),                             # turn 3
+    ]
+    arrays = message_arrays(messages)
+    counts = recall_counts(messages, message_ages(arrays, "turns", 1.0), discrete=True)
+    # bin 0: every message observed, m2 needed (mentioned in its own turn); bin 1: m0 needed.
+    assert counts.observed[:3].tolist() == [5, 4, 2]
+    assert counts.needed[:3].tolist() == [1, 1, 0]
+
+
+def test_recall_counts_prefix_items_are_never_attributed():
+    messages = [Message("user", "use run_tests"), Message("assistant", "ok"), Message("user", "run_tests again")]
+    arrays = message_arrays(messages)
+    counts = recall_counts(messages, message_ages(arrays, "turns", 1.0), discrete=True, prefix_text="tools: run_tests")
+    assert counts.needed.sum() == 0
+
+
+def test_message_ages_rounds_divide_by_l_and_reject_unknown_unit():
+    messages = [Message("user", "a"), Message("assistant", "b"), Message("assistant", "c")]
+    arrays = message_arrays(messages)
+    assert message_ages(arrays, "rounds", 2.0).tolist() == [0.0, 0.5, 1.0]
+    with pytest.raises(ValueError):
+        message_ages(arrays, "calls", 2.0)
+
+
+def test_provider_family_from_model_then_format():
+    assert provider_family("claude-sonnet-4-5") == "anthropic"
+    assert provider_family("openai/gpt-4o") == "openai"
+    assert provider_family(None, "claude_code") == "anthropic"
+    assert provider_family("mystery", "openai_chat") == "unknown"
+    assert token_ratio("unknown") == 1.0
+
+
+def test_session_tokens_scale_by_family_ratio_and_setting(tmp_path: Path):
+    messages = [Message("user", "hello world " * 50), Message("assistant", "fine " * 30)]
+    from dp_compact.sessions.model import Session
+
+    raw = count_message_tokens(messages)
+    claude = Session(path="x", format="anthropic", messages=tuple(messages), model="claude-opus-4-6")
+    unknown = Session(path="x", format="openai_chat", messages=tuple(messages))
+    scaled = session_tokens(claude, load_settings(), use_cache=False)
+    assert scaled.tolist() == np.rint(raw * TOKEN_RATIOS["anthropic"]).astype(int).tolist()
+    assert session_tokens(unknown, load_settings(), use_cache=False).tolist() == raw.tolist()
+    assert session_tokens(claude, load_settings(token_ratio=1.0), use_cache=False).tolist() == raw.tolist()
+    assert session_tokens(claude, load_settings(tokenizer="bytes4"), use_cache=False).tolist() == \
+        count_message_tokens(messages, tokenizer="bytes4").tolist()
+
+
+def test_session_paths_expand_directories_and_skip_manifests(tmp_path: Path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "s.jsonl").write_text("")
+    (tmp_path / "a" / "manifest.json").write_text("{}")
+    (tmp_path / "notes.md").write_text("")
+    assert [p.name for p in session_paths([tmp_path])] == ["s.jsonl"]
+
+
+def test_calibrate_without_sessions_raises(tmp_path: Path):
+    with pytest.raises(ValueError, match="no readable session"):
+        calibrate([tmp_path])
+
+
+def test_calibrate_real_sessions_runs_and_reports():
+    result = calibrate([need(SESSIONS)], bootstrap=20)
+    assert len(result.sessions) >= 10
+    assert result.v_tokens is not None and result.v_tokens.value > 0
+    assert result.calls_per_turn is not None and result.calls_per_turn.value >= 1
+    for unit in ("turns", "rounds"):
+        fit, q0, tau = result.recall_fits[unit]
+        assert 0 < q0.value <= 1 and tau.value > 0 and q0.p05 <= q0.p95
+    assert set(result.token_ratios) >= {"anthropic", "openai"}
+    text = format_report(result)
+    assert "recall" in text and "<- chosen" in text
+    assert all(line.startswith("export DP_") for line in env_lines(result))
+    json.dumps(result.to_dict())  # JSON-ready
+
+
+def test_shipped_defaults_match_committed_calibration_results():
+    results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
+    settings = load_settings()
+    unit = results["recall_age"]
+    assert settings.recall_age == unit
+    assert settings.recall_q0 == pytest.approx(results["recall"][unit]["q0"]["value"], abs=0.005)
+    assert settings.recall_tau == pytest.approx(results["recall"][unit]["tau"]["value"], abs=0.05)
+    assert settings.v == pytest.approx(results["V"]["value"], abs=100)
+    assert settings.l == round(results["L"]["value"])
+    for family, ratio in TOKEN_RATIOS.items():
+        assert ratio == pytest.approx(results["token_ratio"][family]["value"], abs=0.005)
+
+
+def test_cli_calibrate_env_json_and_figure(synthetic, tmp_path: Path):
+    folder, _ = synthetic
+    runner = CliRunner()
+    env = runner.invoke(app, ["calibrate", str(folder), "--env", "--bootstrap", "10"])
+    assert env.exit_code == 0, env.output
+    lines = env.output.strip().splitlines()
+    assert "export DP_RECALL_AGE=turns" in lines and any(line.startswith("export DP_RECALL_TAU=") for line in lines)
+    figure = tmp_path / "calibration.png"
+    out = runner.invoke(app, ["calibrate", str(folder), "--json", "--bootstrap", "10", "--figure", str(figure)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert {"V", "L", "avg", "S", "token_ratio", "recall", "recall_age", "sessions"} <= set(data)
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_calibrate_empty_folder_fails_with_one_line(tmp_path: Path):
+    result = CliRunner().invoke(app, ["calibrate", str(tmp_path)])
+    assert result.exit_code == 2 and "no readable session" in result.output

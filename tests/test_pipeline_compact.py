@@ -1,0 +1,178 @@
+"""``compact_file`` and the ``compact`` / ``shrink`` commands: decisions, failures, atomic writes, breaker."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.cli import app
+from dp_compact.errors import CircuitOpenError, CompactionError, SummaryTooShortError
+from dp_compact.pipeline.breaker import CircuitBreaker
+from dp_compact.pipeline.compact import compact_file
+from dp_compact.pipeline.texts import parse_sections
+from dp_compact.pipeline.validate import validate_messages
+from dp_compact.settings import load_settings
+from tests.pipeline_helpers import FakeArchiver, read_jsonl, write_jsonl
+
+INSTRUCTION = "Never run migrations against production."
+
+
+def _turn(n: int, *, instruction: bool = False, lines: int = 300) -> list[dict]:
+    """One user turn with a tool round (Anthropic shape) and a final answer."""
+    text = f"Task {n}: look at src/part_{n}.py." + (f" {INSTRUCTION}" if instruction else "")
+    use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {"file_path": f"src/part_{n}.py"}}
+    return [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": [{"type": "text", "text": "Reading it."}, use]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "line\n" * lines}]},
+        {"role": "assistant", "content": f"Part {n} looks fine; I will move on to the next part."},
+    ]
+
+
+def _session(tmp_path: Path, turns: int = 4, lines: int = 300) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir(exist_ok=True)
+    return write_jsonl(folder / "session.jsonl", [m for n in range(turns) for m in _turn(n, instruction=n == 0, lines=lines)])
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_compact_keep_decision_and_empty_file_write_nothing(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    result = compact_file(_session(tmp_path, turns=2, lines=2), load_settings(), output=out)
+    assert result.decision == "keep" and result.rule == "no-benefit" and not out.exists() and not result.written
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    result = compact_file(empty, load_settings(), output=out, force=True)
+    assert result.decision == "keep" and result.rule == "empty" and not out.exists()
+
+
+def test_compact_dry_run_archives_and_writes_nothing(tmp_path: Path):
+    archive, out = FakeArchiver(), tmp_path / "out.jsonl"
+    result = compact_file(_session(tmp_path), load_settings(), output=out, keep=4, dry_run=True, archiver=archive)
+    assert result.decision == "compact" and result.k == 4 and result.cut == 12
+    assert not out.exists() and archive.heads == {} and result.archive_ref is None
+    assert INSTRUCTION in result.summary and [a.index for a in result.anchors]
+
+
+def test_compact_force_compacts_where_the_planner_keeps(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    result = compact_file(_session(tmp_path, turns=2, lines=2), load_settings(), output=out, force=True, archiver=FakeArchiver())
+    assert result.decision == "compact" and result.rule == "force-flag" and result.k == 3  # max(3, ⌊8·0.25 + ½⌋)
+    assert validate_messages(read_jsonl(out), "anthropic") == ()
+
+
+def test_compact_write_failure_leaves_no_output_no_temp_file_and_the_input_unchanged(tmp_path: Path, monkeypatch):
+    source = _session(tmp_path)
+    before, listing = _digest(source), sorted(os.listdir(source.parent))
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(CompactionError, match="No space left"):
+        compact_file(source, load_settings(), output=source.parent / "out.jsonl", keep=4)
+    assert sorted(os.listdir(source.parent)) == listing
+    assert _digest(source) == before
+
+
+def test_compact_refuses_to_overwrite_the_input(tmp_path: Path):
+    source = _session(tmp_path)
+    before = _digest(source)
+    with pytest.raises(CompactionError, match="refusing to overwrite the input"):
+        compact_file(source, load_settings(), output=source, keep=4)
+    assert _digest(source) == before
+
+
+def test_summary_failures_open_the_circuit_breaker(tmp_path: Path):
+    source, out = _session(tmp_path), tmp_path / "out.jsonl"
+    clock = [1000.0]
+    breaker = CircuitBreaker(tmp_path / "state" / "breaker.json", clock=lambda: clock[0])
+
+    def empty(request) -> str:
+        return ""
+
+    for _ in range(3):
+        with pytest.raises(SummaryTooShortError):
+            compact_file(source, load_settings(), output=out, keep=4, summarizer=empty, breaker=breaker)
+    assert breaker.failures(source) == 3
+    with pytest.raises(CircuitOpenError, match="3 consecutive summary failures"):
+        compact_file(source, load_settings(), output=out, keep=4, breaker=breaker)
+    assert not out.exists()
+    clock[0] += 601  # after the cool-down one attempt goes through; success closes the breaker
+    compact_file(source, load_settings(), output=out, keep=4, breaker=breaker)
+    assert out.exists() and breaker.failures(source) == 0
+
+
+def test_instructions_survive_many_successive_compactions(tmp_path: Path):
+    current = _session(tmp_path, turns=2)
+    archive = FakeArchiver()
+    for step in range(6):
+        out = tmp_path / f"step{step}.jsonl"
+        result = compact_file(current, load_settings(), output=out, keep=3, archiver=archive)
+        assert result.decision == "compact"
+        messages = read_jsonl(out)
+        assert INSTRUCTION in parse_sections(messages[0]["content"])["instructions"]
+        assert validate_messages(messages, "anthropic") == ()
+        current = write_jsonl(tmp_path / f"grown{step}.jsonl", messages + [m for n in range(2) for m in _turn(10 * step + n + 10)])
+    assert len(archive.heads) == 6
+
+
+def test_cli_compact_writes_reports_and_validates(tmp_path: Path):
+    source, out = _session(tmp_path), tmp_path / "out.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["decision"] == "compact" and data["k"] == 4 and data["written"] and data["archive_ref"].startswith("archive://")
+    assert validate_messages(read_jsonl(out), "anthropic") == ()
+    result = runner.invoke(app, ["validate", str(out), "--api", "anthropic"])
+    assert result.exit_code == 0
+    openai_out = tmp_path / "openai.jsonl"
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "--to", "openai", "-o", str(openai_out)])
+    assert result.exit_code == 0 and validate_messages(read_jsonl(openai_out), "openai") == ()
+
+
+def test_cli_compact_nothing_to_do_dry_run_and_errors(tmp_path: Path):
+    source, out = _session(tmp_path), tmp_path / "out.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(app, ["compact", str(_session(tmp_path, turns=2, lines=2)), "-o", str(out)])
+    assert result.exit_code == 0 and "nothing to do" in result.stdout and not out.exists()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "--dry-run"])
+    assert result.exit_code == 0 and "would compact" in result.stdout and "anchor" in result.stdout and not out.exists()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "99", "-o", str(out)])
+    assert result.exit_code == 2 and "no feasible cut" in result.output and not out.exists()
+    result = runner.invoke(app, ["compact", str(source)])
+    assert result.exit_code == 2 and "-o/--output is required" in result.output
+
+
+def test_cli_compact_reports_an_open_circuit_breaker(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    source, out = _session(tmp_path), tmp_path / "out.jsonl"
+    breaker = CircuitBreaker()
+    for _ in range(3):
+        breaker.record_failure(source, "summary request failed (HTTP 500)")
+    runner = CliRunner()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out)])
+    assert result.exit_code == 2 and "paused after 3 consecutive summary failures" in result.output and not out.exists()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out), "--reset-breaker"])
+    assert result.exit_code == 0 and out.exists()
+
+
+def test_cli_shrink_replaces_old_long_results_and_keeps_recent_turns(tmp_path: Path):
+    source, out = _session(tmp_path), tmp_path / "shrunk.jsonl"
+    result = CliRunner().invoke(app, ["shrink", str(source), "-o", str(out), "--keep-turns", "2"])
+    assert result.exit_code == 0 and "shrunk 2 tool result(s)" in result.stdout
+    before, after = read_jsonl(source), read_jsonl(out)
+    assert after[8:] == before[8:]  # the last two user turns, untouched
+    assert after[2]["content"][0]["content"].startswith("[tool result shrunk by dp-compact: 1,500 characters")
+    assert validate_messages(after, "anthropic") == ()
+    result = CliRunner().invoke(app, ["shrink", str(source), "-o", str(tmp_path / "none.jsonl"), "--keep-turns", "9"])
+    assert result.exit_code == 0 and "nothing to shrink" in result.stdout and not (tmp_path / "none.jsonl").exists()

@@ -1,0 +1,200 @@
+"""Pipeline stages one by one: split, shrink, anchors, summarize, reassemble (DESIGN §5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dp_compact.errors import NoFeasibleCutError, SummaryTooShortError
+from dp_compact.pipeline.anchors import carried_instructions, head_instructions, select_anchors
+from dp_compact.pipeline.reassemble import reassemble, summary_message_text
+from dp_compact.pipeline.shrink import PREVIEW_MAX_CHARS, PREVIEW_MIN_CHARS, preview, shrink_messages, shrink_session
+from dp_compact.pipeline.split import cut_for_keep, split
+from dp_compact.pipeline.summarize import ExtractiveSummarizer, SummaryRequest, check_summary, with_instructions
+from dp_compact.pipeline.texts import parse_sections, texts
+from dp_compact.sessions.anthropic import message_from_anthropic
+from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult
+from dp_compact.tokens import count_text_tokens
+
+USER = Message("user", "Fix src/app.py. Never push to main.", raw={"role": "user", "content": "Fix src/app.py. Never push to main."})
+
+
+def _loop(n_rounds: int, result_text: str = "ok") -> list[Message]:
+    """A user turn and ``n_rounds`` API rounds (Anthropic shape), each with raw dicts."""
+    messages = [USER]
+    for r in range(n_rounds):
+        use = {"type": "tool_use", "id": f"t{r}", "name": "Bash", "input": {"command": f"pytest tests/test_{r}.py"}}
+        messages.append(message_from_anthropic({"role": "assistant", "content": [use]}))
+        result = {"type": "tool_result", "tool_use_id": f"t{r}", "content": result_text}
+        messages.append(message_from_anthropic({"role": "user", "content": [result]}))
+    return messages
+
+
+# ---------------------------------------------------------------- split
+
+
+def test_cut_for_keep_on_tool_result_moves_to_the_round_opening_assistant():
+    messages = _loop(3)  # U A R A R A R
+    assert cut_for_keep(messages, 1) == 5  # keeping 1 would open on R: keep 2 from its assistant
+    assert cut_for_keep(messages, 2) == 5
+    assert cut_for_keep(messages, 3) == 3
+    assert cut_for_keep(messages, 6) == 1
+
+
+def test_cut_for_keep_more_than_droppable_raises():
+    with pytest.raises(NoFeasibleCutError):
+        cut_for_keep(_loop(2), 5)
+    with pytest.raises(NoFeasibleCutError):
+        cut_for_keep(_loop(2), 0)
+
+
+def test_split_rejects_an_infeasible_cut_and_splits_a_feasible_one():
+    messages = _loop(2)
+    with pytest.raises(NoFeasibleCutError):
+        split(messages, 2)  # would open on a tool result
+    head, tail = split(messages, 3)
+    assert head == tuple(messages[:3]) and tail == tuple(messages[3:])
+
+
+# ---------------------------------------------------------------- shrink
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(min_size=801, max_size=6000))
+def test_preview_of_any_long_text_is_400_to_600_characters_and_states_the_size(text):
+    shown = preview(text)
+    assert PREVIEW_MIN_CHARS <= len(shown) <= PREVIEW_MAX_CHARS
+    assert f"{len(text):,} characters" in shown
+
+
+def test_preview_of_json_keeps_key_fields_and_of_text_keeps_errors_head_and_tail():
+    data = {"status": "failed", "id": "run-42", "rows": list(range(400)), "error": "disk full"}
+    shown = preview(json.dumps(data))
+    assert "JSON" in shown and "status: \"failed\"" in shown and "error: \"disk full\"" in shown and "rows: [400 items]" in shown
+    log = "first line\n" + "noise\n" * 300 + "ERROR: connection refused\n" + "noise\n" * 300 + "last line"
+    shown = preview(log)
+    assert "first line" in shown and "last line" in shown and "ERROR: connection refused" in shown
+
+
+def test_shrink_messages_copies_and_leaves_short_results_and_the_input_alone():
+    messages = _loop(2, result_text="x" * 5000)
+    shrunk = shrink_messages(messages)
+    assert messages[2].tool_results[0].text == "x" * 5000  # input untouched
+    assert len(shrunk[2].tool_results[0].text) <= PREVIEW_MAX_CHARS
+    assert shrunk[2].raw["content"][0]["content"] == shrunk[2].tool_results[0].text
+    assert shrunk[0] is messages[0] and shrunk[1] is messages[1]
+
+
+def test_shrink_session_only_touches_results_before_the_last_user_turns():
+    messages = _loop(2, "y" * 2000) + [Message("user", "next", raw={"role": "user", "content": "next"})] + _loop(1, "z" * 2000)[1:]
+    session = Session(path="s", format="anthropic", messages=tuple(messages))
+    result = shrink_session(session, keep_turns=1)
+    assert result.shrunk_results == 2 and result.protected_from == 5
+    assert result.messages[5:] == tuple(messages[5:]) and all(a is b for a, b in zip(result.messages[5:], messages[5:]))
+    assert shrink_session(session, keep_turns=3).shrunk_results == 0  # fewer user turns: nothing is old
+
+
+# ---------------------------------------------------------------- anchors
+
+
+def test_select_anchors_prefers_user_turns_paths_and_errors_in_order():
+    head = _loop(3) + [Message("assistant", "All good.")]
+    errors = [message_from_anthropic({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Traceback: ValueError in src/app.py"}]})]
+    head = head[:4] + errors + head[5:]
+    anchors = select_anchors(head, limit=2)
+    assert [a.index for a in anchors] == sorted(a.index for a in anchors)
+    assert {a.index for a in anchors} == {0, 4}
+    assert anchors[0].snippet.startswith("Fix src/app.py") and "ValueError" in anchors[1].snippet
+
+
+def test_head_instructions_carry_a_previous_summary_forward():
+    previous = summary_message_text(
+        "User instructions (still in force):\n- Never deploy on Fridays.", (), None, n_messages=3, head_tokens=10
+    )
+    head = [Message("user", previous, raw={"role": "user", "content": previous}), Message("assistant", "ok"), USER]
+    assert carried_instructions(previous) == ["Never deploy on Fridays."]
+    assert head_instructions(head) == ["Never deploy on Fridays.", "Never push to main."]
+
+
+# ---------------------------------------------------------------- summarize
+
+
+def _request(head, target=500, limit=1000, instructions=()):
+    return SummaryRequest(head=tuple(head), shrunk_head=shrink_messages(head), previous_summary=None,
+                          target_tokens=target, max_tokens=limit, instructions=tuple(instructions))
+
+
+def test_extractive_summary_has_labelled_sections_from_the_head():
+    head = _loop(2, "FAILED tests/test_1.py::test_x - AssertionError")
+    body = ExtractiveSummarizer()(_request(head, instructions=head_instructions(head)))
+    sections = parse_sections(body)
+    assert sections["goals"] == ["Fix src/app.py. Never push to main."]
+    assert sections["instructions"] == ["Never push to main."]
+    assert "pytest tests/test_1.py" in sections["commands"]
+    assert any("AssertionError" in e for e in sections["errors"])
+    assert "tests/test_0.py" in "\n".join(sections["files"])
+
+
+def test_extractive_summary_is_sized_to_about_s_and_never_above_the_limit():
+    head = [USER] + [Message("user", f"Please edit src/module_{i}/file_{i}.py and run job {i} carefully now.") for i in range(400)]
+    for target in (100, 500):
+        body = ExtractiveSummarizer()(_request(head, target=target, limit=2 * target))
+        tokens = int(count_text_tokens([body])[0])
+        assert 0.7 * target <= tokens <= 2 * target
+
+
+def test_check_summary_rejects_empty_and_too_short_summaries():
+    head = _loop(3, "z" * 3000)
+    with pytest.raises(SummaryTooShortError):
+        check_summary("   ", head)
+    with pytest.raises(SummaryTooShortError):
+        check_summary("Sure.", head)
+    assert check_summary("  " + "fine " * 40, head) == ("fine " * 40).strip()
+    assert check_summary("hi", [Message("user", "hi")]) == "hi"  # a tiny head may have a tiny summary
+
+
+def test_with_instructions_appends_lost_instructions_only():
+    assert with_instructions("User goals:\n- x\n\nUser instructions (still in force):\n- Never push.", ["Never push."]).count("Never push.") == 1
+    fixed = with_instructions("An LLM summary that paraphrased everything.", ["Never push to main."])
+    assert parse_sections(fixed)["instructions"] == ["Never push to main."]
+
+
+# ---------------------------------------------------------------- reassemble
+
+
+def _tail(first_role: str) -> list[Message]:
+    if first_role == "user":
+        return [USER, message_from_anthropic({"role": "assistant", "content": [{"type": "text", "text": "done"}]})]
+    return _loop(1)[1:]
+
+
+@pytest.mark.parametrize("first_role, acknowledged", [("user", True), ("assistant", False)])
+def test_reassemble_acknowledges_only_before_a_user_led_tail(first_role, acknowledged):
+    tail = _tail(first_role)
+    out = reassemble("[summary]\nx", tail, "anthropic")
+    assert out[0] == {"role": "user", "content": "[summary]\nx"}
+    assert (out[1] == {"role": "assistant", "content": texts().acknowledgement}) is acknowledged
+    assert all(a is b.raw for a, b in zip(out[len(out) - len(tail) :], tail))  # the tail's own dicts
+
+
+def test_reassemble_openai_puts_system_messages_first_unchanged():
+    system = [{"role": "system", "content": "You are terse.", "name": "sys"}, {"role": "developer", "content": "Be safe."}]
+    tail = [Message("user", "hi", raw={"role": "user", "content": "hi"}), Message("assistant", "hello", raw={"role": "assistant", "content": "hello"})]
+    out = reassemble("[summary]\nx", tail, "openai", system_raw=system)
+    assert out[:2] == system and out[2]["content"] == "[summary]\nx" and out[3]["role"] == "assistant" and out[4:] == [t.raw for t in tail]
+
+
+def test_reassemble_converts_anthropic_tool_loops_to_openai_and_back():
+    tail = _loop(2)[1:]
+    openai = reassemble("[summary]\nx", tail, "openai")
+    assert [m["role"] for m in openai] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert openai[1]["tool_calls"][0]["function"] == {"name": "Bash", "arguments": '{"command": "pytest tests/test_0.py"}'}
+    oa_tail = [Message(m["role"] if m["role"] != "tool" else "tool", raw=m,
+                       tool_calls=tuple(ToolCall(c["id"], c["function"]["name"]) for c in m.get("tool_calls") or ()),
+                       tool_results=(ToolResult(m["tool_call_id"], m["content"]),) if m["role"] == "tool" else ())
+               for m in openai[1:]]
+    back = reassemble("[summary]\nx", oa_tail, "anthropic")
+    assert [b for m in back[1:] for b in m["content"]] == [b for m in tail for b in m.raw["content"]]

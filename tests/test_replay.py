@@ -1,0 +1,336 @@
+"""Replay (README "Replay"): hand-computed costs per policy, invariants, real sessions, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+from typer.testing import CliRunner
+
+from dp_compact.cli import app
+from dp_compact.cuts import message_arrays
+from dp_compact.errors import SettingsError
+from dp_compact.pricing import Prices
+from dp_compact.replay import ReplayParams, make_recording, prefix_floor_usd, replay
+from dp_compact.replay_policies import (
+    CLAUDE_CODE_BUFFER_TOKENS,
+    CLAUDE_CODE_OUTPUT_RESERVE_TOKENS,
+    CODEX_AUTO_COMPACT_RATIO,
+    CODEX_USER_MESSAGE_MAX_TOKENS,
+    DEFAULT_POLICIES,
+    LANGCHAIN_MESSAGES_TO_KEEP,
+    LANGCHAIN_TRIGGER_RATIO,
+    OPENHANDS_KEEP_FIRST,
+    OPENHANDS_MAX_SIZE,
+    LangChain,
+    OpenHands,
+    parse_policy,
+)
+from dp_compact.replay_shell import replay_directory, replay_file, replay_history
+from dp_compact.sessions import read_session
+from dp_compact.sessions.model import Message, ToolCall, ToolResult
+from dp_compact.settings import load_settings
+from tests.conftest import SESSIONS, need, session_files
+from tests.strategies import conversations
+
+# ----------------------------------------------------------------------------- a small session
+#
+#   index  role       tokens  call
+#   0      user          100
+#   1      assistant      50   call 0 (prompt = messages [0, 1)), tool call c1
+#   2      tool         1000
+#   3      assistant      20   call 1
+#   4      user          200
+#   5      assistant      30   call 2, tool call c2
+#   6      tool         2000
+#   7      assistant      40   call 3
+#
+# Prices 3.00 input / 0.30 cache / 15.00 output $/MTok, V = 1,000, S = 100, L_instr = 70.
+# Cumulative tokens: [0, 100, 150, 1150, 1170, 1370, 1400, 3400, 3440].
+# Prompts under "never": 1,100 / 2,150 / 2,370 / 4,400 tokens; outputs 50 / 20 / 30 / 40.
+# All sums below are in $ · 1e6 (tokens · $/MTok).
+
+MESSAGES = (
+    Message("user", "start"),
+    Message("assistant", "", tool_calls=(ToolCall("c1", "bash", "{}"),)),
+    Message("tool", tool_results=(ToolResult("c1", "out"),)),
+    Message("assistant", "done"),
+    Message("user", "next"),
+    Message("assistant", "", tool_calls=(ToolCall("c2", "bash", "{}"),)),
+    Message("tool", tool_results=(ToolResult("c2", "out"),)),
+    Message("assistant", "done"),
+)
+TOKENS = np.array([100, 50, 1000, 20, 200, 30, 2000, 40])
+POSITIONS = np.array([1, 3, 5, 7])
+
+
+def _prices(window: int, write: float | None = None) -> Prices:
+    return Prices("test", 3.0, 0.3, 15.0, write, window, "test")
+
+
+def _params(window: int = 10_000, write: float | None = None, ttl: float | None = None) -> ReplayParams:
+    return ReplayParams(prices=_prices(window, write), v_tokens=1000, s_tokens=100, cache_ttl_s=ttl)
+
+
+def _recording(times: list[float] | None = None):
+    return make_recording(MESSAGES, TOKENS, message_arrays(MESSAGES), POSITIONS, TOKENS[POSITIONS],
+                          None if times is None else np.array(times))
+
+
+def _settings(**flags):
+    return load_settings(v=1000, s=100, **flags)
+
+
+def _total(result) -> float:
+    return round(result.total_usd * 1e6, 6)
+
+
+def test_replay_never_charges_cache_reads_new_input_and_output():
+    result = replay(_recording(), parse_policy("never", _settings()), _params())
+    # call 0: 1,100 new · 3 = 3,300;                    output 50 · 15 = 750
+    # call 1: 1,100 read · 0.3 = 330, 1,050 new · 3 = 3,150;  output 20 · 15 = 300
+    # call 2: 2,150 read · 0.3 = 645,   220 new · 3 = 660;    output 30 · 15 = 450
+    # call 3: 2,370 read · 0.3 = 711, 2,030 new · 3 = 6,090;  output 40 · 15 = 600
+    assert round(result.cache_read_usd * 1e6, 6) == 330 + 645 + 711
+    assert round(result.input_usd * 1e6, 6) == 3300 + 3150 + 660 + 6090
+    assert round(result.output_usd * 1e6, 6) == 750 + 300 + 450 + 600
+    assert result.write_usd == 0 and result.compaction_usd == 0
+    assert _total(result) == 16986
+    assert (result.compactions, result.overflows, result.peak_context_tokens) == (0, 0, 4400)
+    assert result.mean_context_tokens == (1100 + 2150 + 2370 + 4400) / 4
+
+
+def test_replay_profile_with_write_price_charges_new_tokens_as_writes():
+    result = replay(_recording(), parse_policy("never", _settings()), _params(write=3.75))
+    # the 13,200/3 = 4,400 uncached tokens are cache writes at 3.75
+    assert result.input_usd == 0
+    assert round(result.write_usd * 1e6, 6) == 4400 * 3.75
+
+
+def test_replay_cache_ttl_empties_the_cache_after_a_long_gap():
+    result = replay(_recording([0, 10, 400, 410]), parse_policy("never", _settings()), _params(ttl=300))
+    # call 2 comes 390 s after call 1: its 2,370 tokens are all new (7,110) instead of 645 + 660
+    assert _total(result) == 16986 - 645 - 660 + 7110
+
+
+def test_replay_threshold_summary_only_pays_the_request_and_restarts_from_v():
+    result = replay(_recording(), parse_policy("threshold:0.3", _settings()), _params())
+    # calls 0-2 as "never" (prompts < 3,000). Call 3: 4,400 >= 3,000 -> compaction of all 7 messages:
+    #   request over V + H = 4,400: 2,370 read · 0.3 = 711, 2,030 new · 3 = 6,090, 70 · 3 = 210, 100 · 15 = 1,500
+    #   call 3 prompt V + S = 1,100: 1,000 read · 0.3 = 300, 100 new · 3 = 300, output 600
+    assert round(result.compaction_usd * 1e6, 6) == 711 + 6090 + 210 + 1500
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 300) + 2100 + 8511
+    assert result.compactions == 1 and result.peak_context_tokens == 2370
+
+
+def test_replay_threshold_keeping_a_share_keeps_the_largest_feasible_tail_within_it():
+    result = replay(_recording(), parse_policy("threshold:0.3:0.7", _settings()), _params())
+    # budget 0.7 · 3,400 = 2,380; feasible cuts 1, 3, 4, 5 keep 3,300 / 2,250 / 2,230 / 2,030 tokens -> cut 3
+    #   request over V + 1,150 = 2,150 (all cached): 645 + 210 + 1,500 = 2,355
+    #   call 3 prompt 1,000 + 100 + 2,250 = 3,350: 300 read, 2,350 new · 3 = 7,050, output 600
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 7050) + 2100 + 2355
+
+
+def test_replay_claude_code_compacts_at_window_minus_output_reserve_and_buffer():
+    window = CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS + 3000  # trigger at 3,000 tokens
+    result = replay(_recording(), parse_policy("claude-code", _settings()), _params(window=window))
+    assert _total(result) == 19296  # the same arithmetic as threshold:0.3 (summary only at call 3)
+
+
+def test_replay_codex_keeps_recent_user_messages_beside_the_summary():
+    result = replay(_recording(), parse_policy("codex", _settings()), _params(window=4000))
+    # trigger 0.9 · 4,000 = 3,600 <= 4,400 at call 3; request as summary-only (8,511);
+    # block = S + user tokens (100 + 200) = 400; call 3 prompt 1,400: 300 read, 400 new · 3 = 1,200, 600 out
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 1200) + 2100 + 8511
+
+
+def test_replay_openhands_keeps_first_messages_summary_and_recent_events():
+    result = replay(_recording(), OpenHands(max_size=6, keep_first=1), _params())
+    # call 3 sees 7 events > 6: target 3 -> keep 3 - 1 - 1 = 1 recent message at least: cut 5, message 0 pinned
+    #   request over V + 2,370 (cached): 711 + 210 + 1,500 = 2,421; cache keeps V + message 0 = 1,100
+    #   call 3 prompt 1,000 + 100 + 100 + 2,030 = 3,230: 1,100 read · 0.3 = 330, 2,130 new · 3 = 6,390
+    assert _total(result) == (330 + 645 + 330) + (3300 + 3150 + 660 + 6390) + 2100 + 2421
+
+
+def test_replay_langchain_keeps_the_last_messages_at_a_feasible_cut():
+    result = replay(_recording(), LangChain(trigger_ratio=0.3, keep_messages=2), _params())
+    # call 3: 4,400 >= 3,000; keep >= 2 messages -> cut 5 (messages 5, 6)
+    #   request 711 + 210 + 1,500 = 2,421; call 3 prompt 3,130: 300 read, 2,130 new · 3 = 6,390
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 6390) + 2100 + 2421
+
+
+@pytest.mark.parametrize("name", ["dp", "seed"])
+def test_replay_planner_forced_rule_compacts_where_the_context_passes_the_threshold(name):
+    # R = E · L = 1 and QP = 0: NetBenefit is never positive, only the forced rule (0.2 · 10,000) acts.
+    settings = _settings(e_fixed=1, l=1, quality_penalty=0, force_ratio=0.2)
+    result = replay(_recording(), parse_policy(name, settings), _params())
+    # call 2: last prompt 2,150 > 2,000 -> forced; keeping 3 (cut 1) would leave 2,150 - 100 + 100 > 2,000,
+    #   so the deepest feasible cut 4 (seed: the only plain-user cut, 2,150 - 1,170 + 100 fits)
+    #   request over V + 1,170 = 2,170: 2,150 read · 0.3 = 645, 20 new · 3 = 60, 210, 1,500 -> 2,415
+    #   call 2 prompt 1,000 + 100 + 200 = 1,300: 300 read, 300 new · 3 = 900, output 450
+    # call 3: prompt 1,300 + 30 + 2,000 = 3,330: 1,300 read · 0.3 = 390, 2,030 new · 3 = 6,090, output 600
+    assert _total(result) == (330 + 300 + 390) + (3300 + 3150 + 900 + 6090) + 2100 + 2415
+    assert result.compactions == 1
+
+
+def test_replay_never_overflow_is_counted_and_hard_truncated_at_a_feasible_cut():
+    result = replay(_recording(), parse_policy("never", _settings()), _params(window=3100))
+    # call 3: 4,400 > 3,100 -> overflow; feasible cuts 1, 3, 4, 5 give 4,300 / 3,250 / 3,230 / 3,030: cut 5
+    #   call 3 prompt 3,030: 1,000 read · 0.3 = 300, 2,030 new · 3 = 6,090, output 600; no request
+    assert (result.overflows, result.truncations, result.compactions) == (1, 1, 0)
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 6090) + 2100
+    assert result.peak_context_tokens == 3030
+
+
+def test_replay_same_planner_policy_object_gives_the_same_result_twice():
+    policy = parse_policy("dp", _settings(force_ratio=0.2))
+    first, second = (replay(_recording(), policy, _params()) for _ in range(2))
+    assert first == second
+
+
+def test_parse_policy_rejects_unknown_names_and_bad_numbers():
+    for spec in ("sometimes", "threshold", "threshold:0", "threshold:1.5", "threshold:0.8:-1", "threshold:x", "dp:1"):
+        with pytest.raises(SettingsError, match="--policy"):
+            parse_policy(spec, _settings())
+
+
+def test_presets_use_the_documented_numbers():
+    assert (CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CLAUDE_CODE_BUFFER_TOKENS) == (20_000, 13_000)
+    assert (CODEX_AUTO_COMPACT_RATIO, CODEX_USER_MESSAGE_MAX_TOKENS) == (0.9, 20_000)
+    assert (OPENHANDS_MAX_SIZE, OPENHANDS_KEEP_FIRST) == (120, 4)
+    assert (LANGCHAIN_TRIGGER_RATIO, LANGCHAIN_MESSAGES_TO_KEEP) == (0.8, 20)
+    assert all(parse_policy(name, _settings()).name == name for name in DEFAULT_POLICIES)
+
+
+# ----------------------------------------------------------------------------- invariants
+
+
+@st.composite
+def recordings(draw: st.DrawFn):
+    """A conversation with random token counts; one call per assistant message."""
+    messages = tuple(draw(conversations()))
+    tokens = np.array(draw(st.lists(st.integers(0, 5000), min_size=len(messages), max_size=len(messages))), dtype=np.int64)
+    positions = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
+    outputs = np.array(draw(st.lists(st.integers(0, 2000), min_size=positions.size, max_size=positions.size)), dtype=np.int64)
+    return make_recording(messages, tokens, message_arrays(messages), positions, outputs)
+
+
+POLICIES = ("dp", "seed", "never", "threshold:0.5", "threshold:0.6:0.3", "threshold:0.7:3000", "claude-code", "codex",
+            "openhands", "langchain")
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(rec=recordings(), window=st.integers(2_000, 60_000), write=st.sampled_from([None, 3.75]))
+def test_replay_invariants_hold_for_every_policy(rec, window, write):
+    params = ReplayParams(_prices(window + 33_000, write), v_tokens=1000, s_tokens=100)
+    floor = prefix_floor_usd(rec, params)
+    for spec in POLICIES:
+        result = replay(rec, parse_policy(spec, _settings()), params)
+        assert result.total_usd >= result.floor_usd - 1e-12 >= floor - 2e-12
+        assert result.calls == rec.n_calls and result.contexts.shape == (rec.n_calls,)
+        assert result.truncations <= result.overflows
+        if result.overflows == 0:
+            assert result.peak_context_tokens <= params.window
+    never = replay(rec, parse_policy("never", _settings()), params)
+    assert never.compaction_usd == 0 and never.compactions == 0
+    full = params.v_tokens + rec.prefix_tokens[rec.call_positions]
+    assert (never.overflows > 0) == bool(full.size and full.max() > params.window)
+    if never.overflows == 0:
+        np.testing.assert_array_equal(never.contexts, full)
+
+
+# ----------------------------------------------------------------------------- real sessions
+
+
+def _readable(path: Path) -> bool:
+    return not path.name.startswith("cline_ui_messages")
+
+
+@pytest.mark.parametrize("path", [p for p in session_files() if _readable(p)] or [SESSIONS / "absent"], ids=lambda p: p.name)
+def test_replay_real_session_every_policy_runs(path):
+    need(path)
+    report = replay_file(path, load_settings(), [*DEFAULT_POLICIES, "threshold:0.8:0.3"], use_cache=False)
+    assert report.n_calls > 0 and len(report.results) == len(DEFAULT_POLICIES) + 1
+    for result in report.results:
+        assert result.total_usd >= result.floor_usd >= report.prefix_floor_usd - 1e-9
+        assert result.compactions >= 0 and result.calls == report.n_calls
+    assert report.to_dict()["best_fixed_usd"] == min(r.total_usd for r in report.results if r.fixed)
+
+
+def test_replay_history_drops_what_recorded_compactions_inserted():
+    codex = read_session(need(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl"))
+    history = replay_history(codex)
+    assert len(codex.history) - len(history) == 18  # 2 summaries and 16 replacement-history copies
+    claude = read_session(need(SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"))
+    assert len(replay_history(claude)) == len(claude.history) - 1 > len(claude.messages)
+
+
+def test_replay_directory_lists_every_session_and_skips_non_sessions():
+    folder = need(SESSIONS)
+    report = replay_directory(folder, load_settings(), ["never", "dp"], workers=1)
+    readable = [p for p in session_files() if _readable(p)]
+    assert [Path(s.path) for s in report.sessions] == readable
+    assert [Path(p).name for p, _ in report.skipped] == ["cline_ui_messages_cardgame.json"]
+    totals = {row["policy"]: row for row in report.totals()}
+    assert totals["never"]["vs_best_fixed"] == 1.0
+    assert totals["dp"]["calls"] == sum(s.n_calls for s in report.sessions)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _write_session(path: Path) -> Path:
+    lines = []
+    for turn in range(6):
+        lines.append({"role": "user", "content": f"task {turn} " + "word " * 400})
+        lines.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{turn}", "name": "bash", "input": {"cmd": "ls"}}]})
+        lines.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{turn}", "content": "file " * 3000}]})
+        lines.append({"role": "assistant", "content": "done " * 50})
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_cli_replay_prints_a_table_per_policy(tmp_path):
+    session = _write_session(tmp_path / "s.jsonl")
+    done = CliRunner().invoke(app, ["replay", str(session), "--policy", "never", "--policy", "threshold:0.05:0.5", "--v", "1000"])
+    assert done.exit_code == 0, done.output
+    assert "never" in done.output and "threshold:0.05:0.5" in done.output and "vs best fixed" in done.output
+
+
+def test_cli_replay_json_has_stable_keys(tmp_path):
+    session = _write_session(tmp_path / "s.jsonl")
+    done = CliRunner().invoke(app, ["replay", str(session), "--json", "--policy", "dp", "--policy", "never", "--cache-ttl", "300"])
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.output)
+    assert {"session", "prices", "v_tokens", "s_tokens", "cache_ttl_s", "best_fixed_usd", "policies"} <= set(data)
+    assert [p["policy"] for p in data["policies"]] == ["dp", "never"]
+    assert {"total_usd", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd", "compactions",
+            "overflows", "peak_context_tokens", "mean_context_tokens", "vs_best_fixed"} <= set(data["policies"][0])
+
+
+def test_cli_replay_bad_policy_exits_2(tmp_path):
+    session = _write_session(tmp_path / "s.jsonl")
+    done = CliRunner().invoke(app, ["replay", str(session), "--policy", "sometimes"])
+    assert done.exit_code == 2 and "unknown policy" in done.output
+
+
+def test_cli_replay_plot_writes_an_image(tmp_path):
+    pytest.importorskip("matplotlib")
+    session = _write_session(tmp_path / "s.jsonl")
+    done = CliRunner().invoke(app, ["replay", str(session), "--policy", "never", "--policy", "codex", "--plot", str(tmp_path / "c.png")])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_replay_folder_in_worker_processes_prints_rows_and_totals(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        _write_session(folder / name)
+    (folder / "notes.txt").write_text("not a session")
+    done = CliRunner().invoke(app, ["replay", str(folder), "--policy", "never", "--policy", "dp", "--workers", "2"])
+    assert done.exit_code == 0, done.output
+    assert "a.jsonl" in done.output and "b.jsonl" in done.output and "total" in done.output
