@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import SettingsError, UnknownProfileError
+from dp_compact.estimation import measured_token_ratio
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, get_prices
 from dp_compact.sessions import read_session
@@ -20,7 +21,7 @@ from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
 
-__all__ = ["choose_prices", "plan_file", "plan_session", "resolve_prices", "session_tokens"]
+__all__ = ["choose_prices", "plan_file", "plan_session", "resolve_prices", "session_tokens", "token_scale"]
 
 
 def choose_prices(settings: Settings, session: Session | None = None) -> tuple[Prices, tuple[str, ...]]:
@@ -83,29 +84,50 @@ def resolve_prices(settings: Settings, session_model: str | None = None) -> Pric
     return choose_prices(settings, stub)[0]
 
 
-def session_tokens(session: Session, settings: Settings, *, use_cache: bool = True) -> npt.NDArray[np.int64]:
-    """Tokens per live message, shape (N,), with the settings' tokenizer and the persistent cache.
+def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int64]) -> tuple[float, str]:
+    """Provider tokens per counted token for ``session``, and where the factor comes from.
 
-    ``tiktoken`` counts are scaled to the provider's tokens by ``DP_TOKEN_RATIO``, else by the
-    calibrated factor of the session's provider family (:func:`~dp_compact.tokens.token_ratio`;
-    1 for an unknown family) and rounded. ``bytes4`` counts are the seed's and never scaled.
+    ``DP_TOKEN_RATIO`` when set; else the ratio measured from the session's own usage records
+    (:func:`~dp_compact.estimation.measured_token_ratio`); else the calibrated factor of its
+    provider family (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family).
+    ``bytes4`` counts are the seed's and never scaled.
     """
+    if settings.tokenizer != "tiktoken":
+        return 1.0, "none (bytes4)"
+    if settings.token_ratio is not None:
+        return settings.token_ratio, "setting"
+    measured = measured_token_ratio(session, counts)
+    if measured is not None:
+        return measured, "measured"
+    family = provider_family(session.model, session.format)
+    return token_ratio(family), f"family {family or 'unknown'}"
+
+
+def _scaled_tokens(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str]:
+    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source."""
     cache = TokenCache() if use_cache and settings.tokenizer == "tiktoken" else None
     try:
         counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache)
     finally:
         if cache is not None:
             cache.close()
-    if settings.tokenizer != "tiktoken":
-        return counts
-    ratio = settings.token_ratio if settings.token_ratio is not None else token_ratio(provider_family(session.model, session.format))
-    return counts if ratio == 1.0 else np.rint(counts * ratio).astype(np.int64)
+    ratio, source = token_scale(session, settings, counts)
+    return (counts if ratio == 1.0 else np.rint(counts * ratio).astype(np.int64)), ratio, source
+
+
+def session_tokens(session: Session, settings: Settings, *, use_cache: bool = True) -> npt.NDArray[np.int64]:
+    """Tokens per live message, shape (N,): counted with the settings' tokenizer (persistent cache),
+    then scaled to the provider's tokens by :func:`token_scale` and rounded.
+    """
+    return _scaled_tokens(session, settings, use_cache)[0]
 
 
 def plan_session(session: Session, settings: Settings, *, use_cache: bool = True) -> Plan:
     """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`."""
     prices, notes = choose_prices(settings, session)
-    message_tokens = session_tokens(session, settings, use_cache=use_cache)
+    message_tokens, ratio, source = _scaled_tokens(session, settings, use_cache)
+    if ratio != 1.0:
+        notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
     return replace(result, notes=notes + result.notes) if notes else result
 

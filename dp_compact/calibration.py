@@ -21,11 +21,22 @@ import numpy.typing as npt
 
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import NotASessionError, UnknownFormatError
+from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
 from dp_compact.history import History, call_message_counts, read_history
 from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
 
-__all__ = ["AGE_UNITS", "Calibration", "Estimate", "SessionMeasures", "calibrate", "env_lines", "format_report", "session_paths"]
+__all__ = [
+    "AGE_UNITS",
+    "Calibration",
+    "Estimate",
+    "SessionMeasures",
+    "calibrate",
+    "env_lines",
+    "format_report",
+    "measure_session",
+    "session_paths",
+]
 
 AGE_UNITS = ("turns", "rounds")
 #: Bootstrap resamples (over sessions) behind every spread.
@@ -152,7 +163,8 @@ class Calibration:
         for unit, (fit, q0, tau) in self.recall_fits.items():
             counts = self.recall[unit]
             recall[unit] = {
-                "q0": q0.to_dict(), "tau": tau.to_dict(), "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared,
+                "q0": q0.to_dict(), "tau": tau.to_dict(), "q0_needed_again": RecallFit(q0.value, tau.value, fit.r_squared, fit.bins).q0_needed_again,
+                "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared,
                                                                              "bins": fit.bins},
                 "session_r_squared": self.recall_session_r2[unit],
                 "pooled": {"age": list(range(counts.needed.size)), "needed": counts.needed.tolist(), "observed": counts.observed.tolist()},
@@ -331,7 +343,7 @@ def calibrate(
     rng = np.random.default_rng(seed)
     pairs = [(h.live.llm_calls, h.live.user_turns) for h in histories if h.live.user_turns and any(s.usage for s in h.segments)]
     calls = _bootstrap(pairs, lambda ps: sum(c for c, _ in ps) / max(sum(t for _, t in ps), 1), bootstrap, rng)
-    l_used = float(recall_l) if recall_l else float(round(calls.value)) if calls else 5.0
+    l_used = float(recall_l) if recall_l else float(round(calls.value)) if calls else DEFAULT_CALLS_PER_TURN
     sessions = [measure_session(h, recall_l=l_used) for h in histories]
     with_usage = [s for s in sessions if s.prompt_tokens.size]
     ratios: dict[str, Estimate] = {}
@@ -355,7 +367,8 @@ def calibrate(
 def env_lines(calibration: Calibration) -> list[str]:
     """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family)."""
     fit, q0, tau = calibration.recall_fits[calibration.recall_age]
-    lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}", f"export DP_RECALL_TAU={tau.value:.3g}"]
+    needed = RecallFit(q0.value, tau.value, fit.r_squared, fit.bins).q0_needed_again
+    lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={needed:.3g}", f"export DP_RECALL_TAU={tau.value:.3g}"]
     if calibration.v_tokens is not None:
         lines.append(f"export DP_V={round(calibration.v_tokens.value, -2):.0f}")
     if calibration.calls_per_turn is not None:
@@ -373,6 +386,11 @@ def _fmt(e: Estimate | None, spec: str = ",.0f") -> str:
     return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
 
 
+def _num(value: float | None, spec: str) -> str:
+    """``value`` formatted, or ``-`` when missing."""
+    return "-" if value is None else format(value, spec)
+
+
 def format_report(calibration: Calibration) -> str:
     """The calibration as a readable table (formatting only)."""
     c = calibration
@@ -388,14 +406,14 @@ def format_report(calibration: Calibration) -> str:
         fit, q0, tau = c.recall_fits[unit]
         scale = "user turns" if unit == "turns" else f"API rounds / {c.recall_l:g}"
         mark = "  <- chosen" if unit == c.recall_age else ""
-        lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')}")
+        lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')} per age unit")
+        needed = RecallFit(q0.value, tau.value, fit.r_squared, fit.bins).q0_needed_again
+        lines.append(f"                 needed again at all from age 0: {needed:.3f} (the cost model's DP_RECALL_Q0)")
         lines.append(f"                 tau = {_fmt(tau, '.2f')} {scale}; R² pooled {fit.r_squared:.2f}, per session"
                      f" {c.recall_session_r2[unit]:.2f}{mark}")
     lines.append("per session:")
     lines.append(f"  {'file':<40} {'family':<9} {'turns':>5} {'calls':>5} {'V':>7} {'L':>6} {'avg':>8} {'ratio':>6}")
     for s in c.sessions:
-        def num(value: float | None, spec: str) -> str:
-            return "-" if value is None else format(value, spec)
-        lines.append(f"  {Path(s.path).name[:40]:<40} {s.family:<9} {s.user_turns:>5} {s.llm_calls:>5} {num(s.v_tokens, ',.0f'):>7}"
-                     f" {num(s.calls_per_turn, '.1f'):>6} {num(s.avg_tokens, ',.0f'):>8} {num(s.token_ratio, '.3f'):>6}")
+        lines.append(f"  {Path(s.path).name[:40]:<40} {s.family:<9} {s.user_turns:>5} {s.llm_calls:>5} {_num(s.v_tokens, ',.0f'):>7}"
+                     f" {_num(s.calls_per_turn, '.1f'):>6} {_num(s.avg_tokens, ',.0f'):>8} {_num(s.token_ratio, '.3f'):>6}")
     return "\n".join(lines)

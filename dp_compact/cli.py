@@ -72,7 +72,7 @@ def render_plan(data: dict) -> str:
             lines.append(f"  {label:<32} {sign}{data['terms'][key]:.6f}")
         lines.append(f"  {'NetBenefit':<32} {data['terms']['net']:+.6f}")
     lines.append(
-        f"estimates E = {data['E']:g} turns, L = {data['L']:g} calls/turn ({data['L_source']}), R = {data['R']:g} calls,"
+        f"estimates E = {data['E']:g} turns, L = {data['L']:.3g} calls/turn ({data['L_source']}), R = {data['R']:.4g} calls,"
         f" avg = {data['avg']:,.0f} tokens ({data['avg_source']}), c = {data['c']}, t = {data['t']},"
         f" min_keep = {data['min_keep']}, feasible cuts = {data['n_feasible_cuts']}"
     )

@@ -9,15 +9,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 
-__all__ = ["DEFAULT_AVG_TOKENS", "DEFAULT_CALLS_PER_TURN", "DEFAULT_E", "Estimates", "estimate"]
+__all__ = [
+    "DEFAULT_AVG_TOKENS",
+    "DEFAULT_CALLS_PER_TURN",
+    "DEFAULT_E",
+    "MIN_RATIO_GROWTH_TOKENS",
+    "Estimates",
+    "estimate",
+    "measured_token_ratio",
+]
 
 #: DESIGN §2: avg when the session has no usage records (tokens per call).
 DEFAULT_AVG_TOKENS = 4000.0
-#: DESIGN §2: L when it cannot be measured (calls per user turn).
-DEFAULT_CALLS_PER_TURN = 5.0
+#: L when it cannot be measured (calls per user turn): the pooled LLM calls / user turns of the
+#: real transcripts with usage records (calibration/README.md; DESIGN §2 had 5 before calibration).
+DEFAULT_CALLS_PER_TURN = 23.0
+#: Least growth of the counted tokens between the first and last placed call for a session's own
+#: token ratio to be trusted (tokens); below it the calibrated family ratio is used.
+MIN_RATIO_GROWTH_TOKENS = 2000
+#: Bounds of a measured token ratio (provider tokens per counted token); outside them the
+#: measurement says more about what the transcript leaves out than about the tokenizer.
+RATIO_BOUNDS = (0.5, 4.0)
+
 #: DESIGN §2: E when neither DP_E_FIXED nor DP_BASELINE_E is set (user turns).
 DEFAULT_E = 2.0
 
@@ -123,3 +142,41 @@ def estimate(session: Session, settings: Settings, *, total_tokens: int) -> Esti
         l_source=l_source,
         avg_source=avg_source,
     )
+
+
+def measured_token_ratio(session: Session, message_tokens: npt.NDArray[np.int64]) -> float | None:
+    """Provider tokens per counted token, from the session's own usage records.
+
+    The prompts of the live conversation's first and last placed calls differ by the messages
+    added between them (the prefix V cancels out): ratio = Δ reported prompt / Δ counted tokens.
+
+    Parameters
+    ----------
+    session : Session
+        Live messages with their source lines, and usage records.
+    message_tokens : ndarray[int64], shape (N,)
+        Counted tokens per live message.
+
+    Returns
+    -------
+    float or None
+        None without two placed calls at least ``MIN_RATIO_GROWTH_TOKENS`` apart, or when the
+        ratio falls outside ``RATIO_BOUNDS``.
+    """
+    from dp_compact.history import call_message_counts
+
+    if not session.messages or len(session.usage) < 2:
+        return None
+    first_line = session.messages[0].line
+    usage = [u for u in session.usage if u.line >= first_line]
+    counts = call_message_counts(session.messages, usage)
+    placed = np.flatnonzero(counts >= 0)
+    if placed.size < 2:
+        return None
+    prefix = np.concatenate(([0], np.cumsum(message_tokens)))
+    grown = int(prefix[counts[placed[-1]]] - prefix[counts[placed[0]]])
+    prompt_growth = usage[int(placed[-1])].prompt_tokens - usage[int(placed[0])].prompt_tokens
+    if grown < MIN_RATIO_GROWTH_TOKENS or prompt_growth <= 0:
+        return None
+    ratio = prompt_growth / grown
+    return ratio if RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1] else None

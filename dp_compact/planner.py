@@ -150,7 +150,7 @@ def _notes(est: Estimates, window: int) -> tuple[str, ...]:
     if est.avg_source == "default":
         notes.append("avg is the default 4,000 tokens: the session has no usage records")
     if est.l_source == "default":
-        notes.append("L is the default 5: calls per user turn cannot be measured from this session")
+        notes.append(f"L is the default {est.calls_per_turn:g}: calls per user turn cannot be measured from this session")
     return tuple(notes)
 
 

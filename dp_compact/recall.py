@@ -176,6 +176,20 @@ class RecallFit:
     r_squared: float
     bins: int
 
+    @property
+    def q0_needed_again(self) -> float:
+        """q0 of the cost model: the chance a message is needed again at all, from age 0 on.
+
+        The fit measures a rate per unit of age, q0 · exp(−a/τ) for ages in [a, a + 1); the
+        cost model's q_j (DESIGN §2) is the chance of being needed again at any later age, the
+        sum of the rates over the ages still to come: q0 / (1 − exp(−1/τ)), capped at 1. The
+        decay τ is the same for both. (The sum counts a message needed twice twice, so it is an
+        upper bound of the chance.)
+        """
+        if not (np.isfinite(self.q0) and np.isfinite(self.tau)) or self.tau <= 0:
+            return float("nan")
+        return float(min(1.0, self.q0 / (1.0 - np.exp(-1.0 / self.tau))))
+
 
 _TAU_GRID = np.geomspace(0.05, 500.0, 400)
 

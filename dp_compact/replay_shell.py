@@ -262,6 +262,8 @@ def replay_session(
     """
     chosen = [parse_policy(spec, settings) for spec in policies]
     params, notes = replay_params(session, settings, cache_ttl_s)
+    if session.skipped_lines:
+        notes = (*notes, f"skipped {session.skipped_lines} malformed line(s) (--lenient)")
     recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
     results = tuple(replay(recording, policy, params) for policy in chosen)
     return SessionReplay(

@@ -28,17 +28,21 @@ class Settings(BaseSettings):
     Defaults are DESIGN §3's, except those calibrated from real transcripts (``calibration/``,
     ``dp-compact calibrate ../shared/sessions``; 10 sessions with usage records, 16 in all):
 
-    - ``recall_q0`` = 0.26, ``recall_tau`` = 1.4, ``recall_age`` = ``turns``: the recall curve
-      q(a) = q0 · exp(−a / τ) fitted on how often a message's file paths, commands and
-      identifiers are mentioned again a user turns later (bootstrap 5–95 %: q0 0.21–0.33,
-      τ 0.87–2.2 turns); user turns describe single sessions better than API rounds / L
-      (weighted R² 0.44 against 0.26).
+    - ``recall_q0`` = 0.51, ``recall_tau`` = 1.4, ``recall_age`` = ``turns``: the recall rate
+      q(a) = 0.259 · exp(−a / τ) per user turn of age was fitted on how often a message's file
+      paths, commands and identifiers are mentioned again a user turns later (bootstrap 5–95 %:
+      0.21–0.33, τ 0.87–2.2 turns); the cost model's q0 is the chance of being needed again at
+      all, the rate summed over the turns to come, 0.259 / (1 − e^(−1/1.43)) = 0.51. User turns
+      describe single sessions better than API rounds / L (weighted R² 0.44 against 0.26).
     - ``v`` = 20,800 tokens: median of the first call's prompt minus its messages (5–95 %:
       10,800–28,000); DESIGN's 5,000 is below every agent measured.
-    - ``l`` = 23 calls per user turn: pooled LLM calls / user turns (5–95 %: 16–29).
+    - ``l`` = 0: L is measured per session (LLM calls / user turns), since it ranges from 3 to
+      47 across the sessions; where it cannot be measured, the pooled 23 calls per user turn
+      (5–95 %: 16–29) replaces DESIGN's 5 (:data:`dp_compact.estimation.DEFAULT_CALLS_PER_TURN`).
 
-    ``token_ratio`` None scales cl100k counts by the calibrated factor of the session's provider
-    family (:data:`dp_compact.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the
+    ``token_ratio`` None scales cl100k counts by the ratio measured from the session's own usage
+    records when it has them, else by the calibrated factor of its provider family
+    (:data:`dp_compact.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the
     transcripts cannot measure E, β, r, QP or the ratios (no outcome of a compaction is
     recorded), and S is the size our summarizer is asked for.
     """
@@ -55,7 +59,7 @@ class Settings(BaseSettings):
     max_context_tokens: int | None = Field(None, gt=0, description="context window M")
     v: int = Field(20_800, ge=0, description="fixed prefix tokens V (calibrated)")
     s: int = Field(500, gt=0, description="summary tokens S")
-    l: float = Field(23.0, ge=0, description="LLM calls per user turn (0 = measure; calibrated)")  # noqa: E741
+    l: float = Field(0.0, ge=0, description="LLM calls per user turn (0 = measure from the session)")  # noqa: E741
     baseline_e: int = Field(8, ge=0, description="baseline user turns")
     e_fixed: float = Field(0.0, ge=0, description="fixed E (0 = off)")
     r: float = Field(0.8, gt=0, le=1, description="retention per summary")
@@ -64,7 +68,7 @@ class Settings(BaseSettings):
     min_keep_ratio: float = Field(0.25, gt=0, le=1, description="least share of messages kept")
     force_ratio: float = Field(0.9, gt=0, le=1, description="forced-compaction share of M")
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
-    recall_q0: float = Field(0.26, ge=0, le=1, description="recall probability of a message now (calibrated)")
+    recall_q0: float = Field(0.51, ge=0, le=1, description="chance a message of age 0 is needed again (calibrated)")
     recall_tau: float = Field(1.4, gt=0, description="recall decay, age units (calibrated)")
     recall_age: Literal["rounds", "turns"] = Field(
         "turns", description="age a_j: user turns (calibrated), or API rounds divided by L"

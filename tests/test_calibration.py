@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dp_compact.api import session_tokens
+from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
 from dp_compact.calibration import calibrate, env_lines, format_report, session_paths
 from dp_compact.cli import app
 from dp_compact.cuts import message_arrays
@@ -208,10 +209,11 @@ def test_shipped_defaults_match_committed_calibration_results():
     settings = load_settings()
     unit = results["recall_age"]
     assert settings.recall_age == unit
-    assert settings.recall_q0 == pytest.approx(results["recall"][unit]["q0"]["value"], abs=0.005)
+    assert settings.recall_q0 == pytest.approx(results["recall"][unit]["q0_needed_again"], abs=0.005)
     assert settings.recall_tau == pytest.approx(results["recall"][unit]["tau"]["value"], abs=0.05)
     assert settings.v == pytest.approx(results["V"]["value"], abs=100)
-    assert settings.l == round(results["L"]["value"])
+    assert settings.l == 0  # measured per session; the pooled value is the fallback
+    assert DEFAULT_CALLS_PER_TURN == round(results["L"]["value"])
     for family, ratio in TOKEN_RATIOS.items():
         assert ratio == pytest.approx(results["token_ratio"][family]["value"], abs=0.005)
 

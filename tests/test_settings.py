@@ -12,10 +12,10 @@ from dp_compact.settings import Settings, load_settings
 
 # DESIGN §3's table, except V, L and the recall curve: calibrated (calibration/README.md, issue 4).
 DESIGN_DEFAULTS = {
-    "provider": "claude-sonnet-4", "v": 20_800, "s": 500, "l": 23.0, "baseline_e": 8, "e_fixed": 0.0, "r": 0.8,
+    "provider": "claude-sonnet-4", "v": 20_800, "s": 500, "l": 0.0, "baseline_e": 8, "e_fixed": 0.0, "r": 0.8,
     "beta": 0.03, "quality_penalty": 0.2, "min_keep_ratio": 0.25, "force_ratio": 0.9, "model": "recall",
     "tokenizer": "tiktoken", "p_input": None, "p_cache": None, "p_out": None, "p_cache_write": None,
-    "max_context_tokens": None, "recall_q0": 0.26, "recall_tau": 1.4, "recall_age": "turns", "token_ratio": None,
+    "max_context_tokens": None, "recall_q0": 0.51, "recall_tau": 1.4, "recall_age": "turns", "token_ratio": None,
 }
 
 

@@ -151,7 +151,7 @@ class Session:
         Every message the file records, in order, before and after its compaction markers
         (``messages`` is its tail from the last marker on), including what a recorded
         compaction inserted (its summary, Codex's replacement history). Used by the replay
-        (:mod:`dp_compact.replay`); empty for an empty file. Ignored by equality.
+        (:mod:`dp_compact.replay_shell`); empty for an empty file. Ignored by equality.
     """
 
     path: str
