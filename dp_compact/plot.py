@@ -292,17 +292,20 @@ def timeline_figure(line: Timeline, *, title: str | None = None) -> Figure:
 
 
 def _annotate_first(ax: Axes, line: Timeline) -> None:
-    """Arrow from the first advised call down to the context the compaction would leave."""
+    """Mark the first advised call: a label pointing at it, and a drop from its context to what the compaction leaves."""
     advised = np.flatnonzero(line.compact)
     if advised.size == 0:
         return
     i = int(advised[0])
-    after = max(int(line.context_tokens[i] - line.head_tokens[i] + line.s_tokens), 0)
+    x, before = float(line.call[i]), int(line.context_tokens[i])
+    after = max(before - int(line.head_tokens[i]) + int(line.s_tokens), 0)
+    ax.annotate("", xy=(x, after), xytext=(x, before),
+                arrowprops={"arrowstyle": "-|>", "color": "#2ca02c", "lw": 1.5, "ls": "--"})
     ax.annotate(f"first advice: call {int(line.call[i])}, keep {int(line.k[i])} of {int(line.n_messages[i])} messages\n"
-                f"(context {int(line.context_tokens[i]):,} → about {after:,} tokens)",
-                xy=(line.call[i], after), xytext=(0.45, 0.95), textcoords="axes fraction", fontsize=9, va="top",
+                f"(context {before:,} → about {after:,} tokens)",
+                xy=(x, before), xytext=(12, 28), textcoords="offset points", fontsize=9, va="bottom", ha="left",
                 bbox={"boxstyle": "round", "fc": "white", "ec": "#2ca02c", "alpha": 0.95},
-                arrowprops={"arrowstyle": "->", "color": "#2ca02c", "lw": 1.2}, ha="left")
+                arrowprops={"arrowstyle": "->", "color": "#2ca02c", "lw": 1.2})
 
 
 def save_figure(figure: Figure, out: Path | str, *, dpi: int = 120) -> Path:
