@@ -11,6 +11,7 @@ The command line prints one line ``dp-compact: <message>`` and exits 2 for any o
     │   └── NotASessionError             a file of a known tool that is not a conversation (UI logs)
     ├── NoFeasibleCutError               no cut satisfies DESIGN §1
     ├── ArchiveError                     an archive:// reference malformed, unknown or unreadable; a failed archive write
+    ├── OutputError                      an output file (figure, report) cannot be written
     └── CompactionError                  a compaction aborted; input untouched, no output or temporary file left
         ├── SummaryTooShortError         the summarizer returned an empty or too short summary
         └── CircuitOpenError             3 consecutive summary failures for this session: compaction paused
@@ -28,6 +29,7 @@ __all__ = [
     "MalformedLineError",
     "NoFeasibleCutError",
     "NotASessionError",
+    "OutputError",
     "SessionError",
     "SettingsError",
     "SummaryTooShortError",
@@ -110,3 +112,7 @@ class SummaryTooShortError(CompactionError):
 
 class CircuitOpenError(CompactionError):
     """Summaries of this session failed several times in a row; compaction is paused (DESIGN §5.5)."""
+
+
+class OutputError(DpCompactError):
+    """An output file (a figure, a report) cannot be written; nothing is left behind."""

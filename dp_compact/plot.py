@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dp_compact.errors import OutputError
 from dp_compact.planner import Plan
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def curve_plans(
     UnknownProfileError
         If a provider is unknown.
     """
-    from dp_compact.api import resolve_prices
+    from dp_compact.api import choose_prices
     from dp_compact.cuts import message_arrays
     from dp_compact.planner import plan
     from dp_compact.settings import load_settings
@@ -107,7 +108,7 @@ def curve_plans(
     for provider in providers:
         for model in models:
             settings = load_settings(**{**flags, "model": model, **({"provider": provider} if provider else {})})
-            plans.append(plan(session, message_tokens, settings, resolve_prices(settings, session.model), arrays=arrays))
+            plans.append(plan(session, message_tokens, settings, choose_prices(settings, session)[0], arrays=arrays))
     return plans
 
 
@@ -315,17 +316,24 @@ def save_figure(figure: Figure, out: Path | str, *, dpi: int = 120) -> Path:
     ------
     ValueError
         If the suffix is neither ``.png`` nor ``.svg``.
-    OSError
-        If the directory is not writable.
+    OutputError
+        If the file cannot be written (its folder is made when missing).
     """
     path = Path(out)
     kind = FORMATS[_suffix(path)]
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent or Path("."))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write the figure: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(descriptor, "wb") as handle:
             figure.savefig(handle, format=kind, dpi=dpi, metadata={"Software": "dp-compact"} if kind == "png" else {"Creator": "dp-compact", "Date": None})
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write the figure: {exc.strerror or exc}") from exc
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

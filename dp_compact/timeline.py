@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.api import resolve_prices, session_tokens
+from dp_compact.api import choose_prices, session_tokens
 from dp_compact.cuts import MessageArrays, message_arrays
 from dp_compact.history import Compaction, History, call_message_counts
 from dp_compact.planner import plan
@@ -121,7 +121,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     segment in proportion to its user messages (the readers count typed prompts only, which a
     message does not record).
     """
-    prices = resolve_prices(settings, history.live.model)
+    prices = choose_prices(settings, history.live)[0]
     rows: dict[str, list] = {name: [] for name in ("segment", "context", "n", "compact", "rule", "k", "tail", "head")}
     usage_before: list[Usage] = []
     turns_before = 0

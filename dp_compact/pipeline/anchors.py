@@ -107,7 +107,7 @@ def select_anchors(head: Sequence[Message], *, limit: int = ANCHOR_LIMIT) -> tup
     Returns
     -------
     tuple of Anchor
-        At most ``limit``; ties go to the later message.
+        At most ``limit``, with distinct snippets; ties go to the later message.
     """
     names = call_names(head)
     n = max(len(head), 1)
@@ -119,7 +119,13 @@ def select_anchors(head: Sequence[Message], *, limit: int = ANCHOR_LIMIT) -> tup
         if not text:
             continue
         scored.append((score_message(message) + _RECENCY_BONUS * index / n, index, message.role, text))
-    best = sorted(scored, key=lambda item: (item[0], item[1]), reverse=True)[:limit]
+    best, seen = [], set()
+    for item in sorted(scored, key=lambda item: (item[0], item[1]), reverse=True):
+        if item[3] not in seen:  # the same snippet twice (a repeated failure) says nothing new
+            seen.add(item[3])
+            best.append(item)
+        if len(best) == limit:
+            break
     return tuple(Anchor(index, role, text, round(score, 3)) for score, index, role, text in sorted(best, key=lambda b: b[1]))
 
 

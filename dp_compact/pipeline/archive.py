@@ -172,6 +172,7 @@ def _write_temp(directory: Path, data: bytes) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(name, 0o644)  # as an ordinary file; mkstemp makes it private
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(name)

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from dp_compact.api import resolve_prices, session_tokens
+from dp_compact.api import choose_prices, session_tokens
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.breaker import CircuitBreaker
 from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
-from dp_compact.pipeline.io import target_api, write_messages
+from dp_compact.pipeline.io import check_output, target_api, write_messages
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
 from dp_compact.pipeline.split import cut_for_keep, deepest_cut, split
@@ -201,7 +201,7 @@ def compact_session(
     """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output)."""
     api = target_api(session, to)
     tokens = session_tokens(session, settings, use_cache=use_cache)
-    prices = resolve_prices(settings, session.model)
+    prices, price_notes = choose_prices(settings, session)
     window = prices.max_context_tokens
     cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
@@ -231,7 +231,7 @@ def compact_session(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
         summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
         archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
-        notes=_notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run),
+        notes=price_notes + _notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run),
         messages=tuple(messages), **base,
     )
 
@@ -299,6 +299,8 @@ def compact_file(
         The archive could not be written (nothing is written).
     """
     session = read_session(path, lenient=lenient)
+    if not dry_run:
+        check_output(output, source=path)
     result = compact_session(
         session, settings, keep=keep, force=force, to=to, summarizer=summarizer, archiver=archiver,
         breaker=breaker, dry_run=dry_run, use_cache=use_cache,

@@ -7,7 +7,14 @@ blocks ↔ OpenAI ``tool_calls`` / ``tool`` messages / content parts, images kep
 from the normalized fields (text, tool calls, tool results; images are lost) when the source
 is neither (Gemini ``parts``, SWE-agent's stringified ``tool_calls``).
 
-Three repairs make a source that breaks the target's structural rules valid, and only then:
+Repairs make a source that breaks the target's rules valid, and only then:
+
+- keys that are not part of the API's message (``usage``, ``metrics``, ``modelInfo``, a reader's
+  bookkeeping) are dropped, since both APIs refuse unknown fields; the kept values are unchanged;
+- a tool result whose tool call is not in the written conversation (already orphaned in the
+  source: records lost from a transcript) becomes plain text saying so, and a tool call whose
+  result the source never recorded (not the last message: that is a pending call) gets a result
+  saying so, since both APIs refuse either;
 
 - ids a reader renamed to make them unique (``<id>#2``: SWE-agent replays, tau-bench) are written
   renamed when the written messages would otherwise issue one id twice;
@@ -30,7 +37,17 @@ from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
 from dp_compact.sessions.common import text_and_images
 from dp_compact.sessions.model import Message
 
-__all__ = ["EMPTY_TEXT", "SYSTEM_ROLES", "merge_same_role", "raw_shape", "system_messages_for", "to_api", "well_formed"]
+__all__ = [
+    "API_MESSAGE_KEYS",
+    "EMPTY_TEXT",
+    "ORPHAN_RESULT_PREFIX",
+    "SYSTEM_ROLES",
+    "merge_same_role",
+    "raw_shape",
+    "system_messages_for",
+    "to_api",
+    "well_formed",
+]
 
 #: Text written where a target needs some text and the source had none.
 EMPTY_TEXT = "(empty)"
@@ -38,6 +55,14 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use", "document"})
 _OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+#: Message keys each API accepts (Anthropic Messages API ``MessageParam``; OpenAI chat-completions
+#: message params); any other key is dropped when written.
+API_MESSAGE_KEYS = {
+    API_ANTHROPIC: frozenset({"role", "content"}),
+    API_OPENAI: frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call"}),
+}
+ORPHAN_RESULT_PREFIX = "[result of tool call {id}, whose call is not in this conversation]"
+MISSING_RESULT_TEXT = "[no result was recorded for this tool call]"
 
 
 def raw_shape(raw: Any) -> Api | None:
@@ -342,18 +367,92 @@ def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, 
         converted = _message_to_api(message, api, ids, reused)
         ids |= _call_ids(converted)
         out.extend(converted)
-    return merge_same_role(out) if api == API_ANTHROPIC else out
+    out = [_api_keys_only(m, api) for m in out]
+    if api == API_ANTHROPIC:
+        return _anthropic_orphans_as_text(merge_same_role(out), _call_ids(issued[-1:]))
+    return _openai_orphans_as_text(out, _call_ids(issued))
+
+
+def _api_keys_only(message: dict[str, Any], api: Api) -> dict[str, Any]:
+    """``message`` without keys the API does not accept (the same object when it has none)."""
+    allowed = API_MESSAGE_KEYS[api]
+    return message if message.keys() <= allowed else {k: v for k, v in message.items() if k in allowed}
+
+
+def _orphan_text(call_id: str, content: Any) -> str:
+    """The text written in place of an orphaned tool result."""
+    return ORPHAN_RESULT_PREFIX.format(id=call_id) + "\n" + (_text(content) if content is not None else "")
+
+
+def _missing_results(ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Tool results written for calls whose result the source never recorded."""
+    return [{"type": "tool_result", "tool_use_id": i, "content": MISSING_RESULT_TEXT, "is_error": True} for i in ids]
+
+
+def _anthropic_orphans_as_text(messages: list[dict[str, Any]], before: set[str]) -> list[dict[str, Any]]:
+    """Pair tool calls and results as the Messages API requires, without touching assistant messages.
+
+    A tool result that does not answer the directly preceding assistant message becomes a text
+    block; a tool call the next message leaves unanswered (not the last message: a pending call)
+    gets a result saying none was recorded, in the next user message or in one inserted for it.
+    """
+    out: list[dict[str, Any]] = []
+    previous: list[str] = list(before)
+    for position, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") == "user":
+            blocks = _blocks(content) if isinstance(content, list) else ([] if not isinstance(content, str) else None)
+            if blocks is not None:
+                results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+                orphans = [b for b in results if b.get("tool_use_id") not in previous]
+                answered = {b.get("tool_use_id") for b in results}
+                missing = _missing_results([i for i in previous if i not in answered])
+                if orphans or missing:
+                    texts = [{"type": "text", "text": _orphan_text(str(b.get("tool_use_id")), b.get("content"))} for b in orphans]
+                    others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+                    message = {**message, "content": [b for b in results if b not in orphans] + missing + texts + others}
+            elif previous:
+                message = {**message, "content": [*_missing_results(previous), {"type": "text", "text": content}]}
+        elif previous and position > 0:
+            out.append({"role": "user", "content": _missing_results(previous)})
+        previous = [str(b.get("id")) for b in _blocks(message.get("content")) if isinstance(b, dict) and b.get("type") == "tool_use"] \
+            if message.get("role") == "assistant" else []
+        out.append(message)
+    return out
+
+
+def _openai_orphans_as_text(messages: list[dict[str, Any]], before: set[str]) -> list[dict[str, Any]]:
+    """Pair tool calls and ``tool`` messages as chat completions require.
+
+    A ``tool`` message answering no call of the assistant message before it becomes user text; a
+    call left unanswered before the next non-``tool`` message gets a ``tool`` message saying no
+    result was recorded (a call still pending at the end is left as it is).
+    """
+    out: list[dict[str, Any]] = []
+    open_calls, unanswered = set(before), []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool" and message.get("tool_call_id") in open_calls:
+            unanswered = [i for i in unanswered if i != message.get("tool_call_id")]
+        else:
+            if role == "tool":
+                message, role = {"role": "user", "content": _orphan_text(str(message.get("tool_call_id")), message.get("content"))}, "user"
+            out.extend({"role": "tool", "tool_call_id": i, "content": MISSING_RESULT_TEXT} for i in unanswered)
+            open_calls = _call_ids([message]) if role == "assistant" else set()
+            unanswered = [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)] if role == "assistant" else []
+        out.append(message)
+    return out
 
 
 def system_messages_for(system_raw: Sequence[Any], system_text: str, api: Api) -> list[dict[str, Any]]:
     """The session's system messages to write before the conversation (OpenAI only; Anthropic: none).
 
-    The readers' raw system/developer messages, unchanged and in order; else one system message
-    holding ``system_text`` when the session has one.
+    The readers' raw system/developer messages in order, unchanged but for keys the API does not
+    accept; else one system message holding ``system_text`` when the session has one.
     """
     if api != API_OPENAI:
         return []
-    raws = [m for m in system_raw if isinstance(m, dict)]
+    raws = [_api_keys_only(m, API_OPENAI) for m in system_raw if isinstance(m, dict)]
     if raws:
         return raws
     return [{"role": "system", "content": system_text}] if system_text else []

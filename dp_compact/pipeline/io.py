@@ -57,6 +57,31 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def check_output(output: Path | str, *, source: Path | str) -> None:
+    """Fail early, before anything is archived, when ``output`` cannot be written.
+
+    Creates and removes an empty temporary file in the output's folder (made if missing).
+
+    Raises
+    ------
+    CompactionError
+        If ``output`` is the input file, a folder, or its folder cannot be written.
+    """
+    import tempfile
+
+    target = Path(output)
+    if _same_file(target, Path(source)) or target.resolve() == Path(source).resolve():
+        raise CompactionError(f"{target}: refusing to overwrite the input; give another -o/--output")
+    if target.is_dir():
+        raise CompactionError(f"{target}: is a folder; give a file name to -o/--output")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise CompactionError(f"{target}: cannot write the output: {exc.strerror or exc}") from exc
+
+
 def write_messages(output: Path | str, messages: Sequence[dict[str, Any]], api: Api, *, source: Path | str) -> None:
     """Validate ``messages`` for ``api`` and write them to ``output`` as JSONL, atomically.
 

@@ -130,6 +130,13 @@ def _files(head: Sequence[Message]) -> list[str]:
         if message.role == "user":
             for path in paths(clean_user_text(message.text)):
                 counts[path] += 3  # named by the user
+    for path in [p for p in counts if p.startswith(("/", "~"))]:  # an absolute path and its relative form are one file
+        relative = [q for q in counts if "/" in q and not q.startswith(("/", "~")) and path.endswith("/" + q.lstrip("./"))]
+        shorter = max(relative, key=len, default=None)
+        if shorter is not None:
+            counts[shorter] += counts.pop(path)
+            if path in edited:
+                edited.add(shorter)
     ranked = sorted(counts, key=lambda p: (not _FILE_NAME.search(p), -counts[p] - 2 * (p in edited)))
     return [f"{p} (edited)" if p in edited else p for p in ranked]
 

@@ -9,7 +9,9 @@ Anthropic Messages (the Messages API reference and its tool-use and extended-thi
 - every ``tool_use`` is answered in the next user message; a pending call (no result yet) is
   allowed only in the very last message;
 - tool-call ids are unique and answered once; no empty text block;
-- ``thinking`` / ``redacted_thinking`` blocks only in assistant messages and only at the start.
+- ``thinking`` / ``redacted_thinking`` blocks only in assistant messages and only at the start;
+- a message has no keys but ``role`` and ``content`` (``unknown-key``), and its blocks are of the
+  Messages API's content types (``unknown-block``).
 
 OpenAI chat completions:
 
@@ -17,7 +19,9 @@ OpenAI chat completions:
 - a ``tool`` message answers a call of the assistant message found walking back over the
   ``tool`` messages before it; every call is answered (calls may be pending only in the last
   assistant message, when nothing but its tool messages follows it); call ids are unique and answered once;
-- an assistant message has content or tool calls.
+- an assistant message has content or tool calls;
+- a message has only chat-completions keys (``unknown-key``), and list content holds only the
+  content-part types of its role (``unknown-part``: e.g. Anthropic ``tool_use`` blocks).
 
 Pure: :func:`validate_messages` maps a list of dicts to a tuple of :class:`Violation`.
 """
@@ -29,10 +33,28 @@ from typing import Any
 
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api, Violation
 
-__all__ = ["validate_messages"]
+__all__ = ["ANTHROPIC_BLOCK_TYPES", "OPENAI_PART_TYPES", "validate_messages"]
 
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: Content block types of the Messages API (request side), from its reference.
+ANTHROPIC_BLOCK_TYPES = frozenset({
+    "text", "image", "document", "search_result", "tool_use", "tool_result", "thinking", "redacted_thinking",
+    "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+    "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
+    "container_upload",
+})
+#: Content-part types of chat-completions messages (text for every role; media for user input).
+OPENAI_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
+
+
+def _unknown_keys(index: int, message: dict[str, Any], api: Api) -> Iterator[Violation]:
+    """Keys the API's message does not accept."""
+    from dp_compact.pipeline.convert import API_MESSAGE_KEYS
+
+    extra = sorted(set(message) - API_MESSAGE_KEYS[api])
+    if extra:
+        yield Violation(index, "unknown-key", f"keys {', '.join(extra)} are not part of a {api} message")
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -53,8 +75,11 @@ def _anthropic_shape(index: int, message: Any) -> Iterator[Violation]:
     if not isinstance(content, (str, list)) or not content:
         yield Violation(index, "empty-content", "content must be a non-empty string or list of blocks")
         return
+    yield from _unknown_keys(index, message, API_ANTHROPIC)
     blocks = _blocks(message)
     kinds = [b.get("type") for b in blocks]
+    for kind in sorted({str(k) for k in kinds} - ANTHROPIC_BLOCK_TYPES):
+        yield Violation(index, "unknown-block", f"{kind!r} is not a Messages API content block type")
     for kind, block in zip(kinds, blocks, strict=True):
         if kind == "text" and not str(block.get("text", "")).strip():
             yield Violation(index, "empty-text", "text content blocks must contain non-whitespace text")
@@ -118,6 +143,11 @@ def _openai(messages: Sequence[Any]) -> Iterator[Violation]:
         if role not in _OPENAI_ROLES:
             yield Violation(index, "role", f"unknown role {role!r}")
             continue
+        yield from _unknown_keys(index, message, API_OPENAI)
+        content = message.get("content")
+        parts = {str(p.get("type")) if isinstance(p, dict) else type(p).__name__ for p in content} if isinstance(content, list) else set()
+        for kind in sorted(parts - OPENAI_PART_TYPES):
+            yield Violation(index, "unknown-part", f"{kind!r} is not a chat-completions content part type")
         if role in ("system", "developer"):
             if seen_conversation:
                 yield Violation(index, "system-first", f"{role} message after the conversation started")

@@ -1,0 +1,107 @@
+"""Repairs that make real transcripts writable for the APIs, and failures that leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.cli import app
+from dp_compact.pipeline.convert import MISSING_RESULT_TEXT, ORPHAN_RESULT_PREFIX, to_api
+from dp_compact.pipeline.validate import validate_messages
+from dp_compact.sessions.anthropic import message_from_anthropic
+from tests.conftest import SESSIONS
+from tests.pipeline_helpers import read_jsonl, sdk_errors, write_jsonl
+
+runner = CliRunner()
+EXAMPLE = Path(__file__).resolve().parents[1] / "dp_compact" / "examples" / "session.jsonl"
+
+
+def _messages(rows):
+    return [message_from_anthropic(r) for r in rows]
+
+
+def test_to_api_drops_keys_the_api_refuses():
+    rows = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "usage": {"input_tokens": 5}, "metrics": {}}]
+    written = to_api(_messages(rows), "anthropic")
+    assert written == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    assert not validate_messages(written, "anthropic")
+
+
+def test_to_api_turns_orphan_result_into_text_and_answers_lost_calls():
+    rows = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "lost", "content": "old output"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "Read", "input": {}}]},
+    ]
+    anthropic = to_api(_messages(rows), "anthropic")
+    assert not validate_messages(anthropic, "anthropic"), validate_messages(anthropic, "anthropic")
+    answer = anthropic[2]["content"]
+    assert answer[0] == {"type": "tool_result", "tool_use_id": "a", "content": MISSING_RESULT_TEXT, "is_error": True}
+    assert answer[1]["type"] == "text" and answer[1]["text"].startswith(ORPHAN_RESULT_PREFIX.format(id="lost"))
+    assert "old output" in answer[1]["text"]
+    assert anthropic[-1] == rows[-1]  # a pending call at the end stays pending
+    openai = to_api(_messages(rows), "openai")
+    assert not validate_messages(openai, "openai"), validate_messages(openai, "openai")
+    assert not sdk_errors(openai, "openai") and not sdk_errors(anthropic, "anthropic")
+
+
+def test_validate_flags_unknown_keys_blocks_and_parts():
+    rules = [v.rule for v in validate_messages([{"role": "user", "content": [{"type": "weird"}], "usage": {}}], "anthropic")]
+    assert rules == ["unknown-key", "unknown-block"]
+    anthropic_blocks = [{"role": "user", "content": "go"},
+                        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "x", "input": {}}]}]
+    assert "unknown-part" in [v.rule for v in validate_messages(anthropic_blocks, "openai")]
+
+
+def test_compact_output_carries_no_usage_so_a_new_plan_estimates_the_context(tmp_path, monkeypatch):
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    out = tmp_path / "out.jsonl"
+    assert runner.invoke(app, ["compact", str(EXAMPLE), "-o", str(out)]).exit_code == 0
+    assert all("usage" not in m for m in read_jsonl(out))
+    data = json.loads(runner.invoke(app, ["plan", str(out), "--json"]).stdout)
+    assert data["context_source"] == "estimate" and data["c"] == 1
+
+
+def test_compact_to_unwritable_output_archives_nothing(tmp_path, monkeypatch):
+    archive = tmp_path / "archive"
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(archive))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for target in (EXAMPLE, blocker / "out.jsonl", tmp_path):
+        result = runner.invoke(app, ["compact", str(EXAMPLE), "-o", str(target)])
+        assert result.exit_code == 2 and result.stderr.startswith("dp-compact: ")
+    assert not archive.exists() or not list(archive.rglob("*.jsonl"))
+
+
+def test_curve_to_unwritable_path_is_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = runner.invoke(app, ["curve", str(EXAMPLE), "--out", str(blocker / "x.png")])
+    assert result.exit_code == 2 and "cannot write the figure" in result.stderr and "Traceback" not in result.output
+
+
+def test_compact_uses_the_window_the_session_records(tmp_path, monkeypatch):
+    path = SESSIONS / "codex" / "codex_raze.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    data = json.loads(runner.invoke(app, ["compact", str(path), "--dry-run", "--json"]).stdout)
+    plan = json.loads(runner.invoke(app, ["plan", str(path), "--json"]).stdout)
+    assert plan["max_context_tokens"] == 258_400
+    assert any("258,400" in note for note in data["notes"])
+
+
+def test_real_transcript_with_lost_records_shrinks_and_compacts_deep(tmp_path, monkeypatch):
+    path = SESSIONS / "claude_code" / "cc_task43_develop.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    for args in (["shrink", str(path), "-o", str(tmp_path / "s.jsonl")], ["compact", str(path), "-o", str(tmp_path / "c.jsonl"), "--keep", "600"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+    for name in ("s.jsonl", "c.jsonl"):
+        assert not validate_messages(read_jsonl(tmp_path / name), "anthropic")
