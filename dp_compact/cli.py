@@ -18,6 +18,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _version(value: bool) -> None:
+    """Print the installed version and exit (``--version``)."""
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"dp-compact {version('dp-compact')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+) -> None:
+    """Decide whether compacting an LLM agent conversation pays now, and how many recent messages to keep."""
+
+
 #: Exit status of `plan --exit-code` when compaction is advised.
 EXIT_COMPACT = 10
 #: Exit status on bad input or settings.

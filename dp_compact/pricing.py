@@ -61,6 +61,9 @@ __all__ = ["PROFILES", "Prices", "get_prices", "list_profiles"]
 #: Window assumed, in tokens, for a genai-prices model listed without ``context_window``
 #: (the gpt-4o window of DESIGN §3; a guess, recorded in the ``source`` of such prices).
 ASSUMED_CONTEXT_TOKENS = 128_000
+#: Window assumed for a Gemini model listed without one: 1,048,576 input tokens, the limit
+#: Google's model pages give for the Gemini 1.5, 2.x and 3 models.
+ASSUMED_GEMINI_CONTEXT_TOKENS = 1_048_576
 
 #: At most this many close matches are suggested for an unknown name.
 MAX_CLOSE_MATCHES = 5
@@ -185,7 +188,8 @@ def get_prices(name: str) -> Prices:
         - prices that change by date: the one in force today (UTC); daily peak-hour rates
           (DeepSeek) are ignored, so the off-peak rate is used;
         - no cache-read price: ``p_cache = p_input`` (no discount);
-        - no context window: 128,000 tokens assumed (:data:`ASSUMED_CONTEXT_TOKENS`).
+        - no context window: 128,000 tokens assumed (:data:`ASSUMED_CONTEXT_TOKENS`), 1,048,576
+          for a Gemini model (:data:`ASSUMED_GEMINI_CONTEXT_TOKENS`).
 
         ``p_cache_write`` is genai-prices' (5-minute) cache-write price, ``None`` when it lists none.
 
@@ -265,8 +269,8 @@ def _prices_from_model(name: str, model: ModelInfo, snapshot: DataSnapshot) -> P
         notes.append("no cache-read price, p_cache = p_input")
     window = model.context_window
     if window is None:
-        window = ASSUMED_CONTEXT_TOKENS
-        notes.append(f"context window not listed, {ASSUMED_CONTEXT_TOKENS:,} tokens assumed")
+        window = ASSUMED_GEMINI_CONTEXT_TOKENS if model.id.startswith("gemini") else ASSUMED_CONTEXT_TOKENS
+        notes.append(f"context window not listed, {window:,} tokens assumed")
     return Prices(
         name=model.id,
         p_input=p_input,

@@ -82,7 +82,8 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
     """
     source = read_source(path, lenient=lenient)
     seed_stats = read_seed_stats(stats) if stats is not None else None
-    if (source.records is not None and not source.records) or source.document in ([], {}):
+    lone = source.records[0].value if source.records is not None and len(source.records) == 1 else None
+    if (source.records is not None and not source.records) or source.document in ([], {}, {"messages": []}) or lone == {"messages": []}:
         return Session(path=str(path), format="empty", messages=(), skipped_lines=source.skipped_lines, stats=seed_stats)
     for reader in READERS:
         if reader.sniff(source):
