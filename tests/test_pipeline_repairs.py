@@ -105,3 +105,15 @@ def test_real_transcript_with_lost_records_shrinks_and_compacts_deep(tmp_path, m
         assert result.exit_code == 0, result.output
     for name in ("s.jsonl", "c.jsonl"):
         assert not validate_messages(read_jsonl(tmp_path / name), "anthropic")
+
+
+def test_compacting_twice_keeps_user_turns_calls_and_compaction_count(tmp_path, monkeypatch):
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    original = json.loads(runner.invoke(app, ["plan", str(EXAMPLE), "--json", "--l", "0"]).stdout)
+    first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    assert runner.invoke(app, ["compact", str(EXAMPLE), "-o", str(first)]).exit_code == 0
+    assert runner.invoke(app, ["compact", str(first), "-o", str(second), "--force"]).exit_code == 0
+    for path, compactions in ((first, 1), (second, 2)):
+        data = json.loads(runner.invoke(app, ["plan", str(path), "--json"]).stdout)
+        assert (data["t"], data["c"]) == (original["t"], compactions)
+        assert data["L"] == pytest.approx(original["L"])

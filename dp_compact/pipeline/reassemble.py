@@ -27,7 +27,8 @@ __all__ = ["acknowledgement_message", "reassemble", "summary_message_text"]
 
 
 def summary_message_text(
-    summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int
+    summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int, user_turns: int = 0,
+    llm_calls: int = 0, compaction: int = 1,
 ) -> str:
     """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
 
@@ -41,6 +42,11 @@ def summary_message_text(
         ``archive://<session>/<id>``, or None when the head was not archived.
     n_messages, head_tokens : int
         Size of the head (messages; tokens), stated in the intro line.
+    user_turns, llm_calls : int
+        User turns and LLM calls the head held, earlier summaries' included, and ``compaction``
+        the number of this compaction in the session: stated in the intro line, where the
+        session readers count them back (:func:`dp_compact.sessions.common.summary_counts`), so
+        that t, L and c of DESIGN §2 survive compaction.
 
     Examples
     --------
@@ -48,7 +54,9 @@ def summary_message_text(
     [summary]
     """
     t = texts()
-    parts = [t.marker, t.intro.format(n_messages=n_messages, head_tokens=f"{head_tokens:,}"), "", summary.strip()]
+    parts = [t.marker, t.intro.format(
+        n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction
+    ), "", summary.strip()]
     if anchors:
         parts += ["", t.anchors_marker, *(a.render() for a in anchors)]
     parts += ["", t.archive_marker, t.archive_line.format(ref=archive_ref) if archive_ref else t.no_archive_line]

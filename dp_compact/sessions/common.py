@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -14,6 +16,9 @@ __all__ = [
     "IMAGE_TYPES",
     "SUMMARY_PREFIXES",
     "build_session",
+    "count_llm_calls",
+    "count_user_turns",
+    "summary_counts",
     "count_images",
     "dumps",
     "is_summary_text",
@@ -184,6 +189,48 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
     return out if changed else list(messages)
 
 
+_SUMMARY_COUNTS = re.compile(
+    r"\(\d[\d,]* messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)\)"
+)
+
+
+def summary_counts(text: str) -> tuple[int, int, int]:
+    """(user turns, LLM calls, compaction number) that a summary of ours states; zeros otherwise.
+
+    Our summary message opens with ``[summary]`` and an intro line "(N messages, T user turns,
+    C LLM calls, about H tokens) were compacted by dp-compact (compaction c)"
+    (``pipeline/prompts.toml``), so that t, L and c of DESIGN §2 survive compaction.
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return 0, 0, 0
+    found = _SUMMARY_COUNTS.search(text[:500])
+    return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0)  # type: ignore[return-value]
+
+
+def _last_own_summary(messages: Sequence[Message]) -> int | None:
+    """Index of the last summary message of ours that states its counts, if any."""
+    found = [i for i, m in enumerate(messages) if m.role == "user" and any(summary_counts(m.text))]
+    return found[-1] if found else None
+
+
+def count_user_turns(messages: Sequence[Message]) -> int:
+    """User turns in ``messages``: user messages that are not summaries, the turns before the last
+    of our summaries counted by what it states (they are gone from the file)."""
+    last = _last_own_summary(messages)
+    start = 0 if last is None else last + 1
+    carried = 0 if last is None else summary_counts(messages[last].text)[0]
+    return carried + sum(1 for m in messages[start:] if m.role == "user" and not is_summary_text(m.text))
+
+
+def count_llm_calls(messages: Sequence[Message]) -> int:
+    """LLM calls behind ``messages``: assistant messages, those before the last of our summaries
+    counted by what it states."""
+    last = _last_own_summary(messages)
+    start = 0 if last is None else last + 1
+    carried = 0 if last is None else summary_counts(messages[last].text)[1]
+    return carried + sum(1 for m in messages[start:] if m.role == "assistant")
+
+
 def build_session(
     *,
     path: str,
@@ -207,9 +254,12 @@ def build_session(
     usage = tuple(usage)
     all_messages = tuple(messages)
     if user_turns is None:
-        user_turns = sum(1 for m in all_messages if m.role == "user" and not is_summary_text(m.text))
+        user_turns = count_user_turns(all_messages)
     if llm_calls is None:
-        llm_calls = len(usage) or sum(1 for m in all_messages if m.role == "assistant")
+        llm_calls = len(usage) or count_llm_calls(all_messages)
+    last = _last_own_summary(all_messages)
+    if last is not None:
+        compactions = max(compactions, summary_counts(all_messages[last].text)[2])
     return Session(
         path=path,
         format=format,
