@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from timing import median_ms
 
 from dp_compact.pipeline.archive import ArchiveStore
 from dp_compact.pipeline.compact import compact_file
@@ -24,16 +25,6 @@ from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 
 SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
-
-
-def _median_ms(fn, repeat: int) -> float:
-    fn()
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        fn()
-        runs.append((time.perf_counter_ns() - start) / 1e6)
-    return statistics.median(runs)
 
 
 def _largest_per_format(folder: Path) -> list[Path]:
@@ -52,13 +43,13 @@ def _row(path: Path, repeat: int, tmp: Path) -> str:
     settings = load_settings()
     output = tmp / f"{path.stem}.out.jsonl"
     result = compact_file(path, settings, output=output, force=True)
-    compact_ms = _median_ms(lambda: compact_file(path, settings, output=output, force=True), repeat)
+    compact_ms = median_ms(lambda: compact_file(path, settings, output=output, force=True), repeat)
     session = read_session(path)
     head = [m.raw for m in session.messages[: result.cut]]
     store = ArchiveStore(tmp / "bench-archive")
     ref = store.write("bench", head, {"summary": "bench"})
-    write_ms = _median_ms(lambda: store.write("bench", head, {"summary": "bench"}), repeat)
-    restore_ms = _median_ms(lambda: store.restore(ref), repeat)
+    write_ms = median_ms(lambda: store.write("bench", head, {"summary": "bench"}), repeat)
+    restore_ms = median_ms(lambda: store.restore(ref), repeat)
     size = f"{path.stat().st_size / 1e6:.1f} MB"
     return (f"{path.name[:36]:<36} {size:>8} {len(session.messages):>8} {result.cut:>6} {compact_ms:11.0f}"
             f" {len(head):>8} {write_ms:10.1f} {restore_ms:11.1f}")

@@ -15,7 +15,6 @@ import argparse
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from timing import median_ms
 
 from dp_compact import _reference, tokens
 from dp_compact.api import resolve_prices
@@ -34,16 +35,6 @@ from dp_compact.settings import load_settings
 
 SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 REFERENCE_SAMPLE = 200
-
-
-def _median_ms(fn, repeat: int) -> float:
-    fn()  # warm-up
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        fn()
-        runs.append((time.perf_counter_ns() - start) / 1e6)
-    return statistics.median(runs)
 
 
 def _reference_ms(session: Session, message_tokens: np.ndarray, settings, prices, cuts: np.ndarray) -> tuple[float, bool]:
@@ -87,7 +78,7 @@ def _row(name: str, session: Session, message_tokens: np.ndarray, read_ms: float
     prices = resolve_prices(settings, session.model)
     arrays = message_arrays(session.messages)
     cuts = np.flatnonzero(feasible_cut_mask(arrays))
-    plan_ms = _median_ms(lambda: plan(session, message_tokens, settings, prices, arrays=arrays), repeat)
+    plan_ms = median_ms(lambda: plan(session, message_tokens, settings, prices, arrays=arrays), repeat)
     ref_ms, estimated = _reference_ms(session, message_tokens, settings, prices, cuts)
     read = f"{read_ms:10.1f}" if read_ms is not None else f"{'-':>10}"
     mark = "~" if estimated else " "
@@ -124,9 +115,9 @@ def _end_to_end(largest: Path, repeat: int) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CACHE_HOME": tmp}
         command = [str(exe), "plan", str(largest), "--json"]
-        cold = _median_ms(lambda: subprocess.run([*command, "--no-cache"], capture_output=True, env=env, check=True), repeat)
+        cold = median_ms(lambda: subprocess.run([*command, "--no-cache"], capture_output=True, env=env, check=True), repeat)
         subprocess.run(command, capture_output=True, env=env, check=True)
-        warm = _median_ms(lambda: subprocess.run(command, capture_output=True, env=env, check=True), repeat)
+        warm = median_ms(lambda: subprocess.run(command, capture_output=True, env=env, check=True), repeat)
         lines.append(f"end to end `dp-compact plan` on {largest.name} ({largest.stat().st_size / 1e6:.1f} MB): "
                      f"{cold:.0f} ms without cache, {warm:.0f} ms with a warm token cache")
         grown = Path(tmp) / largest.name
@@ -158,7 +149,7 @@ def main() -> None:
     files = sorted(p for p in args.sessions.rglob("*") if p.suffix in {".json", ".jsonl", ".traj"} and p.name != "manifest.json") if args.sessions.exists() else []
     for path in files:
         try:
-            read_ms = _median_ms(lambda p=path: _read_and_tokenize(p), max(1, args.repeat // 3))
+            read_ms = median_ms(lambda p=path: _read_and_tokenize(p), max(1, args.repeat // 3))
             session, message_tokens = _read_and_tokenize(path)
         except Exception as exc:  # noqa: BLE001 - a benchmark row, not library code
             print(f"{path.name:<38} skipped: {type(exc).__name__}")

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from timing import runs_ms
+
 from dp_compact.errors import DpCompactError
 from dp_compact.replay import replay
 from dp_compact.replay_policies import DEFAULT_POLICIES, parse_policy
@@ -41,17 +43,6 @@ SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 POLICIES = (*DEFAULT_POLICIES, "threshold:0.8:0.3")
 
 
-def _runs_ms(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    """Median wall time of ``repeat`` runs after one warm-up, ms, and the last result."""
-    result = fn()
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        result = fn()
-        runs.append((time.perf_counter_ns() - start) / 1e6)
-    return statistics.median(runs), result
-
-
 def _once_ms(fn: Callable[[], object]) -> tuple[float, object]:
     """Wall time of one run (no warm-up), ms, and its result."""
     start = time.perf_counter_ns()
@@ -62,8 +53,8 @@ def _once_ms(fn: Callable[[], object]) -> tuple[float, object]:
 def largest_session(path: Path, repeat: int) -> list[str]:
     """Reading, tokenizing, and each policy's replay time on one session."""
     settings = load_settings()
-    read_ms, session = _runs_ms(lambda: read_session(path), repeat)
-    tokens_ms, (recording, _) = _runs_ms(lambda: load_recording(session, settings, use_cache=False), max(1, repeat // 2))
+    read_ms, session = runs_ms(lambda: read_session(path), repeat)
+    tokens_ms, (recording, _) = runs_ms(lambda: load_recording(session, settings, use_cache=False), max(1, repeat // 2))
     params, _ = replay_params(session, settings, None)
     lines = [
         f"largest session {path.name} ({path.stat().st_size / 1e6:.1f} MB): {len(recording.messages)} messages, "
@@ -72,7 +63,7 @@ def largest_session(path: Path, repeat: int) -> list[str]:
     ]
     for spec in POLICIES:
         policy = parse_policy(spec, settings)
-        ms, result = _runs_ms(lambda p=policy: replay(recording, p, params), repeat)
+        ms, result = runs_ms(lambda p=policy: replay(recording, p, params), repeat)
         lines.append(f"{spec:<20} {ms:10.1f} {ms / max(recording.n_calls, 1):8.3f} {result.total_usd:10.4f} {result.compactions:>11}")
     return lines
 
@@ -86,11 +77,11 @@ def whole_folder(folder: Path, repeat: int) -> tuple[list[str], object]:
         cold = statistics.median(
             _once_ms(lambda w=workers: replay_directory(folder, settings, POLICIES, workers=w, use_cache=False))[0] for _ in range(repeat)
         )
-        warm, report = _runs_ms(lambda w=workers: replay_directory(folder, settings, POLICIES, workers=w, use_cache=True), repeat)
+        warm, report = runs_ms(lambda w=workers: replay_directory(folder, settings, POLICIES, workers=w, use_cache=True), repeat)
         lines.append(f"  replay_directory, {workers} process(es): {cold / 1000:.2f} s without token cache, {warm / 1000:.2f} s warm")
     command = [str(Path(sys.executable).parent / "dp-compact"), "replay", str(folder), *(f"--policy={p}" for p in POLICIES)]
     cold = statistics.median(_once_ms(lambda: subprocess.run([*command, "--no-cache"], capture_output=True, check=True))[0] for _ in range(repeat))
-    warm, _ = _runs_ms(lambda: subprocess.run(command, capture_output=True, check=True), repeat)
+    warm, _ = runs_ms(lambda: subprocess.run(command, capture_output=True, check=True), repeat)
     lines.append(f"  `dp-compact replay DIR` end to end (2 processes): {cold / 1000:.2f} s without token cache, {warm / 1000:.2f} s warm")
     return lines, report
 
