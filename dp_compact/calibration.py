@@ -1,4 +1,4 @@
-"""Calibration of the cost model's inputs from real transcripts (issue 4; DESIGN §2, §3).
+"""Calibration of the cost model's inputs from real transcripts (DESIGN §2, §3).
 
 From every session file with usage records: the fixed prefix V (the first call's prompt minus
 its messages), L (LLM calls per user turn), avg (prompt tokens per call), the summary sizes S of

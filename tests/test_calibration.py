@@ -1,4 +1,4 @@
-"""Calibration (issue 4): recovers planted V, L, avg, token ratio and recall curve; runs on real sessions."""
+"""Calibration: recovers planted V, L, avg, token ratio and recall curve; runs on real sessions."""
 
 from __future__ import annotations
 

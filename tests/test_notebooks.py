@@ -1,4 +1,4 @@
-"""Every notebook runs top to bottom on the installed package and is stored without outputs (issue 4)."""
+"""Every notebook runs top to bottom on the installed package and is stored without outputs."""
 
 from __future__ import annotations
 

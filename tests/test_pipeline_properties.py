@@ -1,4 +1,4 @@
-"""Property tests of the pipeline (issue 3): any requested k, random conversations of both APIs.
+"""Property tests of the pipeline (DESIGN §5): any requested k, random conversations of both APIs.
 
 For conversations with tool loops, parallel calls, signed thinking blocks, long tool results and
 pending calls: the output validates (our validator and the SDKs' request types), the tail is the

@@ -1,4 +1,4 @@
-"""Real sessions of ../shared/sessions through the pipeline (issue 3, "What must hold").
+"""Real sessions of ../shared/sessions through the pipeline (DESIGN §5).
 
 Every session compacts at the planner's cut (with --force where it would keep everything) and
 at several --keep cuts, in its own API and in the other one, and every output passes our

@@ -1,4 +1,4 @@
-"""Every real transcript in ../shared/sessions plans without error (issue: planner on real input)."""
+"""Every real transcript in ../shared/sessions plans without error."""
 
 from __future__ import annotations
 

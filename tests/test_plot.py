@@ -1,4 +1,4 @@
-"""Figures (issue 4): `dp-compact curve` / `timeline` write valid PNG and SVG; the figures hold the expected artists."""
+"""Figures: `dp-compact curve` / `timeline` write valid PNG and SVG; the figures hold the expected artists."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from dp_compact.api import resolve_prices
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.settings import Settings, load_settings
 
-# DESIGN §3's table, except V, L and the recall curve: calibrated (calibration/README.md, issue 4).
+# DESIGN §3's table, except V, L and the recall curve: calibrated (calibration/README.md).
 DESIGN_DEFAULTS = {
     "provider": "claude-sonnet-4", "v": 20_800, "s": 500, "l": 0.0, "baseline_e": 8, "e_fixed": 0.0, "r": 0.8,
     "beta": 0.03, "quality_penalty": 0.2, "min_keep_ratio": 0.25, "force_ratio": 0.9, "model": "recall",

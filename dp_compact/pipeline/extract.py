@@ -47,7 +47,7 @@ _ERROR = re.compile(
     r"refused|timed? ?out|crash(?:ed)?|broken|missing|undefined|segfault|abort(?:ed)?)\b",
     re.I,
 )
-#: Standing instructions (issue 3: "always …", "never …", "from now on …", "don't …"): kept in
+#: Standing instructions ("always …", "never …", "from now on …", "don't …"): kept in
 #: every summary whatever its size.
 _STANDING = re.compile(r"\b(always|never|from now on|going forward|henceforth|don'?t|do not|no longer)\b", re.I)
 #: Requirements ("must …", "make sure …"): kept while the summary budget allows.

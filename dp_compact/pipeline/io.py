@@ -25,7 +25,7 @@ from dp_compact.sessions.source import read_source
 
 __all__ = ["NATIVE_API", "ShrinkFileResult", "read_messages", "shrink_file", "target_api", "validate_file", "write_messages"]
 
-#: The API each session format is written in by default (issue 3: Claude Code as Anthropic
+#: The API each session format is written in by default (Claude Code as Anthropic
 #: messages, Codex as OpenAI chat).
 NATIVE_API: dict[str, Api] = {"anthropic": API_ANTHROPIC, "claude_code": API_ANTHROPIC, "openai_chat": API_OPENAI, "codex": API_OPENAI}
 _MAX_SHOWN_VIOLATIONS = 5

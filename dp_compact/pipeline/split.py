@@ -2,7 +2,7 @@
 
 Nothing here re-states a cut rule: :func:`dp_compact.cuts.feasible_cut_mask` decides which
 cuts are feasible, and this module only picks one (``--keep K``, forced) and splits there.
-Everything issue 3 asks of alignment follows from those rules: the tail never starts with a
+Everything DESIGN §5.2 asks of alignment follows from those rules: the tail never starts with a
 tool result; every tool result in the tail has its call in the tail, so parallel calls stay
 with their results (Anthropic: the one user message holding them); a pending call at the end
 needs nothing; signed thinking blocks in the tail are copied verbatim (see ``cuts``' docstring
