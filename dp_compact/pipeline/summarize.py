@@ -45,7 +45,7 @@ __all__ = [
     "with_instructions",
 ]
 
-MIN_SUMMARY_CHARS = 120  # shortest acceptable summary of a head of at least 10x that much text
+MIN_SUMMARY_CHARS = 120  # shortest acceptable summary of a head of at least 20x that much text
 ITEM_CHARS = 240  # longest item line of the extractive summary
 #: Sections in the order the budget is filled, and items per round (file paths are short and
 #: the most often re-read facts of a coding session: DESIGN §2 recall calibration).
@@ -251,12 +251,13 @@ class ExtractiveSummarizer:
 def check_summary(summary: str, head: Sequence[Message]) -> str:
     """``summary`` stripped, or :class:`SummaryTooShortError` when it is empty or too short.
 
-    Too short: under ``MIN_SUMMARY_CHARS`` characters while the head's text is more than ten
-    times that (a head of a few words may have a summary of a few words).
+    Too short: under ``MIN_SUMMARY_CHARS`` characters, or under a twentieth of the head's text
+    when that is less (a head of a few words may have a summary of a few words; a handful of
+    tool outputs, a summary of a line or two).
     """
     text = (summary or "").strip()
     head_chars = sum(len(m.text) + sum(len(r.text) for r in m.tool_results) for m in head)
-    needed = min(MIN_SUMMARY_CHARS, max(1, head_chars // 10))
+    needed = min(MIN_SUMMARY_CHARS, max(1, head_chars // 20))
     if len(text) < needed:
         raise SummaryTooShortError(
             f"the summary has {len(text)} characters, fewer than the {needed} required for a head of "
