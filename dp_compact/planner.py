@@ -19,7 +19,7 @@ from dp_compact.pricing import Prices
 from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 
-__all__ = ["RULE_BENEFIT", "RULE_FORCE", "Plan", "min_keep", "plan"]
+__all__ = ["RULE_BENEFIT", "RULE_FORCE", "Plan", "forced_cut", "min_keep", "plan"]
 
 RULE_BENEFIT = "benefit"  # DESIGN §2 decision 2: best NetBenefit > 0
 RULE_FORCE = "force"  # DESIGN §2 decision 3: context above DP_FORCE_RATIO · M
@@ -172,6 +172,22 @@ def _pick_forced(terms: BenefitTerms, keep: npt.NDArray[np.int64], target: int, 
     return index
 
 
+def forced_cut(result: Plan) -> int | None:
+    """The cut the forced rule (DESIGN §2 decision 3) takes for ``result``, whatever the context.
+
+    For ``--force`` when the plan keeps everything: the feasible cut nearest to
+    ``max(3, floor(N · ratio + 0.5))`` kept messages, or the deepest one when the context after
+    it (current − H + S) would stay above DP_FORCE_RATIO · M. None without a feasible cut.
+    """
+    terms = result.benefit
+    if terms is None or terms.cut.size == 0:
+        return None
+    keep = result.n_messages - terms.cut
+    target = max(3, int(np.floor(result.n_messages * result.settings["min_keep_ratio"] + 0.5)))
+    index = _pick_forced(terms, keep, target, result.estimates.context_tokens, result.settings["s"], result.force_threshold_tokens)
+    return int(terms.cut[index])
+
+
 def plan(
     session: Session,
     message_tokens: npt.NDArray[np.int64],
@@ -259,7 +275,7 @@ def plan(
         why = f"NetBenefit is positive (${terms.net[best]:.4f}) at the best feasible cut"
     elif est.context_tokens > threshold and cuts.size:
         target = max(3, int(np.floor(n * settings.min_keep_ratio + 0.5)))
-        chosen, rule = _pick_forced(terms, keep, target, est.context_tokens, settings.s, threshold), RULE_FORCE
+        chosen, rule = _pick_forced(terms, keep, target, est.context_tokens, settings.s, threshold), RULE_FORCE  # = forced_cut()
         why = (f"context {est.context_tokens:,} tokens is above {settings.force_ratio:g} x {prices.max_context_tokens:,}"
                f" and NetBenefit is not positive: forced compaction near {target} kept messages")
         if keep[chosen] < least:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_compact import _reference
-from dp_compact.planner import min_keep, plan
+from dp_compact.planner import forced_cut, min_keep, plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
@@ -134,6 +134,7 @@ def test_plan_forced_rule_takes_deepest_cut_when_target_stays_over_threshold():
     result = plan(session, tokens, load_settings(min_keep_ratio=0.25, recall_q0=1.0, recall_tau=1000), PRICES)
     assert (result.decision, result.rule) == ("compact", "force")
     assert result.k == 2  # the deepest feasible cut: the last round (assistant + its result)
+    assert forced_cut(result) == result.cut  # --force takes the same rule
 
 
 def test_plan_keep_when_under_threshold_and_no_benefit():

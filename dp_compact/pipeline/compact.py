@@ -10,7 +10,6 @@ is written.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,11 @@ from dp_compact.pipeline.io import check_output, target_api, write_messages
 from dp_compact.sessions.common import count_llm_calls, count_user_turns
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
-from dp_compact.pipeline.split import cut_for_keep, deepest_cut, split
+from dp_compact.pipeline.split import cut_for_keep, split
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
-from dp_compact.planner import Plan, plan
+from dp_compact.planner import Plan, forced_cut, plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
@@ -97,16 +96,6 @@ class CompactionResult:
         return data
 
 
-def _forced_cut(messages: tuple[Message, ...], settings: Settings) -> int:
-    """``--force``: the cut nearest to keeping max(3, ⌊N·ratio + ½⌋) messages (at least that many), else the deepest."""
-    target = max(3, math.floor(len(messages) * settings.min_keep_ratio + 0.5))
-    seed = settings.model == "seed"
-    try:
-        return cut_for_keep(messages, target, user_turns_only=seed)
-    except NoFeasibleCutError:
-        return deepest_cut(messages, user_turns_only=seed)
-
-
 def _choose_cut(
     session: Session, tokens: np.ndarray, settings: Settings, prices: Prices, keep: int | None, force: bool
 ) -> tuple[int | None, str, str, Plan | None]:
@@ -122,7 +111,10 @@ def _choose_cut(
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
     if force:
-        return _forced_cut(messages, settings), RULE_FORCED_FLAG, f"--force ({decided.explanation})", decided
+        cut = forced_cut(decided)
+        if cut is None:
+            return None, decided.rule, decided.explanation, decided
+        return cut, RULE_FORCED_FLAG, f"--force ({decided.explanation})", decided
     return None, decided.rule, decided.explanation, decided
 
 

@@ -42,7 +42,9 @@ __all__ = [
     "EMPTY_TEXT",
     "ORPHAN_RESULT_PREFIX",
     "SYSTEM_ROLES",
+    "call_ids",
     "merge_same_role",
+    "message_to_api",
     "raw_shape",
     "system_messages_for",
     "to_api",
@@ -301,6 +303,31 @@ def _message_to_api(message: Message, api: Api, issued: set[str], reused: set[st
     if shape is not None and shape != api and well_formed(raw, shape):
         return _anthropic_to_openai(raw) if api == API_OPENAI else _openai_to_anthropic(raw)
     return _from_fields(message, api, reused)
+
+
+def message_to_api(message: Message, api: Api, *, issued: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """One message in ``api``'s shape, without the repairs that look across messages.
+
+    Parameters
+    ----------
+    message : Message
+    api : {"anthropic", "openai"}
+    issued : set of str
+        Tool-call ids already written before it (a position-linked result is then written as a
+        real tool result).
+
+    Returns
+    -------
+    list of dict
+        The message's raw dict when it is in shape (keys the API refuses dropped), else its
+        conversion; an OpenAI tool message with text may become two messages.
+    """
+    return [_api_keys_only(m, api) for m in _message_to_api(message, api, set(issued), set())]
+
+
+def call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
+    """Tool-call ids issued by written messages of either API's shape."""
+    return _call_ids(messages)
 
 
 def _call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:

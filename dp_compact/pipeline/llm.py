@@ -27,6 +27,7 @@ from dp_compact.errors import CompactionError, SummaryTooShortError
 from dp_compact.pipeline.summarize import SummaryRequest, check_summary
 from dp_compact.pipeline.types import Api
 from dp_compact.sessions.model import Message
+from dp_compact.pipeline.convert import call_ids, message_to_api
 from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 
 __all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "count_request_tokens"]
@@ -55,10 +56,6 @@ CLIPPED_RESULT_CHARS = 240
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 2
 
-_ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
-_OPENAI_ONLY_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
-_OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal", "function_call")
-_EMPTY = "(empty)"
 _OMITTED = "[earlier messages omitted]"
 
 def _dumps(obj: Any) -> str:
@@ -88,54 +85,15 @@ def count_request_tokens(system: Any, tools: Sequence[Any], messages: Sequence[A
     return int(count_text_tokens(parts).sum()) + MESSAGE_OVERHEAD_TOKENS * len(messages)
 
 
-def _fits_shape(raw: Any, api: Api) -> bool:
-    """True when ``raw`` can be sent as is to ``api`` (it is already in that API's message shape)."""
-    if not isinstance(raw, dict) or raw.get("role") not in {"user", "assistant", "tool"}:
-        return False
-    content = raw.get("content")
-    kinds = {b.get("type") for b in content if isinstance(b, dict)} if isinstance(content, list) else set()
-    if api == "anthropic":
-        return raw["role"] != "tool" and "tool_calls" not in raw and not kinds & _OPENAI_ONLY_BLOCKS and content not in (None, "", [])
-    return not kinds & _ANTHROPIC_ONLY_BLOCKS
-
-
-def _tool_input(arguments: str) -> Any:
-    """Anthropic ``tool_use.input`` from call arguments: the JSON object, else ``{"arguments": text}``."""
-    with contextlib.suppress(ValueError):
-        value = json.loads(arguments) if arguments else {}
-        if isinstance(value, dict):
-            return value
-    return {"arguments": arguments}
-
-
-def _convert(message: Message, api: Api) -> list[dict[str, Any]]:
-    """``message`` rebuilt in ``api``'s shape from its normalized fields (a foreign-shape source)."""
-    text = message.text
-    if message.role == "tool":
-        if api == "openai":
-            out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": r.call_id, "content": r.text} for r in message.tool_results]
-            return out + ([{"role": "user", "content": text}] if text else [])
-        blocks: list[dict[str, Any]] = [
-            {"type": "tool_result", "tool_use_id": r.call_id, "content": r.text or _EMPTY, **({"is_error": True} if r.is_error else {})}
-            for r in message.tool_results
-        ]
-        return [{"role": "user", "content": blocks + ([{"type": "text", "text": text}] if text else [])}]
-    if message.role == "user" or not message.tool_calls:
-        return [{"role": message.role, "content": text or _EMPTY}]
-    if api == "openai":
-        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in message.tool_calls]
-        return [{"role": "assistant", "content": text or None, "tool_calls": calls}]
-    uses = [{"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)} for c in message.tool_calls]
-    return [{"role": "assistant", "content": ([{"type": "text", "text": text}] if text else []) + uses}]
-
-
-def _wire(message: Message, api: Api) -> list[dict[str, Any]]:
-    """The API messages that carry ``message``: its raw dict as sent before when the shape fits."""
-    raw = message.raw
-    if _fits_shape(raw, api):
-        keys = ("role", "content") if api == "anthropic" else _OPENAI_KEYS
-        return [{k: raw[k] for k in keys if k in raw}]
-    return _convert(message, api)
+def _groups(messages: Sequence[Message], api: Api) -> list[list[dict[str, Any]]]:
+    """The API messages carrying each head message, as sent before (raw dicts where in shape)."""
+    groups: list[list[dict[str, Any]]] = []
+    issued: set[str] = set()
+    for message in messages:
+        group = message_to_api(message, api, issued=issued)
+        issued |= call_ids(group)
+        groups.append(group)
+    return groups
 
 
 def _clip_results(message: Message) -> Message:
@@ -271,7 +229,7 @@ class LLMSummarizer:
         shrunk = tuple(request.shrunk_head or head)
         variants = (head, shrunk, tuple(_clip_results(m) for m in shrunk))
         for step, messages in enumerate(variants):
-            groups = [_wire(m, self.api) for m in messages]
+            groups = _groups(messages, self.api)
             tools = self._tools(request, groups)
             worst = [*prefix, self._instruction(request, ()), *([{"role": "user", "content": _OMITTED}] if self.api == "anthropic" else [])]
             fixed = count_request_tokens(system, tools, worst)

@@ -20,7 +20,7 @@ from dp_compact.cuts import feasible_cut_mask, message_arrays
 from dp_compact.errors import NoFeasibleCutError
 from dp_compact.sessions.model import Message
 
-__all__ = ["cut_for_keep", "deepest_cut", "feasible_cuts", "split"]
+__all__ = ["cut_for_keep", "feasible_cuts", "split"]
 
 
 def feasible_cuts(messages: Sequence[Message], *, user_turns_only: bool = False) -> npt.NDArray[np.int64]:
@@ -71,20 +71,6 @@ def cut_for_keep(messages: Sequence[Message], k: int, *, user_turns_only: bool =
             "(a tail may not open on a tool result nor lose the call of a kept result)"
         )
     return int(allowed[-1])
-
-
-def deepest_cut(messages: Sequence[Message], *, user_turns_only: bool = False) -> int:
-    """The feasible cut keeping the fewest messages.
-
-    Raises
-    ------
-    NoFeasibleCutError
-        If the conversation has no feasible cut at all.
-    """
-    cuts = feasible_cuts(messages, user_turns_only=user_turns_only)
-    if cuts.size == 0:
-        raise NoFeasibleCutError(f"no feasible cut in {len(messages)} messages: nothing can be dropped")
-    return int(cuts[-1])
 
 
 def split(messages: Sequence[Message], cut: int) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
