@@ -10,21 +10,17 @@ archive alone: write ms and restore ms of the head.
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import tempfile
-import time
 from pathlib import Path
 
-from timing import median_ms
+from timing import median_ms, machine_line, parse_args
 
 from dp_compact.pipeline.archive import ArchiveStore
 from dp_compact.pipeline.compact import compact_file
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 
-SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 
 
 def _largest_per_format(folder: Path) -> list[Path]:
@@ -56,13 +52,10 @@ def _row(path: Path, repeat: int, tmp: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--sessions", type=Path, default=SHARED_SESSIONS)
-    args = parser.parse_args()
+    args = parse_args(__doc__, repeat=5)
     if not args.sessions.exists():
         raise SystemExit(f"{args.sessions} is absent: nothing to measure")
-    print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · Python {platform.python_version()}")
+    print(machine_line())
     print(f"{'session':<36} {'size':>8} {'messages':>8} {'cut':>6} {'compact_ms':>11} {'archived':>8} {'write_ms':>10} {'restore_ms':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")

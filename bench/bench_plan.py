@@ -11,9 +11,7 @@ number of messages re-tokenized after appending lines to it.
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from timing import median_ms
+from timing import median_ms, machine_line, parse_args
 
 from dp_compact import _reference, tokens
 from dp_compact.api import resolve_prices
@@ -33,7 +31,6 @@ from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult
 from dp_compact.settings import load_settings
 
-SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 REFERENCE_SAMPLE = 200
 
 
@@ -140,11 +137,8 @@ def _end_to_end(largest: Path, repeat: int) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--sessions", type=Path, default=SHARED_SESSIONS)
-    args = parser.parse_args()
-    print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · Python {platform.python_version()} · numpy {np.__version__}")
+    args = parse_args(__doc__, repeat=7)
+    print(machine_line())
     print(f"{'session':<38} {'messages':>8} {'cuts':>8} {'read_ms':>10} {'plan_ms':>9} {'per_cut_ref_ms':>13} {'speedup':>10}")
     files = sorted(p for p in args.sessions.rglob("*") if p.suffix in {".json", ".jsonl", ".traj"} and p.name != "manifest.json") if args.sessions.exists() else []
     for path in files:

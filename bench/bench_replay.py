@@ -16,9 +16,7 @@ Prints, with the default settings and every policy (the defaults and ``threshold
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,9 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 
-from timing import runs_ms
+from timing import runs_ms, machine_line, parse_args
 
 from dp_compact.errors import DpCompactError
 from dp_compact.replay import replay
@@ -39,7 +36,6 @@ from dp_compact.replay_shell import load_recording, replay_directory, replay_fil
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 
-SHARED_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 POLICIES = (*DEFAULT_POLICIES, "threshold:0.8:0.3")
 
 
@@ -110,13 +106,10 @@ def recorded_vs_never(folder: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--sessions", type=Path, default=SHARED_SESSIONS)
-    args = parser.parse_args()
+    args = parse_args(__doc__, repeat=5)
     if not args.sessions.exists():
         sys.exit(f"{args.sessions} is absent: the benchmark replays the shared real sessions")
-    print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · Python {platform.python_version()} · numpy {np.__version__}")
+    print(machine_line())
     with tempfile.TemporaryDirectory() as cache_home:
         os.environ["XDG_CACHE_HOME"] = cache_home  # a fresh token cache, inherited by the worker processes
         files = [p for p in session_files(args.sessions) if not p.name.startswith("cline_ui_messages")]
