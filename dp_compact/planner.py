@@ -16,6 +16,7 @@ from dp_compact.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_
 from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_arrays
 from dp_compact.estimation import Estimates, estimate
 from dp_compact.pricing import Prices
+from dp_compact.recall import message_ages
 from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 
@@ -134,12 +135,11 @@ class Plan:
 
 
 def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
-    """a_j of DESIGN §2 in user turns: API rounds since message j divided by L, or user turns."""
+    """a_j of DESIGN §2: the age scale of :func:`~dp_compact.recall.message_ages`, seen from the last message."""
     if arrays.n == 0:
         return np.zeros(0, dtype=np.float64)
-    if unit == "turns":
-        return (arrays.turn_index[-1] - arrays.turn_index).astype(np.float64)
-    return (arrays.round_index[-1] - arrays.round_index) / calls_per_turn
+    scale = message_ages(arrays, unit, calls_per_turn)
+    return scale[-1] - scale
 
 
 def _notes(est: Estimates, window: int) -> tuple[str, ...]:
