@@ -15,6 +15,7 @@ refetch_j = tok_j · (P_input + (R − 1) · P_cache) + avg · P_cache + S · P_
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,7 @@ from dp_compact.pricing import Prices
 
 __all__ = [
     "L_INSTR_TOKENS",
+    "compaction_request_cost",
     "RETENTION_FLOOR",
     "BenefitInputs",
     "BenefitTerms",
@@ -36,6 +38,31 @@ L_INSTR_TOKENS = 70
 RETENTION_FLOOR = 0.37
 
 Array = npt.NDArray[np.float64]
+
+
+def compaction_request_cost(cached_tokens: Any, uncached_tokens: Any, summary_tokens: float, prices: Prices) -> Any:
+    """The summarization request of one compaction, in $ · 1e6 (tokens · $/MTok); DESIGN §2 ③, §6.
+
+    The request is cache-aligned: the prompt (V plus the head) is read from the cache where it
+    is still cached and written otherwise (``prices.p_write``), then ``L_INSTR_TOKENS``
+    instruction tokens at P_input and ``summary_tokens`` output tokens at P_out. The planner's
+    ③ is this with the whole prompt cached; the replay's meter passes what its cache holds.
+
+    Parameters
+    ----------
+    cached_tokens, uncached_tokens : float or ndarray
+        Prompt tokens read from the cache and written to it (same shape, or scalars).
+    summary_tokens : float
+        S, output tokens of the summary.
+    prices : Prices
+        $/MTok.
+
+    >>> from dp_compact.pricing import get_prices
+    >>> round(compaction_request_cost(70_000, 0, 500, get_prices("claude-sonnet-4")))
+    28710
+    """
+    return (cached_tokens * prices.p_cache + uncached_tokens * prices.p_write
+            + L_INSTR_TOKENS * prices.p_input + summary_tokens * prices.p_out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +209,10 @@ def net_benefit(
     head = inputs.total_tokens - tail
     k_tokens = tail.astype(np.float64)
     h_tokens = head.astype(np.float64)
-    p_write = prices.p_cache_write if prices.p_cache_write is not None else prices.p_input
     v, s = float(inputs.v_tokens), float(inputs.s_tokens)
     savings = (inputs.remaining_calls - 1.0) * prices.p_cache * h_tokens / 1e6
-    cache_miss = (s + k_tokens) * (p_write - prices.p_cache) / 1e6
-    compact_cost = (prices.p_cache * (v + h_tokens) + prices.p_input * L_INSTR_TOKENS + prices.p_out * s) / 1e6
+    cache_miss = (s + k_tokens) * (prices.p_write - prices.p_cache) / 1e6
+    compact_cost = compaction_request_cost(v + h_tokens, 0.0, s, prices) / 1e6
     loss = inputs.beta * (1.0 - inputs.retained) * inputs.remaining_calls * inputs.avg_tokens * prices.p_input / 1e6
     info_loss = np.full(tail.shape, loss, dtype=np.float64)
     if head_recall_cost is not None:

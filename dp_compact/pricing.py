@@ -119,6 +119,15 @@ class Prices:
         if self.max_context_tokens <= 0:
             raise ValueError(f"{self.name}: max_context_tokens={self.max_context_tokens!r} must be > 0")
 
+    @property
+    def p_write(self) -> float:
+        """$/MTok of prompt tokens written to the cache: ``p_cache_write`` where priced, else ``p_input``.
+
+        The one home of this fallback (DESIGN §2 "Cache writes"), shared by the planner's ② and
+        the replay's cache meter (DESIGN §6).
+        """
+        return self.p_cache_write if self.p_cache_write is not None else self.p_input
+
 
 PROFILES: dict[str, Prices] = {
     p.name: p

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,9 @@ from dp_compact.cli import app
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import SettingsError
 from dp_compact.pricing import Prices
-from dp_compact.replay import ReplayParams, make_recording, prefix_floor_usd, replay
-from dp_compact.replay_policies import (
+from dp_compact.replay.meter import ReplayParams, make_recording, prefix_floor_usd, replay
+from dp_compact.replay.policies import (
+    Schedule,
     CLAUDE_CODE_BUFFER_TOKENS,
     CLAUDE_CODE_OUTPUT_RESERVE_TOKENS,
     CODEX_AUTO_COMPACT_RATIO,
@@ -29,7 +31,7 @@ from dp_compact.replay_policies import (
     OpenHands,
     parse_policy,
 )
-from dp_compact.replay_shell import replay_directory, replay_file, replay_history
+from dp_compact.replay.shell import replay_directory, replay_file, replay_history
 from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Message, ToolCall, ToolResult
 from dp_compact.settings import load_settings
@@ -116,14 +118,16 @@ def test_replay_cache_ttl_empties_the_cache_after_a_long_gap():
     assert _total(result) == 16986 - 645 - 660 + 7110
 
 
-def test_replay_threshold_summary_only_pays_the_request_and_restarts_from_v():
+def test_replay_threshold_summary_only_keeps_the_last_round_and_restarts_from_v():
     result = replay(_recording(), parse_policy("threshold:0.3", _settings()), _params())
-    # calls 0-2 as "never" (prompts < 3,000). Call 3: 4,400 >= 3,000 -> compaction of all 7 messages:
-    #   request over V + H = 4,400: 2,370 read · 0.3 = 711, 2,030 new · 3 = 6,090, 70 · 3 = 210, 100 · 15 = 1,500
-    #   call 3 prompt V + S = 1,100: 1,000 read · 0.3 = 300, 100 new · 3 = 300, output 600
-    assert round(result.compaction_usd * 1e6, 6) == 711 + 6090 + 210 + 1500
-    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 300) + 2100 + 8511
-    assert result.compactions == 1 and result.peak_context_tokens == 2370
+    # calls 0-2 as "never" (prompts < 3,000). Call 3: 4,400 >= 3,000 -> summary of all but the last
+    # API round (a tail is never empty): cut 5, head [0, 5) = 1,370 tokens.
+    #   request over V + H = 2,370, all cached: 711, 70 · 3 = 210, 100 · 15 = 1,500
+    #   call 3 prompt V + S + 2,030 = 3,130: 1,000 read · 0.3 = 300, 2,130 new · 3 = 6,390, output 600
+    assert round(result.compaction_usd * 1e6, 6) == 711 + 210 + 1500
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 6390) + 2100 + 2421
+    assert result.compactions == 1 and result.peak_context_tokens == 3130
+    assert result.schedule == ((3, 5),)
 
 
 def test_replay_threshold_keeping_a_share_keeps_the_largest_feasible_tail_within_it():
@@ -142,9 +146,9 @@ def test_replay_claude_code_compacts_at_window_minus_output_reserve_and_buffer()
 
 def test_replay_codex_keeps_recent_user_messages_beside_the_summary():
     result = replay(_recording(), parse_policy("codex", _settings()), _params(window=4000))
-    # trigger 0.9 · 4,000 = 3,600 <= 4,400 at call 3; request as summary-only (8,511);
-    # block = S + user tokens (100 + 200) = 400; call 3 prompt 1,400: 300 read, 400 new · 3 = 1,200, 600 out
-    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 1200) + 2100 + 8511
+    # trigger 0.9 · 4,000 = 3,600 <= 4,400 at call 3; request as summary-only (cut 5: 2,421);
+    # block = S + user tokens (100 + 200) = 400; call 3 prompt 3,430: 300 read, 2,430 new · 3 = 7,290, 600 out
+    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 7290) + 2100 + 2421
 
 
 def test_replay_openhands_keeps_first_messages_summary_and_recent_events():
@@ -334,3 +338,86 @@ def test_cli_replay_folder_in_worker_processes_prints_rows_and_totals(tmp_path):
     done = CliRunner().invoke(app, ["replay", str(folder), "--policy", "never", "--policy", "dp", "--workers", "2"])
     assert done.exit_code == 0, done.output
     assert "a.jsonl" in done.output and "b.jsonl" in done.output and "total" in done.output
+
+
+# ----------------------------------------------------------------------------- lost information (DESIGN §6)
+
+
+def _recording_with_uses(uses: list[tuple[int, int]]):
+    return make_recording(MESSAGES, TOKENS, message_arrays(MESSAGES), POSITIONS, TOKENS[POSITIONS],
+                          uses=(np.array([m for m, _ in uses]), np.array([c for _, c in uses])))
+
+
+def test_replay_charges_a_refetch_for_a_dropped_message_a_later_call_uses():
+    # threshold:0.3 compacts before call 3 at cut 5 (test above): messages 0-4 are dropped.
+    # Call 3 uses message 2 (1,000 tokens, dropped), message 6 (in the tail) and message 0 before
+    # the compaction (at call 1, still live): only message 2 is fetched again:
+    #   extra call: the 3,130-token prompt from cache 939 + 60 output tokens · 15 = 900,
+    #   message 2 fresh 1,000 · 3 = 3,000; carried by call 3: 1,000 · 0.3 = 300
+    rec = _recording_with_uses([(2, 3), (6, 3), (0, 1)])
+    charged = replay(rec, parse_policy("threshold:0.3", _settings()), _params())
+    free = replay(rec, parse_policy("threshold:0.3", _settings()), replace(_params(), loss="none"))
+    assert round(charged.loss_usd * 1e6, 6) == 939 + 900 + 3000 + 300
+    assert charged.refetches == 1 and free.refetches == 0 and free.loss_usd == 0
+    assert _total(charged) - _total(free) == 939 + 900 + 3000 + 300
+    assert replay(rec, parse_policy("never", _settings()), _params()).loss_usd == 0  # nothing dropped
+
+
+def test_replay_codex_does_not_lose_the_user_messages_it_keeps():
+    rec = _recording_with_uses([(0, 3), (4, 3)])  # both user messages are used after the compaction
+    result = replay(rec, parse_policy("codex", _settings()), _params(window=4000))
+    assert result.compactions == 1 and result.refetches == 0
+    rec = _recording_with_uses([(2, 3)])
+    assert replay(rec, parse_policy("codex", _settings()), _params(window=4000)).refetches == 1
+
+
+def test_replay_carried_refetches_are_read_by_the_next_compaction_then_dropped():
+    # compact before call 2 (cut 3) and call 3 (cut 5); call 2 uses message 2 (dropped at call 2)
+    rec = _recording_with_uses([(2, 2)])
+    result = replay(rec, Schedule("s", {2: 3, 3: 5}), _params())
+    # call 2: prompt V + S + 220 = 1,320: extra call 396 + 900 + 3,000, carried 300;
+    # compaction before call 3 reads the 1,000 carried tokens once more (300), then they are gone
+    assert round(result.loss_usd * 1e6, 6) == 396 + 900 + 3000 + 300 + 300
+    assert result.refetches == 1 and result.schedule == ((2, 3), (3, 5))
+
+
+def test_loss_mode_is_checked():
+    with pytest.raises(ValueError, match="loss"):
+        replace(_params(), loss="sometimes")
+    done = CliRunner().invoke(app, ["replay", str(SESSIONS), "--loss", "sometimes"])
+    assert done.exit_code == 2 and "--loss" in done.output
+
+
+# ----------------------------------------------------------------------------- the oracle on real sessions
+
+
+@pytest.mark.parametrize("loss", ["refetch", "none"])
+def test_oracle_is_at_most_every_policy_on_every_shared_session(loss):
+    report = replay_directory(need(SESSIONS), load_settings(), DEFAULT_POLICIES, workers=2, loss=loss)
+    assert len(report.sessions) >= 10
+    for session in report.sessions:
+        totals = {r.policy: r.total_usd for r in session.results}
+        oracle = totals.pop("oracle")
+        assert all(oracle <= total + 1e-9 for total in totals.values()), (session.path, oracle, totals)
+        assert session.results[0].overflows == 0
+
+
+@pytest.mark.parametrize(("name", "flags", "expected"), [
+    ("claude_code/cc_task43_develop.jsonl", {"max_context_tokens": 1_000_000}, 10.58),
+    ("codex/codex_pharma_2compactions.jsonl", {"max_context_tokens": 258_400, "provider": "claude-sonnet-4"}, 8.14),
+])
+def test_oracle_agrees_with_an_independent_computation_to_the_cent(name, flags, expected):
+    """Figures computed independently with the accounting before lost information (issue record)."""
+    settings = load_settings(v=20_800, s=500, **flags)
+    report = replay_file(need(SESSIONS / name), settings, ["oracle"], loss="none")
+    assert round(report.results[0].total_usd, 2) == expected
+
+
+def test_cli_replay_json_reports_the_oracle_ratio_and_the_assumption(tmp_path):
+    session = _write_session(tmp_path / "s.jsonl")
+    done = CliRunner().invoke(app, ["replay", str(session), "--policy", "oracle", "--policy", "never", "--v", "1000", "--json"])
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.output)
+    assert data["loss"] == "refetch" and "taken as fixed" in data["assumption"]
+    ratios = {p["policy"]: p["vs_oracle"] for p in data["policies"]}
+    assert ratios["oracle"] == 1.0 and ratios["never"] >= 1.0

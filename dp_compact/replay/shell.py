@@ -39,8 +39,18 @@ from dp_compact.api import choose_prices, session_tokens
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import DpCompactError
 from dp_compact.history import call_message_counts
-from dp_compact.replay import PolicyResult, Recording, ReplayParams, make_recording, prefix_floor_usd, replay
-from dp_compact.replay_policies import parse_policy
+from dp_compact.replay.meter import (
+    FIXED_RECORDING,
+    Policy,
+    PolicyResult,
+    Recording,
+    ReplayParams,
+    make_recording,
+    prefix_floor_usd,
+    replay,
+)
+from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
+from dp_compact.reuse import find_uses
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.sessions.model import Message, Session, Usage
@@ -50,6 +60,8 @@ from dp_compact.settings import Settings
 __all__ = [
     "SESSION_SUFFIXES",
     "DirectoryReplay",
+    "parse_policies",
+    "summary_tokens",
     "SessionReplay",
     "call_times",
     "load_recording",
@@ -135,16 +147,44 @@ def load_recording(
     tokens = session_tokens(probe, settings, use_cache=use_cache)
     positions, outputs, source = recorded_calls(messages, tokens, session.usage)
     times = call_times(session.path, messages, positions) if with_times else None
+    uses = find_uses(messages)
+    use_calls = np.searchsorted(positions, uses.at, side="right") - 1
+    found = use_calls >= 0
     recording = make_recording(
-        messages, tokens, message_arrays(messages), positions, outputs, times, path=session.path, format=session.format
+        messages, tokens, message_arrays(messages), positions, outputs, times,
+        uses=(uses.message[found], use_calls[found]), path=session.path, format=session.format,
     )
     return recording, source
 
 
-def replay_params(session: Session, settings: Settings, cache_ttl_s: float | None) -> tuple[ReplayParams, tuple[str, ...]]:
-    """Prices and window as :func:`~dp_compact.api.choose_prices` picks them, V, S, TTL; and its notes."""
+def replay_params(
+    session: Session, settings: Settings, cache_ttl_s: float | None, loss: str = "refetch"
+) -> tuple[ReplayParams, tuple[str, ...]]:
+    """Prices and window as :func:`~dp_compact.api.choose_prices` picks them, V, S, TTL, loss; and its notes."""
     prices, notes = choose_prices(settings, session)
-    return ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=settings.s, cache_ttl_s=cache_ttl_s), notes
+    return ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss), notes
+
+
+def summary_tokens(tool: str, settings: Settings) -> int:
+    """S charged to a policy standing for ``tool`` (DESIGN §6): ``DP_S`` when given, else :data:`SUMMARY_TOKENS`."""
+    if "s" in settings.model_fields_set:
+        return settings.s
+    return SUMMARY_TOKENS.get(tool, settings.s)
+
+
+#: A policy, or its ``--policy`` spec (parsed on use).
+Parsed = Policy | str
+
+
+def parse_policies(specs: Sequence[str], settings: Settings) -> tuple[Policy, ...]:
+    """Every ``--policy`` spec parsed once per run (:func:`~dp_compact.replay.policies.parse_policy`).
+
+    Raises
+    ------
+    SettingsError
+        An unknown policy spec.
+    """
+    return tuple(parse_policy(spec, settings) for spec in specs)
 
 
 @dataclass(frozen=True)
@@ -160,8 +200,10 @@ class SessionReplay:
         ``"usage"`` (output tokens from usage records) or ``"messages"``.
     timed_calls : int
         Calls with a known time (the TTL applies between those).
+    n_uses : int
+        Uses of earlier messages the lost-information detector found (DESIGN §6).
     params : ReplayParams
-        Prices, window M, V, S, TTL.
+        Prices, window M, V, the default S, TTL, loss mode.
     prefix_floor_usd : float
         Every call reading V from cache plus the recorded output, $: no policy costs less.
     results : tuple[PolicyResult, ...]
@@ -176,6 +218,7 @@ class SessionReplay:
     n_calls: int
     call_source: str
     timed_calls: int
+    n_uses: int
     params: ReplayParams
     prefix_floor_usd: float
     results: tuple[PolicyResult, ...]
@@ -185,16 +228,22 @@ class SessionReplay:
         """Total $ of the cheapest fixed policy replayed, None when there is none."""
         return _best_fixed({r.policy: (r.fixed, r.total_usd) for r in self.results})
 
+    def oracle_usd(self) -> float | None:
+        """Total $ of the oracle when it was replayed."""
+        return next((r.total_usd for r in self.results if r.policy == ORACLE), None)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: session facts, prices, and per policy the terms and ``vs_best_fixed``."""
-        best = self.best_fixed_usd()
+        """JSON-ready: session facts, prices, the assumption, and per policy the terms, ``vs_best_fixed`` and ``vs_oracle``."""
+        best, oracle = self.best_fixed_usd(), self.oracle_usd()
         return {
             "session": {"path": self.path, "format": self.format, "messages": self.n_messages, "calls": self.n_calls,
-                        "call_source": self.call_source, "timed_calls": self.timed_calls},
+                        "call_source": self.call_source, "timed_calls": self.timed_calls, "uses": self.n_uses},
             "prices": asdict(self.params.prices), "v_tokens": self.params.v_tokens, "s_tokens": self.params.s_tokens,
-            "cache_ttl_s": self.params.cache_ttl_s, "max_context_tokens": self.params.window,
-            "prefix_floor_usd": self.prefix_floor_usd, "best_fixed_usd": best, "notes": list(self.notes),
-            "policies": [{**r.to_dict(), "vs_best_fixed": _ratio(r.total_usd, best)} for r in self.results],
+            "cache_ttl_s": self.params.cache_ttl_s, "max_context_tokens": self.params.window, "loss": self.params.loss,
+            "assumption": FIXED_RECORDING, "prefix_floor_usd": self.prefix_floor_usd, "best_fixed_usd": best,
+            "oracle_usd": oracle, "notes": list(self.notes),
+            "policies": [{**r.to_dict(), "vs_best_fixed": _ratio(r.total_usd, best), "vs_oracle": _ratio(r.total_usd, oracle)}
+                         for r in self.results],
         }
 
 
@@ -209,8 +258,8 @@ def _ratio(total: float, best: float | None) -> float | None:
     return total / best if best else None
 
 
-_SUMMED = ("calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd", "compactions",
-           "overflows", "truncations", "floor_usd")
+_SUMMED = ("calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd", "loss_usd", "compactions",
+           "overflows", "truncations", "refetches", "floor_usd")
 
 
 @dataclass(frozen=True)
@@ -221,63 +270,74 @@ class DirectoryReplay:
     policies: tuple[str, ...]
     sessions: tuple[SessionReplay, ...]
     skipped: tuple[tuple[str, str], ...]
+    loss: str = "refetch"
 
     def totals(self) -> list[dict[str, Any]]:
-        """Per policy over all sessions: summed $ and counts, peak, call-weighted mean context, ratio."""
+        """Per policy over all sessions: summed $ and counts, peak, call-weighted mean context, ratios."""
         rows = []
         for index, name in enumerate(self.policies):
             results = [s.results[index] for s in self.sessions]
             row: dict[str, Any] = {"policy": name, "fixed": bool(results and results[0].fixed)}
             row.update({key: sum(getattr(r, key) for r in results) for key in _SUMMED})
             row["total_usd"] = sum(r.total_usd for r in results)
+            row["summary_tokens"] = results[0].summary_tokens if results else 0
             row["peak_context_tokens"] = max((r.peak_context_tokens for r in results), default=0)
             weighted = sum(r.mean_context_tokens * r.calls for r in results)
             row["mean_context_tokens"] = weighted / row["calls"] if row["calls"] else 0.0
             rows.append(row)
         best = _best_fixed({row["policy"]: (row["fixed"], row["total_usd"]) for row in rows})
+        oracle = next((row["total_usd"] for row in rows if row["policy"] == ORACLE), None)
         for row in rows:
             row["vs_best_fixed"] = _ratio(row["total_usd"], best)
+            row["vs_oracle"] = _ratio(row["total_usd"], oracle)
         return rows
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the folder, each session's report, the skipped files and the totals."""
+        """JSON-ready: the folder, the assumption, each session's report, the skipped files and the totals."""
         return {
-            "folder": self.folder, "policies": list(self.policies), "sessions": [s.to_dict() for s in self.sessions],
+            "folder": self.folder, "policies": list(self.policies), "loss": self.loss, "assumption": FIXED_RECORDING,
+            "sessions": [s.to_dict() for s in self.sessions],
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped], "totals": self.totals(),
         }
 
 
+def _replay_one(recording: Recording, policy: Policy, params: ReplayParams, settings: Settings) -> PolicyResult:
+    """One policy over one recording, charged its tool's summary size (DESIGN §6)."""
+    return replay(recording, policy, replace(params, s_tokens=summary_tokens(policy.tool, settings)))
+
+
 def replay_session(
-    session: Session, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
-    use_cache: bool = True,
+    session: Session, settings: Settings, policies: Sequence[Parsed], *, cache_ttl_s: float | None = None,
+    use_cache: bool = True, loss: str = "refetch",
 ) -> SessionReplay:
-    """Replay an already read session under each policy spec (see :func:`parse_policy`).
+    """Replay an already read session under each parsed policy (:func:`parse_policies`).
 
     Raises
     ------
     SettingsError
-        An unknown policy spec, or prices that break DESIGN §3 rules.
+        Prices that break DESIGN §3 rules.
     UnknownProfileError
         As :func:`~dp_compact.api.choose_prices`.
     """
-    chosen = [parse_policy(spec, settings) for spec in policies]
-    params, notes = replay_params(session, settings, cache_ttl_s)
+    parsed = tuple(parse_policy(p, settings) if isinstance(p, str) else p for p in policies)
+    params, notes = replay_params(session, settings, cache_ttl_s, loss)
     if session.skipped_lines:
         notes = (*notes, f"skipped {session.skipped_lines} malformed line(s) (--lenient)")
     recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
-    results = tuple(replay(recording, policy, params) for policy in chosen)
+    results = tuple(_replay_one(recording, policy, params, settings) for policy in parsed)
     return SessionReplay(
         path=session.path, format=session.format, n_messages=len(recording.messages), n_calls=recording.n_calls,
-        call_source=source, timed_calls=int(np.isfinite(recording.call_times).sum()), params=params,
+        call_source=source, timed_calls=int(np.isfinite(recording.call_times).sum()),
+        n_uses=int(recording.use_calls.size), params=params,
         prefix_floor_usd=prefix_floor_usd(recording, params), results=results, notes=notes,
     )
 
 
 def replay_file(
-    path: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
-    lenient: bool = False, use_cache: bool = True,
+    path: Path | str, settings: Settings, policies: Sequence[Parsed], *, cache_ttl_s: float | None = None,
+    lenient: bool = False, use_cache: bool = True, loss: str = "refetch",
 ) -> SessionReplay:
-    """Read ``path`` (any supported format) and replay it under each policy (specs checked first).
+    """Read ``path`` (any supported format) and replay it under each policy (spec strings are parsed first).
 
     Raises
     ------
@@ -286,10 +346,11 @@ def replay_file(
     SettingsError, UnknownProfileError
         As :func:`replay_session`.
     """
-    for spec in policies:
-        parse_policy(spec, settings)
+    parsed = parse_policies([p for p in policies if isinstance(p, str)], settings)
+    chosen = iter(parsed)
+    resolved = tuple(next(chosen) if isinstance(p, str) else p for p in policies)
     session = read_session(path, lenient=lenient)
-    return replay_session(session, settings, policies, cache_ttl_s=cache_ttl_s, use_cache=use_cache)
+    return replay_session(session, settings, resolved, cache_ttl_s=cache_ttl_s, use_cache=use_cache, loss=loss)
 
 
 def session_files(folder: Path | str) -> list[Path]:
@@ -298,7 +359,7 @@ def session_files(folder: Path | str) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES and p.name != "manifest.json")
 
 
-def _replay_or_skip(path: Path, settings: Settings, policies: tuple[str, ...], options: dict[str, Any]) -> SessionReplay | str:
+def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...], options: dict[str, Any]) -> SessionReplay | str:
     """A worker's job: the replay of one file, or the reason it was skipped (a DpCompactError)."""
     try:
         return replay_file(path, settings, policies, **options)
@@ -318,6 +379,7 @@ def _process_context() -> BaseContext:
 def replay_directory(
     folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
     lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
+    loss: str = "refetch",
 ) -> DirectoryReplay:
     """Replay every session file under ``folder`` in parallel processes.
 
@@ -327,7 +389,7 @@ def replay_directory(
         Searched recursively (:func:`session_files`).
     settings : Settings
     policies : sequence of str
-        Policy specs, checked before any work starts.
+        Policy specs, parsed once before any work starts.
     cache_ttl_s : float, optional
         Cache TTL in seconds (calls with timestamps only).
     lenient, use_cache : bool
@@ -336,6 +398,8 @@ def replay_directory(
         Processes (default: CPU count, at most one per file); 1 runs in this process.
     progress : callable, optional
         ``progress(done, total, path)`` after each file, in this process.
+    loss : {"refetch", "none"}
+        The lost-information charge (DESIGN §6).
 
     Returns
     -------
@@ -348,25 +412,24 @@ def replay_directory(
         An unknown policy spec.
     """
     specs = tuple(policies)
-    for spec in specs:
-        parse_policy(spec, settings)
+    parsed = parse_policies(specs, settings)
     files = session_files(folder)
-    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache}
+    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
     count = max(1, min(workers or os.cpu_count() or 1, len(files)))
     done: dict[Path, SessionReplay | str] = {}
     if count == 1:
         for path in files:
-            done[path] = _replay_or_skip(path, settings, specs, options)
+            done[path] = _replay_or_skip(path, settings, parsed, options)
             if progress is not None:
                 progress(len(done), len(files), str(path))
     else:
         with ProcessPoolExecutor(max_workers=count, mp_context=_process_context()) as pool:
             largest_first = sorted(files, key=lambda p: p.stat().st_size, reverse=True)  # balances the workers
-            futures = {pool.submit(_replay_or_skip, path, settings, specs, options): path for path in largest_first}
+            futures = {pool.submit(_replay_or_skip, path, settings, parsed, options): path for path in largest_first}
             for future in as_completed(futures):
                 done[futures[future]] = future.result()
                 if progress is not None:
                     progress(len(done), len(files), str(futures[future]))
     sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
     skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
-    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped)
+    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)

@@ -11,8 +11,14 @@ Policies (``--policy``; the numbers of the presets, with their sources, are in R
 ``codex``        compact at 90 % of M; keep the most recent user messages up to 20,000 tokens
 ``openhands``    condense above 120 messages; keep the first 4, the summary and the last 55
 ``langchain``    summarize at 80 % of M; keep the last 20 messages
+``oracle``       the hindsight-optimal schedule (:mod:`dp_compact.replay.oracle`), computed per recording
 
-Every fixed rule cuts only at feasible cuts (DESIGN §1); "summary only" drops every message.
+Every fixed rule cuts only at feasible cuts (DESIGN §1); "summary only" drops every message but
+the last API round (a tail is never empty, as for every feasible cut).
+
+Each policy names the ``tool`` whose summarizer it stands for; the replay charges each
+compaction that tool's summary size (:data:`SUMMARY_TOKENS`, DESIGN §6), unless ``DP_S`` / ``--s``
+is given, which then applies to every policy.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import numpy as np
 from dp_compact.cuts import ROLE_USER, MessageArrays
 from dp_compact.errors import SettingsError
 from dp_compact.planner import plan
-from dp_compact.replay import CallContext, Compaction, Policy, tail_cut_mask
+from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
+from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.sessions.model import Message, Session, Usage
 from dp_compact.settings import Settings
 
 __all__ = [
+    "ALL_POLICIES",
     "CLAUDE_CODE_BUFFER_TOKENS",
     "CLAUDE_CODE_OUTPUT_RESERVE_TOKENS",
     "CODEX_AUTO_COMPACT_RATIO",
@@ -42,7 +50,11 @@ __all__ = [
     "LangChain",
     "Never",
     "OpenHands",
+    "ORACLE",
+    "Oracle",
     "PlannerPolicy",
+    "SUMMARY_TOKENS",
+    "Schedule",
     "Threshold",
     "parse_policy",
 ]
@@ -65,15 +77,32 @@ LANGCHAIN_MESSAGES_TO_KEEP = 20
 LANGCHAIN_TRIGGER_RATIO = 0.8
 
 #: What ``dp-compact replay`` runs when no ``--policy`` is given.
-DEFAULT_POLICIES = ("dp", "seed", "never", "claude-code", "codex", "openhands", "langchain")
+DEFAULT_POLICIES = ("oracle", "dp", "seed", "never", "claude-code", "codex", "openhands", "langchain")
+#: Every policy name ``--policy`` takes (``threshold:F[:keep]`` apart).
+ALL_POLICIES = DEFAULT_POLICIES
+
+#: Summary tokens each tool writes (DESIGN §6 "Summary size per policy, from evidence").
+#: ``dp_compact``: the extractive summarizer's output measured with ``dp-compact compact --force
+#: --dry-run --json`` on the 16 shared sessions (491-838 tokens, median 780); an LLM summarizer
+#: writes ``DP_S``. ``claude-code`` and ``codex``: the compaction summaries recorded in real
+#: transcripts, measured by ``dp-compact calibrate`` (calibration/results.json
+#: ``recorded_summaries``). Tools without a recorded compaction (OpenHands, LangChain, a generic
+#: threshold rule) are charged ``DP_S``.
+SUMMARY_TOKENS: dict[str, int] = {"dp_compact": 780, "claude-code": 6_977, "codex": 1_744}
 
 #: Stands for the carry block in the planner's view of the live conversation.
 _SUMMARY = Message("user", "[summary]", raw={"role": "user", "content": "[summary]"})
 
 
-def _summary_only(ctx: CallContext, carry: int | None = None) -> Compaction:
-    """Drop every live message into one block (S tokens unless ``carry`` is given)."""
-    return Compaction(cut=ctx.live.end, carry_tokens=ctx.params.s_tokens if carry is None else carry)
+def _summary_only(ctx: CallContext, carry: int | None = None, kept: frozenset[int] = frozenset()) -> Compaction | None:
+    """Drop every live message but the last API round into one block (S tokens unless ``carry`` is given).
+
+    None when the tail has no feasible cut (nothing can be dropped).
+    """
+    cut = _keep_at_least(ctx, 1)
+    if cut is None:
+        return None
+    return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens if carry is None else carry, kept=kept)
 
 
 def _keep_at_least(ctx: CallContext, keep_messages: int) -> int | None:
@@ -90,6 +119,7 @@ class Never:
 
     name: str = "never"
     fixed: bool = True
+    tool: str = ""
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
         return None
@@ -111,6 +141,7 @@ class Threshold:
     keep: float | None = None
     reserve_tokens: int | None = None
     fixed: bool = True
+    tool: str = ""
 
     def threshold(self, ctx: CallContext) -> float:
         """The trigger, tokens."""
@@ -139,7 +170,8 @@ class Threshold:
 
 def _claude_code() -> Threshold:
     """Claude Code's auto-compact: at M − min(max output, 20k) − 13k tokens, summary only."""
-    return Threshold(name="claude-code", reserve_tokens=CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS)
+    return Threshold(name="claude-code", reserve_tokens=CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS,
+                     tool="claude-code")
 
 
 @dataclass(frozen=True)
@@ -148,6 +180,7 @@ class Codex:
 
     name: str = "codex"
     fixed: bool = True
+    tool: str = "codex"
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
         if ctx.prompt_tokens >= CODEX_AUTO_COMPACT_RATIO * ctx.params.window:
@@ -156,7 +189,15 @@ class Codex:
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
         users = int(ctx.rec.user_prefix_tokens[ctx.live.end])  # every user message so far, newest kept first
-        return _summary_only(ctx, ctx.params.s_tokens + min(users, CODEX_USER_MESSAGE_MAX_TOKENS))
+        return _summary_only(ctx, ctx.params.s_tokens + min(users, CODEX_USER_MESSAGE_MAX_TOKENS), _kept_users(ctx))
+
+
+def _kept_users(ctx: CallContext) -> frozenset[int]:
+    """The user messages Codex keeps verbatim: the newest first, while they fit in its 20,000-token budget."""
+    rec, end = ctx.rec, ctx.live.end
+    users = np.flatnonzero(rec.arrays.roles[:end] == ROLE_USER)[::-1]
+    within = np.cumsum(rec.message_tokens[users]) <= CODEX_USER_MESSAGE_MAX_TOKENS
+    return frozenset(int(m) for m in users[within])
 
 
 @dataclass(frozen=True)
@@ -169,6 +210,7 @@ class OpenHands:
     max_size: int = OPENHANDS_MAX_SIZE
     keep_first: int = OPENHANDS_KEEP_FIRST
     fixed: bool = True
+    tool: str = "openhands"
 
     def view_size(self, ctx: CallContext) -> int:
         """Events in the view: pinned, the summary, the tail."""
@@ -199,6 +241,7 @@ class LangChain:
     trigger_ratio: float = LANGCHAIN_TRIGGER_RATIO
     keep_messages: int = LANGCHAIN_MESSAGES_TO_KEEP
     fixed: bool = True
+    tool: str = "langchain"
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
         if ctx.prompt_tokens < self.trigger_ratio * ctx.params.window:
@@ -224,6 +267,7 @@ class PlannerPolicy:
     settings: Settings
     name: str = "dp"
     fixed: bool = False
+    tool: str = "dp_compact"
     _usage: list[Usage] = field(default_factory=list, repr=False)
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
@@ -270,6 +314,55 @@ def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> Message
     return MessageArrays(roles, calls.astype(np.int64), turns.astype(np.int64), rounds.astype(np.int64), plain)
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A fixed list of compactions: before call ``call``, compact to the tail starting at ``cut``.
+
+    The oracle's schedule is replayed through the meter with this policy (``name="oracle"``).
+    ``cuts`` maps call -> cut; a cut no longer inside the live tail (after a hard truncation)
+    is skipped; no overflow fallback (a hard truncation applies).
+    """
+
+    name: str
+    cuts: dict[int, int]
+    fixed: bool = False
+    tool: str = "dp_compact"
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        cut = self.cuts.get(ctx.call)
+        if cut is None or not ctx.live.start < cut < ctx.live.end:
+            return None
+        return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return None
+
+
+#: ``--policy oracle``'s name.
+ORACLE = "oracle"
+
+
+@dataclass
+class Oracle:
+    """The hindsight optimum as a policy: at the first call of a recording it solves
+    :func:`~dp_compact.replay.oracle.oracle_schedule` for that recording and its params, then
+    carries the schedule out (:class:`Schedule`), so its replay costs what the oracle says."""
+
+    name: str = ORACLE
+    fixed: bool = False
+    tool: str = "dp_compact"
+    _schedule: Schedule | None = field(default=None, repr=False)
+
+    def before_call(self, ctx: CallContext) -> Compaction | None:
+        if ctx.call == 0 or self._schedule is None:
+            best = oracle_schedule(ctx.rec, ctx.params)
+            self._schedule = Schedule(self.name, dict(best.schedule))
+        return self._schedule.before_call(ctx)
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return None
+
+
 def _number(spec: str, text: str, rule: str) -> float:
     """A positive number from a policy spec, or SettingsError naming the spec."""
     try:
@@ -290,6 +383,8 @@ def parse_policy(spec: str, settings: Settings) -> Policy:
         Unknown name, or a threshold spec whose numbers break ``0 < F ≤ 1``, ``x > 0``.
     """
     name, _, rest = spec.strip().partition(":")
+    if name == ORACLE and not rest:
+        return Oracle()
     presets = {"never": Never, "claude-code": _claude_code, "codex": Codex, "openhands": OpenHands, "langchain": LangChain}
     if name in presets and not rest:
         return presets[name]()
@@ -302,6 +397,6 @@ def parse_policy(spec: str, settings: Settings) -> Policy:
             raise SettingsError("--policy", spec, "threshold:F[:keep] needs 0 < F <= 1")
         kept = _number(spec, keep, "keep must be a share 0 < x <= 1 or a token budget x > 1") if keep else None
         return Threshold(name=spec.strip(), ratio=ratio, keep=kept)
-    known = "dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain"
+    known = "oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain"
     raise SettingsError("--policy", spec, f"unknown policy; use one of {known}")
 

@@ -19,10 +19,23 @@ The replay model (README "Replay"):
 5. A prompt above the window M is an overflow: counted (the rejected request costs nothing),
    then the policy's forced fallback applies, and a hard truncation (drop the oldest messages at
    a feasible cut; no summary, no request) when it has none or it is not enough.
+6. Lost information (DESIGN §6, ``loss="refetch"``, the default): the recording is fixed, so a
+   message that a later call *uses* (:mod:`dp_compact.reuse`) but that the policy dropped must be
+   fetched again. Before that call: one extra call (the prompt about to be sent, read from
+   cache, and ``REFETCH_OUTPUT_TOKENS`` of output), the message's tokens written fresh
+   (``P_write``), and those tokens carried, read from cache, by every later call and by the next
+   compaction's request, which drops them again. A message is dropped when it is neither pinned,
+   nor kept in the compaction block (Codex's user messages), nor in the verbatim tail; once
+   fetched it counts as live until the next compaction. Refetched tokens are charged, not added
+   to the prompt's size (they never cause an overflow). All of it is the ``loss`` column.
+
+The recording is taken as fixed (:data:`FIXED_RECORDING`): later messages, tool outputs and
+output tokens are the same under every policy.
 
 Everything here is pure: :func:`replay` maps a :class:`Recording`, a policy and
 :class:`ReplayParams` to a :class:`PolicyResult`. Files are read in
-:mod:`dp_compact.replay_shell`; the policies live in :mod:`dp_compact.replay_policies`.
+:mod:`dp_compact.replay.shell`; the policies live in :mod:`dp_compact.replay.policies`, the
+hindsight optimum in :mod:`dp_compact.replay.oracle`.
 """
 
 from __future__ import annotations
@@ -33,12 +46,15 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import L_INSTR_TOKENS
+from dp_compact.benefit import compaction_request_cost
 from dp_compact.cuts import ROLE_USER, MessageArrays, feasible_cut_mask
 from dp_compact.pricing import Prices
 from dp_compact.sessions.model import Message
 
 __all__ = [
+    "FIXED_RECORDING",
+    "LOSS_MODES",
+    "REFETCH_OUTPUT_TOKENS",
     "CallContext",
     "Compaction",
     "Live",
@@ -54,6 +70,16 @@ __all__ = [
 ]
 
 Int64s = npt.NDArray[np.int64]
+
+#: DESIGN §6: what every replay assumes, stated in its table and JSON.
+FIXED_RECORDING = (
+    "the recording is taken as fixed: later messages, tool outputs and output tokens are the same under every policy"
+)
+#: ``--loss`` choices (DESIGN §6): no charge, or a refetch per use of a dropped message.
+LOSS_MODES = ("refetch", "none")
+#: Output tokens of the extra call that fetches a dropped message again (DESIGN §6 "a short
+#: tool-call output"): a Read/cat call with its path, about 50-70 tokens in the shared transcripts.
+REFETCH_OUTPUT_TOKENS = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +102,9 @@ class Recording:
         Output tokens per call (recorded usage, else the produced message's tokens).
     call_times : ndarray[float64], shape (C,)
         Epoch seconds per call; NaN where unknown.
+    use_messages, use_calls : ndarray[int64], shape (U,)
+        Uses of earlier messages (DESIGN §6 detector): message ``use_messages[u]`` is needed by
+        call ``use_calls[u]`` (``use_messages[u] < call_positions[use_calls[u]]``); sorted by call.
     path, format : str
         Where it comes from.
     """
@@ -88,6 +117,8 @@ class Recording:
     call_positions: Int64s
     output_tokens: Int64s
     call_times: npt.NDArray[np.float64]
+    use_messages: Int64s
+    use_calls: Int64s
     path: str = ""
     format: str = ""
 
@@ -105,10 +136,14 @@ def make_recording(
     output_tokens: Int64s,
     call_times: npt.NDArray[np.float64] | None = None,
     *,
+    uses: tuple[Int64s, Int64s] | None = None,
     path: str = "",
     format: str = "",  # noqa: A002 - the Session field's name
 ) -> Recording:
     """A :class:`Recording` with its cumulative sums (arrays made read-only).
+
+    ``uses`` is ``(messages, calls)``: message ``messages[u]`` is used by call ``calls[u]``
+    (pairs whose message is not in that call's prompt are dropped); None = no uses.
 
     Raises
     ------
@@ -128,19 +163,34 @@ def make_recording(
         raise ValueError("call positions must be non-decreasing and lie in [0, N]")
     prefix = np.concatenate(([0], np.cumsum(tokens)))
     user = np.concatenate(([0], np.cumsum(np.where(arrays.roles == ROLE_USER, tokens, 0))))
-    for array in (tokens, prefix, user, positions, outputs, times):
+    used, users = (np.zeros(0, np.int64),) * 2 if uses is None else (np.asarray(u, dtype=np.int64) for u in uses)
+    if used.shape != users.shape or (users.size and (users.min() < 0 or users.max() >= positions.size)):
+        raise ValueError("uses need one call in [0, C) per message")
+    keep = used < positions[users] if users.size else np.zeros(0, bool)
+    order = np.lexsort((used[keep], users[keep]))
+    used, users = used[keep][order], users[keep][order]
+    for array in (tokens, prefix, user, positions, outputs, times, used, users):
         array.setflags(write=False)
-    return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, path, format)
+    return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, used, users, path, format)
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayParams:
-    """Prices ($/MTok; ``max_context_tokens`` is the window M), V and S (tokens), cache TTL (s, None = never expires)."""
+    """Prices ($/MTok; ``max_context_tokens`` is the window M), V and S (tokens), cache TTL (s,
+    None = never expires) and the lost-information charge (``"refetch"`` or ``"none"``, DESIGN §6).
+
+    ``s_tokens`` is the summary the policy's tool writes (DESIGN §6 "Summary size per policy").
+    """
 
     prices: Prices
     v_tokens: int
     s_tokens: int
     cache_ttl_s: float | None = None
+    loss: str = "refetch"
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSS_MODES:
+            raise ValueError(f"loss must be one of {LOSS_MODES}, not {self.loss!r}")
 
     @property
     def window(self) -> int:
@@ -149,19 +199,30 @@ class ReplayParams:
 
     @property
     def p_uncached(self) -> float:
-        """$/MTok of prompt tokens not read from cache: P_write where priced, else P_input."""
-        return self.prices.p_cache_write if self.prices.p_cache_write is not None else self.prices.p_input
+        """$/MTok of prompt tokens not read from cache: :attr:`Prices.p_write`."""
+        return self.prices.p_write
 
 
 @dataclass(slots=True)
 class Live:
-    """The live conversation: ``history[:pinned] + [carry block] + history[start:end]``; ``compactions`` so far."""
+    """The live conversation: ``history[:pinned] + [carry block] + history[start:end]``; ``compactions`` so far.
+
+    ``kept``: head messages the block holds verbatim (Codex's user messages); ``refetched``:
+    dropped messages fetched again since the last compaction, and their ``refetched_tokens``.
+    """
 
     pinned: int = 0
     carry_tokens: int = 0
     start: int = 0
     end: int = 0
     compactions: int = 0
+    kept: frozenset[int] = frozenset()
+    refetched: set[int] = field(default_factory=set)
+    refetched_tokens: int = 0
+
+    def dropped(self, message: int) -> bool:
+        """True when history message ``message`` is in no part of the live context."""
+        return self.pinned <= message < self.start and message not in self.kept and message not in self.refetched
 
     def tokens(self, rec: Recording) -> int:
         """Tokens of the live messages (without V)."""
@@ -175,13 +236,15 @@ class Compaction:
 
     ``cut``: history index where the new tail starts (tail ``[cut, end)``); ``carry_tokens``:
     the block replacing the head (S, or S plus kept user messages); ``pinned``: first messages
-    kept before the block; ``summarize``: False for a hard truncation (no request, no block).
+    kept before the block; ``summarize``: False for a hard truncation (no request, no block);
+    ``kept``: head messages the block holds verbatim (not lost).
     """
 
     cut: int
     carry_tokens: int
     pinned: int = 0
     summarize: bool = True
+    kept: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True)
@@ -201,10 +264,12 @@ class CallContext:
 
 
 class Policy(Protocol):
-    """A compaction policy; ``fixed`` marks a fixed rule (compared as "best fixed policy")."""
+    """A compaction policy; ``fixed`` marks a fixed rule (compared as "best fixed policy"); ``tool``
+    names the tool whose summary size it is charged (DESIGN §6; "" = ``DP_S``)."""
 
     name: str
     fixed: bool
+    tool: str
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
         """The compaction to make before the call, or None."""
@@ -253,9 +318,9 @@ class PolicyResult:
     Attributes
     ----------
     policy : str
-        Its name (``dp``, ``threshold:0.8``, ``claude-code``, ...).
+        Its name (``dp``, ``threshold:0.8``, ``claude-code``, ``oracle``, ...).
     fixed : bool
-        True for a fixed rule (all but ``dp`` and ``seed``).
+        True for a fixed rule (all but ``dp``, ``seed`` and ``oracle``).
     calls : int
         LLM calls replayed, C.
     cache_read_usd, input_usd, write_usd, output_usd : float
@@ -263,8 +328,14 @@ class PolicyResult:
         profiles that price them) and output.
     compaction_usd : float
         $ of the summarization requests (all their tokens).
-    compactions, overflows, truncations : int
-        Compactions (hard truncations apart), prompts above the window, hard truncations.
+    loss_usd : float
+        $ of lost information (module docstring, point 6): the refetch calls, the refetched
+        tokens and their carrying; 0 with ``loss="none"``.
+    compactions, overflows, truncations, refetches : int
+        Compactions (hard truncations apart), prompts above the window, hard truncations,
+        dropped messages fetched again.
+    summary_tokens : int
+        S charged per compaction, tokens.
     peak_context_tokens : int
         Largest prompt sent (V included), tokens.
     mean_context_tokens : float
@@ -273,6 +344,8 @@ class PolicyResult:
         This policy's prompts all read from cache plus the output, $: its cost is never lower.
     contexts : ndarray[int64], shape (C,)
         Prompt tokens of each call as sent; not serialized.
+    schedule : tuple[tuple[int, int], ...]
+        ``(call, cut)`` of each compaction, in order; not serialized.
     """
 
     policy: str
@@ -283,23 +356,29 @@ class PolicyResult:
     write_usd: float
     output_usd: float
     compaction_usd: float
+    loss_usd: float
     compactions: int
     overflows: int
     truncations: int
+    refetches: int
+    summary_tokens: int
     peak_context_tokens: int
     mean_context_tokens: float
     floor_usd: float
     contexts: Int64s = field(compare=False, repr=False)
+    schedule: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def total_usd(self) -> float:
-        """Total $: the calls (reads, input, writes, output) plus the compaction requests."""
-        return self.cache_read_usd + self.input_usd + self.write_usd + self.output_usd + self.compaction_usd
+        """Total $: the calls (reads, input, writes, output), the compaction requests and the loss."""
+        return (self.cache_read_usd + self.input_usd + self.write_usd + self.output_usd + self.compaction_usd
+                + self.loss_usd)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields with ``total_usd``, without ``contexts``."""
+        """JSON-ready fields with ``total_usd``, without ``contexts`` and ``schedule``."""
         names = ("policy", "fixed", "calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd",
-                 "compactions", "overflows", "truncations", "peak_context_tokens", "mean_context_tokens", "floor_usd")
+                 "loss_usd", "compactions", "overflows", "truncations", "refetches", "summary_tokens",
+                 "peak_context_tokens", "mean_context_tokens", "floor_usd")
         return {"total_usd": self.total_usd, **{name: getattr(self, name) for name in names}}
 
 
@@ -308,10 +387,11 @@ class _Meter:
 
     def __init__(self, params: ReplayParams) -> None:
         self.params = params
-        self.read = self.input = self.write = self.output = self.compaction = self.floor = 0.0
-        self.compactions = self.overflows = self.truncations = 0
+        self.read = self.input = self.write = self.output = self.compaction = self.loss = self.floor = 0.0
+        self.compactions = self.overflows = self.truncations = self.refetches = 0
         self.cached = 0  # tokens of the live prompt's prefix still in the cache
         self.last_time = float("nan")
+        self.schedule: list[tuple[int, int]] = []
 
     def expire(self, now: float) -> None:
         """Empty the cache when more than the TTL passed since the last request (unknown times never do)."""
@@ -328,22 +408,29 @@ class _Meter:
             return read * prices.p_cache, fresh * prices.p_input, 0.0
         return read * prices.p_cache, 0.0, fresh * prices.p_cache_write
 
-    def request(self, prompt: int, output: int) -> None:
-        """Charge one call; its whole prompt is cached afterwards."""
+    def request(self, prompt: int, output: int, carried: int) -> None:
+        """Charge one call (``carried`` refetched tokens read from cache as loss); its prompt is cached afterwards."""
         prices = self.params.prices
         read, fresh_input, fresh_write = self._prompt(prompt)
         self.read, self.input, self.write = self.read + read, self.input + fresh_input, self.write + fresh_write
         self.output += output * prices.p_out
+        self.loss += carried * prices.p_cache
         self.floor += prompt * min(prices.p_cache, prices.p_input, self.params.p_uncached) + output * prices.p_out
         self.cached = prompt
 
-    def summarize(self, head_prompt: int, kept_prefix: int) -> None:
-        """Charge a summarization request over ``V + H`` tokens (DESIGN §2 ③, cache-aware)."""
-        prices = self.params.prices
-        self.compaction += sum(self._prompt(head_prompt))
-        self.compaction += L_INSTR_TOKENS * prices.p_input + self.params.s_tokens * prices.p_out
+    def summarize(self, head_prompt: int, kept_prefix: int, carried: int) -> None:
+        """Charge a summarization request over ``V + H`` tokens (DESIGN §2 ③, cache-aware) plus carried refetches."""
+        read = min(self.cached, head_prompt)
+        self.compaction += compaction_request_cost(read, head_prompt - read, self.params.s_tokens, self.params.prices)
+        self.loss += carried * self.params.prices.p_cache
         self.compactions += 1
         self.cached = kept_prefix
+
+    def refetch(self, prompt: int, message_tokens: int) -> None:
+        """Charge fetching one dropped message again before a call whose prompt is ``prompt`` tokens."""
+        prices = self.params.prices
+        self.loss += prompt * prices.p_cache + REFETCH_OUTPUT_TOKENS * prices.p_out + message_tokens * prices.p_write
+        self.refetches += 1
 
 
 def _apply(ctx: CallContext, meter: _Meter, compaction: Compaction) -> None:
@@ -354,12 +441,14 @@ def _apply(ctx: CallContext, meter: _Meter, compaction: Compaction) -> None:
     head_prompt = v + live.tokens(rec) - int(rec.prefix_tokens[live.end] - rec.prefix_tokens[compaction.cut])
     kept_prefix = v + int(rec.prefix_tokens[compaction.pinned])
     if compaction.summarize:
-        meter.summarize(head_prompt, kept_prefix)
+        meter.summarize(head_prompt, kept_prefix, live.refetched_tokens)
+        meter.schedule.append((ctx.call, compaction.cut))
         live.compactions += 1
     else:
         meter.truncations += 1
         meter.cached = min(meter.cached, kept_prefix)
     live.pinned, live.carry_tokens, live.start = compaction.pinned, compaction.carry_tokens, compaction.cut
+    live.kept, live.refetched, live.refetched_tokens = compaction.kept, set(), 0
     ctx.prompt_tokens = v + live.tokens(rec)
 
 
@@ -373,22 +462,32 @@ def _fit(ctx: CallContext, policy: Policy, meter: _Meter) -> None:
         _apply(ctx, meter, cut)
 
 
+def _refetch(ctx: CallContext, meter: _Meter, messages: Int64s) -> None:
+    """Fetch again the dropped messages among ``messages`` (used by the coming call), in order."""
+    live, tokens = ctx.live, ctx.rec.message_tokens
+    for message in messages.tolist():
+        if live.dropped(message):
+            meter.refetch(ctx.prompt_tokens, int(tokens[message]))
+            live.refetched.add(message)
+            live.refetched_tokens += int(tokens[message])
+
+
 def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult:
     """Price ``rec`` call by call under ``policy`` (the model of this module's docstring).
 
     Parameters
     ----------
     rec : Recording
-        Messages, their tokens, the recorded calls (positions, output tokens, times).
+        Messages, their tokens, the recorded calls (positions, output tokens, times) and uses.
     policy : Policy
         Decides before each call whether to compact, and what to do on an overflow.
     params : ReplayParams
-        Prices ($/MTok), window M, V and S (tokens), cache TTL (s).
+        Prices ($/MTok), window M, V and S (tokens), cache TTL (s), loss mode.
 
     Returns
     -------
     PolicyResult
-        $ per term, counts, peak and mean context.
+        $ per term, counts, peak and mean context, the compaction schedule.
 
     Raises
     ------
@@ -399,6 +498,8 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
     ctx = CallContext(rec, live, params)
     meter = _Meter(params)
     contexts = np.zeros(rec.n_calls, dtype=np.int64)
+    charge_loss = params.loss == "refetch"
+    bounds = np.searchsorted(rec.use_calls, np.arange(rec.n_calls + 1))
     for j in range(rec.n_calls):
         live.end = int(rec.call_positions[j])
         ctx.call, ctx.prompt_tokens = j, params.v_tokens + live.tokens(rec)
@@ -408,7 +509,9 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
             _apply(ctx, meter, decision)
         if ctx.prompt_tokens > params.window:
             _fit(ctx, policy, meter)
-        meter.request(ctx.prompt_tokens, int(rec.output_tokens[j]))
+        if charge_loss and bounds[j + 1] > bounds[j]:
+            _refetch(ctx, meter, rec.use_messages[bounds[j]:bounds[j + 1]])
+        meter.request(ctx.prompt_tokens, int(rec.output_tokens[j]), live.refetched_tokens)
         meter.last_time = now
         contexts[j] = ctx.prompt_tokens
         ctx.prompts.append(ctx.prompt_tokens)
@@ -416,10 +519,11 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
     return PolicyResult(
         policy=policy.name, fixed=policy.fixed, calls=rec.n_calls, cache_read_usd=meter.read / 1e6,
         input_usd=meter.input / 1e6, write_usd=meter.write / 1e6, output_usd=meter.output / 1e6,
-        compaction_usd=meter.compaction / 1e6, compactions=meter.compactions, overflows=meter.overflows,
-        truncations=meter.truncations, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
+        compaction_usd=meter.compaction / 1e6, loss_usd=meter.loss / 1e6, compactions=meter.compactions,
+        overflows=meter.overflows, truncations=meter.truncations, refetches=meter.refetches,
+        summary_tokens=params.s_tokens, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
         mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
-        contexts=contexts,
+        contexts=contexts, schedule=tuple(meter.schedule),
     )
 
 

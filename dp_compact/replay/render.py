@@ -1,7 +1,7 @@
 """Text tables and the context plot of ``dp-compact replay``: formatting only, no cost arithmetic.
 
-The tables read the JSON-ready dicts of :class:`~dp_compact.replay_shell.SessionReplay` and
-:class:`~dp_compact.replay_shell.DirectoryReplay`; :func:`contexts_figure` imports matplotlib
+The tables read the JSON-ready dicts of :class:`~dp_compact.replay.shell.SessionReplay` and
+:class:`~dp_compact.replay.shell.DirectoryReplay`; :func:`contexts_figure` imports matplotlib
 inside the function, so importing this module stays light.
 """
 
@@ -14,7 +14,8 @@ __all__ = ["contexts_figure", "plot_contexts", "render_directory", "render_polic
 
 _HEADER = (
     f"{'policy':<20} {'total $':>10} {'reads $':>9} {'input $':>9} {'writes $':>9} {'output $':>9} {'compact $':>9}"
-    f" {'compactions':>11} {'overflows':>9} {'peak ctx':>9} {'mean ctx':>9} {'vs best fixed':>13}"
+    f" {'loss $':>9} {'S':>6} {'compactions':>11} {'refetches':>9} {'overflows':>9} {'peak ctx':>9} {'mean ctx':>9}"
+    f" {'vs best fixed':>13} {'vs oracle':>9}"
 )
 
 
@@ -24,14 +25,15 @@ def _ratio(value: float | None) -> str:
 
 
 def render_policy_table(rows: list[dict[str, Any]]) -> str:
-    """One line per policy: $ per term, counts, peak and mean context (tokens), ratio to the best fixed rule."""
+    """One line per policy: $ per term, S, counts, peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
     lines = [_HEADER]
     for r in rows:
         lines.append(
             f"{r['policy']:<20} {r['total_usd']:>10.4f} {r['cache_read_usd']:>9.4f} {r['input_usd']:>9.4f}"
-            f" {r['write_usd']:>9.4f} {r['output_usd']:>9.4f} {r['compaction_usd']:>9.4f} {r['compactions']:>11}"
+            f" {r['write_usd']:>9.4f} {r['output_usd']:>9.4f} {r['compaction_usd']:>9.4f} {r['loss_usd']:>9.4f}"
+            f" {r['summary_tokens']:>6,} {r['compactions']:>11} {r['refetches']:>9}"
             f" {r['overflows']:>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
-            f" {_ratio(r['vs_best_fixed']):>13}"
+            f" {_ratio(r['vs_best_fixed']):>13} {_ratio(r['vs_oracle']):>9}"
         )
     return "\n".join(lines)
 
@@ -43,7 +45,7 @@ def _prices_line(data: dict[str, Any]) -> str:
     ttl = f"{data['cache_ttl_s']:g} s" if data["cache_ttl_s"] is not None else "none"
     return (
         f"prices    {p['name']}: input {p['p_input']:.2f} / cache {p['p_cache']:.2f}{write} / output {p['p_out']:.2f} $/MTok;"
-        f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,}, S {data['s_tokens']:,} tokens; cache TTL {ttl}"
+        f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,} tokens; cache TTL {ttl}; lost information: {data['loss']}"
     )
 
 
@@ -54,8 +56,10 @@ def render_session(data: dict[str, Any]) -> str:
     timed = f", {s['timed_calls']} timed" if data["cache_ttl_s"] is not None else ""
     best = data["best_fixed_usd"]
     lines = [
-        f"session   {s['path']}  ({s['format']}; {s['messages']} messages, {s['calls']} calls{timed}; {source})",
+        f"session   {s['path']}  ({s['format']}; {s['messages']} messages, {s['calls']} calls{timed}; {source};"
+        f" {s['uses']} uses of earlier messages)",
         _prices_line(data),
+        f"assumes   {data['assumption']}",
         f"floor     ${data['prefix_floor_usd']:.4f} (every call reads only V from cache, plus its recorded output)",
         render_policy_table(data["policies"]),
     ]
@@ -78,7 +82,10 @@ def render_directory(data: dict[str, Any]) -> str:
     calls = rows[0]["calls"] if rows else 0
     lines.append(f"{'total':<36} {calls:>6}" + "".join(f"{r['total_usd']:>{width}.4f}" for r in rows))
     lines.append(f"{'vs best fixed':<36} {'':>6}" + "".join(f"{_ratio(r['vs_best_fixed']):>{width}}" for r in rows))
-    lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens):", render_policy_table(rows)]
+    if any(r["vs_oracle"] is not None for r in rows):
+        lines.append(f"{'vs oracle':<36} {'':>6}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
+    lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']}):",
+              render_policy_table(rows), f"assumes   {data['assumption']}"]
     lines += [f"skipped   {path}: {reason}" for path, reason in ((k["path"], k["reason"]) for k in data["skipped"])]
     return "\n".join(lines)
 

@@ -1,0 +1,43 @@
+"""Replay: what a recorded session would have cost, call by call, under each compaction policy.
+
+- :mod:`~dp_compact.replay.meter`: the pure cost meter (cache, compactions, lost information);
+- :mod:`~dp_compact.replay.policies`: dp_compact's planner, the fixed rules of other tools, a schedule;
+- :mod:`~dp_compact.replay.oracle`: the hindsight-optimal schedule (backward dynamic programming);
+- :mod:`~dp_compact.replay.shell`: reading sessions, evidence, folders; :mod:`~dp_compact.replay.render`: tables.
+"""
+
+from dp_compact.replay.meter import (
+    FIXED_RECORDING,
+    LOSS_MODES,
+    REFETCH_OUTPUT_TOKENS,
+    CallContext,
+    Compaction,
+    Live,
+    Policy,
+    PolicyResult,
+    Recording,
+    ReplayParams,
+    make_recording,
+    prefix_floor_usd,
+    replay,
+    tail_cut_mask,
+    truncation,
+)
+
+__all__ = [
+    "FIXED_RECORDING",
+    "LOSS_MODES",
+    "REFETCH_OUTPUT_TOKENS",
+    "CallContext",
+    "Compaction",
+    "Live",
+    "Policy",
+    "PolicyResult",
+    "Recording",
+    "ReplayParams",
+    "make_recording",
+    "prefix_floor_usd",
+    "replay",
+    "tail_cut_mask",
+    "truncation",
+]
