@@ -6,10 +6,12 @@ Prints, with the default settings and every policy (the defaults and ``threshold
 
 1. the largest real session (bytes): reading, tokenizing and building the recording (no token
    cache), then the replay time per policy (median of ``--repeat`` runs, tokens known) and its $;
+   the oracle's time includes solving its schedule;
 2. the whole folder: :func:`replay_directory` wall time in 2 worker processes and in one
    process, without and with a warm token cache (a temporary one), and the command end to end
    (medians of ``max(3, repeat // 2)`` runs);
-3. the report of the folder (the table ``dp-compact replay DIR`` prints);
+3. the report of the folder (the table ``dp-compact replay DIR`` prints), under ``--loss refetch``
+   (the default) and ``--loss none``, with each policy's ratio to the oracle;
 4. recorded cost vs the replay of ``never``, for the sessions with usage records: how close the
    replay model comes to the bill the provider sent (same prices).
 """
@@ -30,7 +32,7 @@ from timing import runs_ms, machine_line, parse_args
 
 from dp_compact.errors import DpCompactError
 from dp_compact.replay.meter import replay
-from dp_compact.replay_policies import DEFAULT_POLICIES, parse_policy
+from dp_compact.replay.policies import DEFAULT_POLICIES, parse_policy
 from dp_compact.replay.render import render_directory
 from dp_compact.replay.shell import load_recording, replay_directory, replay_file, replay_params, session_files
 from dp_compact.sessions import read_session
@@ -120,6 +122,9 @@ def main() -> None:
         print("\n".join(lines))
         print()
         print(render_directory(report.to_dict()))  # type: ignore[attr-defined]
+        print()
+        print("--loss none:")
+        print(render_directory(replay_directory(args.sessions, load_settings(), POLICIES, workers=2, loss="none").to_dict()))
         print()
         print("\n".join(recorded_vs_never(args.sessions)))
 

@@ -20,6 +20,7 @@ from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
+from dp_compact.windows import context_window, known_windows, largest_accepted_prompt, window_note
 
 __all__ = ["choose_prices", "plan_file", "plan_session", "resolve_prices", "session_tokens", "token_scale"]
 
@@ -29,47 +30,67 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
 
     The profile is ``settings.provider`` when given by a flag, ``DP_PROVIDER`` or ``.env``;
     otherwise the model the session records, when a profile or genai-prices knows it; otherwise
-    the default profile. The window is ``DP_MAX_CONTEXT_TOKENS`` when given, else the window the
-    session records (Codex ``model_context_window``), else the profile's. ``DP_P_*`` override
-    the profile's prices.
+    the default profile. ``DP_P_*`` override the profile's prices. The window is
+    :func:`dp_compact.windows.context_window` of the session, the profile's window standing for
+    the price database: ``DP_MAX_CONTEXT_TOKENS`` when given, else the session's evidence
+    (recorded window, recorded auto-compaction, the tool's default, accepted prompts; DESIGN §6).
+    Plan, curve, timeline, compact and replay all get their window here.
 
     Returns
     -------
     (Prices, tuple[str, ...])
-        The prices, and one sentence per choice a user should know about.
+        The prices, and one sentence per choice a user should know about; always one
+        ``"context window N tokens: <source>"`` (:func:`~dp_compact.windows.window_note`).
 
     Raises
     ------
     UnknownProfileError
         If an explicitly given provider is unknown.
     SettingsError
-        If the cache-read price exceeds the input price.
+        If the cache-read price exceeds the input price; or (``DP_MAX_CONTEXT_TOKENS``) if the
+        session's model is in no price list, no window is given or recorded, and its accepted
+        prompts exceed every window known for it: the window is then unknown, and a guess
+        would drive the forced rule (shared case 25).
     """
     notes: list[str] = []
     model = session.model if session is not None else None
     base: Prices | None = None
+    unknown_model = False
     if not settings.explicit_provider() and model:
         try:
             base = get_prices(model)
             notes.append(f"prices of {base.name}, the model recorded in the session")
         except UnknownProfileError:
             notes.append(f"the session's model {model!r} has no known prices: using {settings.provider}")
+            unknown_model = True
     if base is None:
         base = get_prices(settings.provider)
     if "assumed" in base.source:
         notes.append(f"{base.name}: {base.source}")
-    overrides = {
-        name: getattr(settings, name)
-        for name in ("p_input", "p_cache", "p_out", "p_cache_write", "max_context_tokens")
-        if getattr(settings, name) is not None
+    overrides: dict[str, object] = {
+        name: getattr(settings, name) for name in ("p_input", "p_cache", "p_out", "p_cache_write") if getattr(settings, name) is not None
     }
-    if settings.max_context_tokens is None and session is not None and session.context_window:
-        overrides["max_context_tokens"] = session.context_window
-        notes.append(f"context window {session.context_window:,} tokens, as recorded in the session")
-    prices = replace(base, **overrides) if overrides else base
+    window, source = context_window(session, base.max_context_tokens, explicit=settings.max_context_tokens, database_name=base.name)
+    if unknown_model and settings.max_context_tokens is None and session is not None:
+        _check_window_known(session, base, window)
+    if window != base.max_context_tokens:
+        overrides["max_context_tokens"] = window
+    notes.append(window_note(window, source))
+    prices = replace(base, **overrides) if overrides else base  # type: ignore[arg-type]
     if prices.p_cache > prices.p_input:
         raise SettingsError("DP_P_CACHE", prices.p_cache, f"a cache read must not cost more than input ({prices.p_input} $/MTok)")
     return prices, tuple(notes)
+
+
+def _check_window_known(session: Session, fallback: Prices, window: int) -> None:
+    """Raise when a model no price list has needs a window beyond every one known for it (see :func:`choose_prices`)."""
+    if window in (*known_windows(session.model, fallback.max_context_tokens), session.context_window):
+        return
+    raise SettingsError("DP_MAX_CONTEXT_TOKENS", None, (
+        f"the context window of {session.model!r} is unknown (no price list has the model) and the session's calls already"
+        f" took prompts of {largest_accepted_prompt(session):,} tokens, more than the {fallback.max_context_tokens:,} of"
+        f" {fallback.name}: give the window with DP_MAX_CONTEXT_TOKENS or --max-context-tokens"
+    ))
 
 
 def resolve_prices(settings: Settings, session_model: str | None = None) -> Prices:

@@ -4,7 +4,9 @@ From every session file with usage records: the fixed prefix V (the first call's
 its messages), L (LLM calls per user turn), avg (prompt tokens per call), the summary sizes S of
 the compactions the file records, and the ratio of provider-reported prompt tokens to our cl100k
 estimate (per provider family). From every session file: the recall curve q(a) in both age units
-of ``DP_RECALL_AGE``, fitted by q0 · exp(−a / τ). Spreads are bootstraps over sessions.
+of ``DP_RECALL_AGE``, counted with the replay judge's own detector of later uses
+(:func:`dp_compact.reuse.find_uses`, DESIGN §6) and fitted by q0 · exp(−a / τ). Spreads are
+bootstraps over sessions.
 
 Everything here is a function of the files it is given; nothing is written.
 """
@@ -22,8 +24,13 @@ import numpy.typing as npt
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import NotASessionError, UnknownFormatError
 from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
+from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.history import History, call_message_counts, read_history
 from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
+from dp_compact.reuse import BOILERPLATE_SHARE, KIND_FILE_EDIT, KIND_VERBATIM, MIN_REUSE_CHARS, find_uses
+from dp_compact.sessions import read_session
+from dp_compact.sessions.common import is_summary_text
+from dp_compact.sessions.model import Message, Session
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
 
 __all__ = [
@@ -34,13 +41,22 @@ __all__ = [
     "calibrate",
     "env_lines",
     "format_report",
+    "judged_messages",
     "measure_session",
+    "planner_calls_per_turn",
     "session_paths",
 ]
 
 AGE_UNITS = ("turns", "rounds")
 #: Bootstrap resamples (over sessions) behind every spread.
 DEFAULT_BOOTSTRAP = 400
+#: How ``results.json`` says q(a) was counted (DESIGN §6 "Lost information", :mod:`dp_compact.reuse`).
+RECALL_DETECTOR = {
+    "rule": "reuse.find_uses: a later assistant message repeats >= min_chars characters verbatim (windows held by more "
+            "than boilerplate_share of the messages ignored), or edits/writes a file whose latest read result it holds",
+    "min_chars": MIN_REUSE_CHARS, "boilerplate_share": BOILERPLATE_SHARE,
+    "q": "share of messages of age a (seen by an LLM call) that a message at or after that call uses",
+}
 _SUFFIXES = {".json", ".jsonl", ".traj"}
 _NOT_SESSIONS = {"manifest.json", "case.json", "golden_seed_model.json"}
 
@@ -64,8 +80,13 @@ class SessionMeasures:
         between the first and the last placed call of each segment.
     summary_tokens : tuple[int, ...]
         cl100k tokens of each compaction's hand-over summary in the file.
+    recall_l : float
+        L that turned this session's API rounds into the ``rounds`` age unit.
+    judged_messages, verbatim_uses, file_edit_uses : int
+        Messages the replay judges (:func:`judged_messages`) and the uses
+        :func:`~dp_compact.reuse.find_uses` finds among them, by kind.
     recall : dict[str, RecallCounts]
-        Recall counts per age unit.
+        Recall counts per age unit, over the messages the replay judges (:func:`judged_messages`).
     estimate_tokens, prompt_tokens : ndarray[int64]
         Per placed call: cl100k tokens of the messages it was sent, and its reported prompt.
     """
@@ -82,6 +103,10 @@ class SessionMeasures:
     avg_tokens: float | None
     token_ratio: float | None
     summary_tokens: tuple[int, ...]
+    recall_l: float
+    judged_messages: int
+    verbatim_uses: int
+    file_edit_uses: int
     recall: dict[str, RecallCounts] = field(repr=False)
     estimate_tokens: npt.NDArray[np.int64] = field(repr=False)
     prompt_tokens: npt.NDArray[np.int64] = field(repr=False)
@@ -89,7 +114,8 @@ class SessionMeasures:
     def row(self) -> dict[str, Any]:
         """The JSON-ready summary row (no arrays)."""
         names = ("path", "format", "family", "model", "n_messages", "user_turns", "llm_calls", "v_tokens",
-                 "calls_per_turn", "avg_tokens", "token_ratio", "summary_tokens")
+                 "calls_per_turn", "avg_tokens", "token_ratio", "summary_tokens", "recall_l", "judged_messages",
+                 "verbatim_uses", "file_edit_uses")
         row = {name: getattr(self, name) for name in names}
         row["summary_tokens"] = list(self.summary_tokens)
         row["calls_placed"] = int(self.prompt_tokens.size)
@@ -124,8 +150,9 @@ class Calibration:
         Median V; pooled calls / user turns; median of the sessions' mean prompt; median S.
     token_ratios : dict[str, Estimate]
         Per provider family: median of the sessions' token ratios.
-    recall_l : float
-        L used to turn API rounds into the ``rounds`` age unit (the calibrated L, rounded).
+    recall_l : float or None
+        L that turned API rounds into the ``rounds`` age unit in every session, or None: each
+        session's own L, as the planner measures it (``SessionMeasures.recall_l``).
     recall : dict[str, RecallCounts]
         Pooled counts per age unit.
     recall_fits : dict[str, tuple[RecallFit, Estimate, Estimate]]
@@ -137,6 +164,10 @@ class Calibration:
     bootstrap : int
     recall_draws : dict[str, ndarray]
         Per unit: the bootstrap fits, shape (bootstrap, 2): columns q0 and τ (for bands).
+    recorded_summaries : dict[str, tuple[int, ...]]
+        Per tool (``claude-code``, ``codex``, ...): provider tokens of each compaction summary the
+        files record (:func:`dp_compact.evidence.recorded_summary_tokens`); the replay charges
+        each tool their mean (DESIGN §6).
     """
 
     sessions: tuple[SessionMeasures, ...]
@@ -146,13 +177,14 @@ class Calibration:
     avg_tokens: Estimate | None
     summary_tokens: Estimate | None
     token_ratios: dict[str, Estimate]
-    recall_l: float
+    recall_l: float | None
     recall: dict[str, RecallCounts]
     recall_fits: dict[str, tuple[RecallFit, Estimate, Estimate]]
     recall_session_r2: dict[str, float]
     recall_age: str
     bootstrap: int
     recall_draws: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict, repr=False)
+    recorded_summaries: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``calibration/results.json``)."""
@@ -163,16 +195,17 @@ class Calibration:
         for unit, (fit, q0, tau) in self.recall_fits.items():
             counts = self.recall[unit]
             recall[unit] = {
-                "q0": q0.to_dict(), "tau": tau.to_dict(), "q0_needed_again": RecallFit(q0.value, tau.value, fit.r_squared, fit.bins).q0_needed_again,
-                "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared,
-                                                                             "bins": fit.bins},
+                "q0": q0.to_dict(), "tau": tau.to_dict(),
+                "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared, "bins": fit.bins},
                 "session_r_squared": self.recall_session_r2[unit],
                 "pooled": {"age": list(range(counts.needed.size)), "needed": counts.needed.tolist(), "observed": counts.observed.tolist()},
             }
         return {
             "V": est(self.v_tokens), "L": est(self.calls_per_turn), "avg": est(self.avg_tokens), "S": est(self.summary_tokens),
             "token_ratio": {family: e.to_dict() for family, e in self.token_ratios.items()},
-            "recall_age": self.recall_age, "recall_l": self.recall_l, "recall": recall, "bootstrap": self.bootstrap,
+            "recall_age": self.recall_age, "recall_l": self.recall_l, "recall": recall, "recall_detector": RECALL_DETECTOR,
+            "bootstrap": self.bootstrap,
+            "recorded_summaries": {tool: {"tokens": list(n), "mean": sum(n) / len(n)} for tool, n in self.recorded_summaries.items()},
             "sessions": [s.row() for s in self.sessions], "skipped": list(self.skipped),
         }
 
@@ -207,36 +240,58 @@ def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tupl
     return (dy / dx if dx > 0 else None), x_all, y_all
 
 
-def measure_session(history: History, *, recall_l: float) -> SessionMeasures:
+def judged_messages(session: Session) -> tuple[Message, ...]:
+    """The messages the replay judges: the whole history without what recorded compactions inserted.
+
+    The same rule as :func:`dp_compact.replay.shell.replay_history` (kept here so that
+    calibration does not import the replay): a file that records compactions gives its whole
+    history minus each compaction's summary message and what was written on the summary's line
+    (Codex's replacement history); any other file gives its live conversation.
+    """
+    if not session.compactions or not session.history:
+        return session.messages
+    inserted = {m.line for m in session.history if m.role == "user" and is_summary_text(m.text)}
+    return tuple(
+        m for m in session.history
+        if not (m.role == "user" and is_summary_text(m.text)) and not (m.line > 0 and m.line in inserted)
+    )
+
+
+def planner_calls_per_turn(session: Session) -> float:
+    """L as the planner measures it with ``DP_L = 0`` (:func:`dp_compact.estimation.estimate`): calls / user turns, ≥ 1."""
+    if session.llm_calls > 0 and session.user_turns > 0:
+        return max(session.llm_calls / session.user_turns, 1.0)
+    return DEFAULT_CALLS_PER_TURN
+
+
+def measure_session(history: History, *, recall_l: float | None = None) -> SessionMeasures:
     """Measure one session's history (see :class:`SessionMeasures`).
 
     Parameters
     ----------
     history : History
         From :func:`~dp_compact.history.read_history`.
-    recall_l : float
-        L turning API rounds into the ``rounds`` age unit.
+    recall_l : float, optional
+        L turning API rounds into the ``rounds`` age unit; default: the session's own L as the
+        planner measures it (:func:`planner_calls_per_turn`).
     """
     live = history.live
     tokens = [count_message_tokens(s.messages) for s in history.segments]
     ratio, x, y = _growth_ratio(history, tokens)
     usage = [u for s in history.segments for u in s.usage]
     v = float(y[0] - (ratio or 1.0) * x[0]) if y.size else None
-    recall = {}
-    for unit in AGE_UNITS:
-        total = RecallCounts(np.zeros(0, np.int64), np.zeros(0, np.int64))
-        for segment in history.segments:
-            ages = message_ages(message_arrays(segment.messages), unit, recall_l)
-            counts = recall_counts(segment.messages, ages, discrete=unit == "turns", prefix_text=segment.system_text)
-            total = counts if total.needed.size == 0 else total + counts
-        recall[unit] = total
+    judged = judged_messages(live)
+    uses, arrays = find_uses(judged), message_arrays(judged)
+    l_used = float(recall_l) if recall_l else planner_calls_per_turn(live)
+    recall = {unit: recall_counts(uses, arrays, message_ages(arrays, unit, l_used)) for unit in AGE_UNITS}
     summaries = [c.summary_text for c in history.compactions if c.summary_text]
     return SessionMeasures(
         path=history.path, format=history.format, family=provider_family(live.model, history.format), model=live.model or "",
         n_messages=sum(len(s.messages) for s in history.segments), user_turns=live.user_turns, llm_calls=live.llm_calls,
         v_tokens=v, calls_per_turn=live.llm_calls / live.user_turns if usage and live.user_turns else None,
         avg_tokens=sum(u.prompt_tokens for u in usage) / len(usage) if usage else None, token_ratio=ratio,
-        summary_tokens=tuple(int(n) for n in count_text_tokens(summaries)), recall=recall, estimate_tokens=x, prompt_tokens=y,
+        summary_tokens=tuple(int(n) for n in count_text_tokens(summaries)), recall_l=l_used, judged_messages=len(judged),
+        verbatim_uses=int((uses.kind == KIND_VERBATIM).sum()), file_edit_uses=int((uses.kind == KIND_FILE_EDIT).sum()), recall=recall, estimate_tokens=x, prompt_tokens=y,
     )
 
 
@@ -316,8 +371,9 @@ def calibrate(
     seed : int
         Seed of the resampling (results are reproducible).
     recall_l : float, optional
-        L that turns API rounds into the ``rounds`` age unit; default: the calibrated L
-        rounded to an integer, the value shipped as ``DP_L``.
+        L that turns API rounds into the ``rounds`` age unit in every session (what the planner
+        does with ``DP_L`` set); default: each session's own L, as the planner measures it with
+        the shipped ``DP_L = 0`` (:func:`planner_calls_per_turn`).
 
     Returns
     -------
@@ -333,17 +389,21 @@ def calibrate(
     files = session_paths(paths)
     histories: list[History] = []
     skipped: list[str] = []
+    summaries: dict[str, list[int]] = {}
     for path in files:
         try:
             histories.append(read_history(path))
         except (UnknownFormatError, NotASessionError) as exc:
             skipped.append(f"{path}: {type(exc).__name__}")
+            continue
+        for tool, tokens in recorded_summary_tokens(read_session(path)):
+            summaries.setdefault(tool, []).append(tokens)
     if not histories:
         raise ValueError(f"no readable session among {len(files)} file(s)")
     rng = np.random.default_rng(seed)
     pairs = [(h.live.llm_calls, h.live.user_turns) for h in histories if h.live.user_turns and any(s.usage for s in h.segments)]
     calls = _bootstrap(pairs, lambda ps: sum(c for c, _ in ps) / max(sum(t for _, t in ps), 1), bootstrap, rng)
-    l_used = float(recall_l) if recall_l else float(round(calls.value)) if calls else DEFAULT_CALLS_PER_TURN
+    l_used = float(recall_l) if recall_l else None
     sessions = [measure_session(h, recall_l=l_used) for h in histories]
     with_usage = [s for s in sessions if s.prompt_tokens.size]
     ratios: dict[str, Estimate] = {}
@@ -361,18 +421,18 @@ def calibrate(
         summary_tokens=_bootstrap([n for s in sessions for n in s.summary_tokens], np.median, bootstrap, rng),
         token_ratios=ratios, recall_l=l_used, recall=pooled, recall_fits=fits, recall_session_r2=r2,
         recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap, recall_draws=draws,
+        recorded_summaries={tool: tuple(n) for tool, n in sorted(summaries.items())},
     )
 
 
 def env_lines(calibration: Calibration) -> list[str]:
     """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family)."""
-    fit, q0, tau = calibration.recall_fits[calibration.recall_age]
-    needed = RecallFit(q0.value, tau.value, fit.r_squared, fit.bins).q0_needed_again
-    lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={needed:.3g}", f"export DP_RECALL_TAU={tau.value:.3g}"]
+    _, q0, tau = calibration.recall_fits[calibration.recall_age]
+    lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}", f"export DP_RECALL_TAU={tau.value:.3g}"]
     if calibration.v_tokens is not None:
         lines.append(f"export DP_V={round(calibration.v_tokens.value, -2):.0f}")
-    if calibration.calls_per_turn is not None:
-        lines.append(f"export DP_L={calibration.recall_l:g}")
+    if calibration.calls_per_turn is not None:  # the L the rounds unit was measured with (0: per session)
+        lines.append(f"export DP_L={calibration.recall_l or 0:g}")
     if len(calibration.token_ratios) == 1:
         (ratio,) = calibration.token_ratios.values()
         lines.append(f"export DP_TOKEN_RATIO={ratio.value:.3g}")
@@ -400,15 +460,16 @@ def format_report(calibration: Calibration) -> str:
     lines.append(f"L         {_fmt(c.calls_per_turn, '.1f')} calls per user turn (pooled)")
     lines.append(f"avg       {_fmt(c.avg_tokens)} prompt tokens per call (median of sessions)")
     lines.append(f"S         {_fmt(c.summary_tokens)} cl100k tokens per summary seen in the files")
+    for tool, tokens in c.recorded_summaries.items():
+        listed = ", ".join(f"{n:,}" for n in tokens)
+        lines.append(f"summary   {tool:<11} {sum(tokens) / len(tokens):,.0f} tokens on average ({listed}): the summaries its recorded compactions wrote")
     for family, e in c.token_ratios.items():
         lines.append(f"ratio     {family:<10} {_fmt(e, '.3f')} reported / cl100k tokens")
     for unit in AGE_UNITS:
         fit, q0, tau = c.recall_fits[unit]
-        scale = "user turns" if unit == "turns" else f"API rounds / {c.recall_l:g}"
+        scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"
         mark = "  <- chosen" if unit == c.recall_age else ""
-        lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')} per age unit")
-        needed = RecallFit(q0.value, tau.value, fit.r_squared, fit.bins).q0_needed_again
-        lines.append(f"                 needed again at all from age 0: {needed:.3f} (the cost model's DP_RECALL_Q0)")
+        lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')} (chance a message of age 0 is used later: DP_RECALL_Q0)")
         lines.append(f"                 tau = {_fmt(tau, '.2f')} {scale}; R² pooled {fit.r_squared:.2f}, per session"
                      f" {c.recall_session_r2[unit]:.2f}{mark}")
     lines.append("per session:")

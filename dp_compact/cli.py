@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from dp_compact.errors import DpCompactError
+from dp_compact.windows import window_note, window_source_of
 
 app = typer.Typer(
     name="dp-compact",
@@ -81,6 +82,8 @@ def render_plan(data: dict) -> str:
         f"context   {data['context_tokens']:,} / {window:,} tokens ({100 * data['context_tokens'] / window:.1f} %,"
         f" from {data['context_source']}); forced above {data['force_threshold_tokens']:,}"
     )
+    if data.get("window_source"):
+        lines.append(f"window    {window:,} tokens: {data['window_source']}")
     if data["decision"] == "compact" or data["best_candidate"]:
         where = "chosen cut" if data["decision"] == "compact" else "best candidate"
         lines.append(f"terms at the {where} ($):")
@@ -98,7 +101,8 @@ def render_plan(data: dict) -> str:
         f" output {_money(prices['p_out'])} $/MTok{write}; window {window:,}; model {data['settings']['model']},"
         f" tokenizer {data['settings']['tokenizer']}"
     )
-    lines.extend(f"note      {note}" for note in data["notes"])
+    shown = window_note(window, data["window_source"]) if data.get("window_source") else None
+    lines.extend(f"note      {note}" for note in data["notes"] if note != shown)
     return "\n".join(lines)
 
 
@@ -137,7 +141,7 @@ def plan(
         result = plan_file(session, settings, lenient=lenient, stats=stats, use_cache=not no_cache)
     except DpCompactError as exc:
         raise _fail(exc) from None
-    data = result.to_dict()
+    data = {**result.to_dict(), "window_source": window_source_of(result.notes)}
     skipped = data["session"]["skipped_lines"]
     if skipped:
         typer.echo(f"dp-compact: warning: skipped {skipped} malformed line(s) in {session}", err=True)
@@ -380,7 +384,7 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dp_compact.replay_shell import replay_directory
+    from dp_compact.replay.shell import replay_directory
 
     columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False) as bar:  # no thread: workers fork
@@ -395,7 +399,8 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
 @app.command()
 def replay(
     path: Annotated[Path, typer.Argument(help="Session file, or a folder: every session file under it.")],
-    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain (repeat; default: all but threshold).")] = None,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain (repeat; default: all but threshold).")] = None,
+    loss: Annotated[str, typer.Option("--loss", help="Charge lost information: refetch (a dropped message a later call uses is fetched again) or none.")] = "refetch",
     cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw context size per call per policy to this image (one SESSION).")] = None,
@@ -409,13 +414,16 @@ def replay(
     tokenizer: TokenizerOpt = None,
 ) -> None:
     """Price a recorded SESSION call by call under compaction policies (a folder: every session in it)."""
-    from dp_compact.replay_policies import DEFAULT_POLICIES
-    from dp_compact.replay_render import plot_contexts, render_directory, render_session
-    from dp_compact.replay_shell import replay_file
+    from dp_compact.replay.meter import LOSS_MODES
+    from dp_compact.replay.policies import DEFAULT_POLICIES
+    from dp_compact.replay.render import plot_contexts, render_directory, render_session
+    from dp_compact.replay.shell import replay_file
     from dp_compact.settings import load_settings
 
     specs = list(policy or DEFAULT_POLICIES)
-    options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache}
+    if loss not in LOSS_MODES:
+        raise _fail(ValueError(f"--loss {loss!r}: use one of {', '.join(LOSS_MODES)}"))
+    options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache, "loss": loss}
     if plot is not None and path.is_dir():
         raise _fail(ValueError("--plot draws one SESSION file, not a folder"))
     try:
@@ -455,6 +463,8 @@ def curve(
         raise _fail(exc) from None
     for p in plans:
         typer.echo(f"{p.prices.name} · {p.settings['model']}: {p.decision} (k = {p.k}, rule {p.rule})")
+    for note in dict.fromkeys(n for p in plans for n in p.notes if window_source_of([n])):
+        typer.echo(note)
     typer.echo(f"wrote {out}")
 
 
@@ -475,6 +485,8 @@ def timeline(
     except (DpCompactError, ValueError) as exc:
         raise _fail(exc) from None
     advised = int(line.compact.sum())
+    if line.window_source:
+        typer.echo(window_note(line.prices.max_context_tokens, line.window_source))
     typer.echo(f"{len(line.call)} calls, compaction advised at {advised}; wrote {out}")
 
 

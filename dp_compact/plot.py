@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,11 +93,19 @@ def curve_plans(
         Profiles (None: the one ``base`` and the session give).
     models : sequence of {"recall", "seed"}
 
+    Returns
+    -------
+    list of Plan
+        One per provider × model; each plan's ``notes`` start with how its prices and window
+        were chosen (:func:`~dp_compact.api.choose_prices`).
+
     Raises
     ------
     UnknownProfileError
         If a provider is unknown.
     """
+    from dataclasses import replace
+
     from dp_compact.api import choose_prices
     from dp_compact.cuts import message_arrays
     from dp_compact.planner import plan
@@ -108,7 +117,9 @@ def curve_plans(
     for provider in providers:
         for model in models:
             settings = load_settings(**{**flags, "model": model, **({"provider": provider} if provider else {})})
-            plans.append(plan(session, message_tokens, settings, choose_prices(settings, session)[0], arrays=arrays))
+            prices, notes = choose_prices(settings, session)
+            result = plan(session, message_tokens, settings, prices, arrays=arrays)
+            plans.append(replace(result, notes=notes + result.notes))
     return plans
 
 
@@ -261,7 +272,8 @@ def timeline_figure(line: Timeline, *, title: str | None = None) -> Figure:
     peak = int(line.context_tokens.max(initial=0))
     fits = line.force_threshold_tokens <= 1.6 * peak  # else the window would squash the curve: drawn above the chart
     off = "" if fits else " (above the chart)"
-    top.axhline(m, color="black", lw=1.2, label=f"window M = {m:,} tokens ({line.prices.name}){off}").set_gid("window")
+    why = textwrap.fill(line.window_source, 110, subsequent_indent="  ") if line.window_source else line.prices.name
+    top.axhline(m, color="black", lw=1.2, label=f"window M = {m:,} tokens{off}: {why}").set_gid("window")
     top.axhline(line.force_threshold_tokens, color="#d62728", lw=1.1, ls="--",
                 label=f"forced threshold = {line.force_threshold_tokens:,.0f} tokens{off}").set_gid("force_threshold")
     for rule, marker, color in (("benefit", "v", "#2ca02c"), ("force", "X", "#d62728")):

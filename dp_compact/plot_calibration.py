@@ -62,12 +62,13 @@ def _draw_recall(ax: Axes, calibration: Calibration, unit: str) -> None:
                 label=f"q0·exp(−a/τ): q0 = {q0.value:.2f} [{q0.p05:.2f}–{q0.p95:.2f}], τ = {tau.value:.2f} [{tau.p05:.2f}–{tau.p95:.2f}]")
     ax.plot([], [], color="0.75", lw=0.8, label="single sessions (bins with ≥ 10 messages)")
     chosen = " — chosen (DP_RECALL_AGE)" if unit == calibration.recall_age else ""
-    scale = "user turns" if unit == "turns" else f"API rounds / L (L = {calibration.recall_l:g})"
+    per = "each session's own L" if calibration.recall_l is None else f"L = {calibration.recall_l:g}"
+    scale = "user turns" if unit == "turns" else f"API rounds / L ({per})"
     ax.set_title(f"recall curve, age in {scale}{chosen}\nR² pooled {fit.r_squared:.2f}, on single sessions "
                  f"{calibration.recall_session_r2[unit]:.2f}", fontsize=10)
     ax.set_xlabel(f"age a of the message ({scale})")
-    ax.set_ylabel("q(a): share of messages needed again at age a")
-    highest = max([float(np.nanmax(line.get_ydata(), initial=0.0)) for line in ax.get_lines()] + [0.3])
+    ax.set_ylabel("q(a): share of messages of age a used later")
+    highest = max([float(np.nanmax(line.get_ydata(), initial=0.0)) for line in ax.get_lines()] + [0.05])
     ax.set_ylim(0, min(1.0, 1.25 * highest))
     ax.legend(fontsize=8, loc="upper right")
 

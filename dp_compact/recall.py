@@ -1,36 +1,35 @@
 """The recall curve q(a) of DESIGN §2, measured from transcripts, and its exponential fit.
 
-A message is *needed again at age a* when a later message, ``a`` age units after it, mentions a
-file path, command or identifier that first appeared in it (re-reads a file, re-runs a command,
-uses a name). Items are attributed to the message that introduced them, so q(a) is the chance
-that a message of age ``a`` is needed again within the age bin ``[a, a + 1)``: the quantity the
-recall term ④ prices for a dropped message (DESIGN §2: ``q_j = q0 · exp(-a_j / τ)``).
+q(a) is the chance that a message of age ``a`` is *used later*: that a message after the point
+where it has age ``a`` uses it, by the judge's own rule (:func:`dp_compact.reuse.find_uses`,
+DESIGN §6 "Lost information": ≥ 200 characters repeated verbatim, or an edit or write of a file
+whose latest read it holds). The points are the LLM calls: before assistant message ``p`` the
+planner sees messages ``[0, p)`` and gives message ``j`` the age ``a = age[p − 1] − age[j]``
+(:func:`dp_compact.planner.plan`); the judge charges a refetch when a message at or after ``p``
+uses ``j``. So q(a) is directly the q_j of the recall term ④ (``q_j = q0 · exp(−a_j / τ)``):
+the planner expects on average what the replay charges.
 
-Ages use the planner's own units (:func:`dp_compact.planner.plan`, ``DP_RECALL_AGE``):
-``turns`` (user messages between the two) or ``rounds`` (API rounds between them divided by L).
-The fit is weighted least squares on the pooled curve; its spread is a bootstrap over sessions.
+Ages use the planner's own units (``DP_RECALL_AGE``): ``turns`` (user messages between the two)
+or ``rounds`` (API rounds between them divided by L). Uses after the end of the recording are
+not seen, by the judge either. The fit is weighted least squares on the pooled curve; its spread
+is a bootstrap over sessions.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import MessageArrays
-from dp_compact.sessions.common import is_summary_text
-from dp_compact.sessions.model import Message
-from dp_compact.tokens import message_token_text
+from dp_compact.cuts import ROLE_ASSISTANT, MessageArrays
+from dp_compact.reuse import Uses
 
 __all__ = [
     "MAX_AGE_BINS",
     "MIN_BIN_MESSAGES",
     "RecallCounts",
     "RecallFit",
-    "extract_items",
     "fit_exponential",
     "message_ages",
     "recall_counts",
@@ -40,28 +39,7 @@ __all__ = [
 MAX_AGE_BINS = 24
 #: A pooled bin enters the fit only when this many messages were observed through it.
 MIN_BIN_MESSAGES = 20
-
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.@~-]+[/\\])+[\w@-][\w.@-]*|\b[\w-]+\.(?:py|pyi|ipynb|js|jsx|ts|tsx|mjs|json|jsonl|md|"
-                   r"rst|txt|toml|ya?ml|ini|cfg|sh|rs|go|java|kt|cs|c|h|cc|cpp|hpp|rb|php|swift|sql|html|css|scss|vue|lock|env)\b")
-_IDENTIFIER = re.compile(r"\b(?:[A-Za-z]+_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
-_COMMAND = re.compile(r'"(?:command|cmd)"\s*:\s*"((?:[^"\\]|\\.){3,400})"')
-_MIN_IDENTIFIER_CHARS = 5
-
-
-def extract_items(text: str) -> set[str]:
-    """File paths, commands (``"command"``/``"cmd"`` tool arguments) and identifiers in ``text``.
-
-    Identifiers are snake_case, camelCase or PascalCase names of at least 5 characters; plain
-    words are not items. Paths keep their case; a trailing ``.`` or ``/`` is dropped.
-
-    >>> sorted(extract_items('Read src/billing/vat.py and call round_half_up in TaxTable'))
-    ['TaxTable', 'round_half_up', 'src/billing/vat.py']
-    """
-    items = {m.rstrip("./\\") for m in _PATH.findall(text)}
-    items.update(m for m in _IDENTIFIER.findall(text) if len(m) >= _MIN_IDENTIFIER_CHARS)
-    items.update("$ " + " ".join(m.split()) for m in _COMMAND.findall(text))
-    items.discard("")
-    return items
+_AGE_EPSILON = 1e-9  # ages in rounds are multiples of 1/L: compare bin edges with this slack
 
 
 def message_ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
@@ -87,11 +65,13 @@ def message_ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt
 class RecallCounts:
     """Per-age-bin counts of one session (or pooled); arrays of shape (MAX_AGE_BINS,).
 
-    ``needed[b]``: messages needed again at an age in ``[b, b + 1)``; ``observed[b]``: messages
-    the session lasted long enough to observe through that bin. q(b) = needed / observed.
+    ``observed[b]``: messages seen at an age in ``[b, b + 1)`` by at least one LLM call.
+    ``needed[b]``: the sum over those messages of the share of such calls after which the
+    message is used (a message counts 1 when every call of the bin is followed by a use).
+    q(b) = needed / observed.
     """
 
-    needed: npt.NDArray[np.int64]
+    needed: npt.NDArray[np.float64]
     observed: npt.NDArray[np.int64]
 
     def __add__(self, other: RecallCounts) -> RecallCounts:
@@ -104,22 +84,17 @@ class RecallCounts:
             return np.where(self.observed > 0, self.needed / np.maximum(self.observed, 1), np.nan)
 
 
-def recall_counts(
-    messages: Sequence[Message], ages: npt.NDArray[np.float64], *, discrete: bool, prefix_text: str = ""
-) -> RecallCounts:
-    """Count, per age bin, the messages needed again (see the module docstring).
+def recall_counts(uses: Uses, arrays: MessageArrays, ages: npt.NDArray[np.float64]) -> RecallCounts:
+    """Count, per age bin, the messages used after a call that sees them at that age.
 
     Parameters
     ----------
-    messages : sequence of Message
-        One segment's messages, in order.
+    uses : Uses
+        :func:`dp_compact.reuse.find_uses` of the messages.
+    arrays : MessageArrays
+        :func:`dp_compact.cuts.message_arrays` of the same messages (roles: the LLM calls).
     ages : ndarray[float64], shape (N,)
-        :func:`message_ages` of those messages.
-    discrete : bool
-        True for integer ages (``turns``): bin ``b`` is observed once the session reaches age
-        ``b``; else once it reaches ``b + 1``.
-    prefix_text : str
-        The fixed prefix (system prompt); its items are never attributed to a message.
+        :func:`message_ages` of those messages, non-decreasing.
 
     Returns
     -------
@@ -127,32 +102,41 @@ def recall_counts(
 
     Notes
     -----
-    Summary messages (a compaction's hand-over) never count as a mention: they restate the
-    head by construction. Every other message counts in ``observed``, also when it introduced
-    no item (it is then never needed: its content is attributed to where it first appeared).
+    For message ``j``, the calls ``p > j`` whose age ``ages[p − 1] − ages[j]`` falls in bin ``b``
+    form one run of calls; ``j`` is used after call ``p`` when its last use is at ``p`` or later.
+    ``needed[b]`` adds, per message, the share of its calls in the bin that are followed by a
+    use, so each message weighs 1 in every bin it is observed in, however many calls the bin
+    holds. Vectorized over messages × bins; no loop over calls.
+
+    Message 0 below is seen at age 0 by call 1 and at age 1 by call 3, and used by message 3:
+    it is needed in both bins; message 1 (age 1 at call 3) and message 2 (age 0) are not.
+
+    >>> from dp_compact.cuts import message_arrays
+    >>> from dp_compact.sessions.model import Message
+    >>> from dp_compact.reuse import KIND_VERBATIM
+    >>> messages = [Message("user", "u"), Message("assistant", "a"), Message("user", "v"), Message("assistant", "b")]
+    >>> used = Uses(np.array([0]), np.array([3]), np.array([KIND_VERBATIM], dtype=np.int8))
+    >>> arrays = message_arrays(messages)
+    >>> c = recall_counts(used, arrays, message_ages(arrays, "turns", 1.0))
+    >>> c.observed[:2].tolist(), c.needed[:2].tolist()
+    ([2, 2], [1.0, 1.0])
     """
-    n = len(messages)
-    first_seen: dict[str, int] = dict.fromkeys(extract_items(prefix_text), -1)
-    pairs: list[tuple[int, int]] = []
-    for m, message in enumerate(messages):
-        items = extract_items(message_token_text(message))
-        mentions = not is_summary_text(message.text)
-        for item in items:
-            j = first_seen.setdefault(item, m)
-            if mentions and 0 <= j < m:
-                pairs.append((j, m))
-    needed = np.zeros(MAX_AGE_BINS, dtype=np.int64)
-    span = float(ages[-1]) if n else 0.0
-    reach = span - ages - (0.0 if discrete else 1.0)  # highest fully observed bin per message
-    observed_upto = np.floor(reach + 1e-9).astype(np.int64)
-    observed = np.array([(observed_upto >= b).sum() for b in range(MAX_AGE_BINS)], dtype=np.int64)
-    if pairs:
-        source, mention = np.array(pairs, dtype=np.int64).T
-        bins = np.floor(ages[mention] - ages[source] + 1e-9).astype(np.int64)
-        keep = (bins < MAX_AGE_BINS) & (bins <= observed_upto[source])
-        unique = np.unique(source[keep] * MAX_AGE_BINS + bins[keep])
-        needed = np.bincount(unique % MAX_AGE_BINS, minlength=MAX_AGE_BINS).astype(np.int64)
-    return RecallCounts(needed, observed)
+    n = arrays.n
+    calls = np.flatnonzero(arrays.roles == ROLE_ASSISTANT)
+    calls = calls[calls >= 1]
+    if n == 0 or calls.size == 0:
+        return RecallCounts(np.zeros(MAX_AGE_BINS), np.zeros(MAX_AGE_BINS, dtype=np.int64))
+    seen_at = ages[calls - 1]  # the age scale of the last message each call sees
+    edges = ages[:, None] + np.arange(MAX_AGE_BINS + 1)[None, :] - _AGE_EPSILON  # (N, B + 1)
+    bounds = np.searchsorted(seen_at, edges, side="left")
+    first = np.searchsorted(calls, np.arange(n), side="right")[:, None]  # first call after message j
+    lo = np.maximum(bounds[:, :-1], first)
+    count = np.maximum(bounds[:, 1:], lo) - lo  # (N, B): calls that see j at an age in bin b
+    used_upto = np.searchsorted(calls, uses.last_use(n), side="right")[:, None]  # calls p <= last use
+    used = np.clip(used_upto - lo, 0, count)
+    observed = count > 0
+    share = np.divide(used, count, out=np.zeros(count.shape), where=observed)
+    return RecallCounts(share.sum(axis=0), observed.sum(axis=0).astype(np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +146,7 @@ class RecallFit:
     Attributes
     ----------
     q0 : float
-        Recall probability at age 0, in [0, 1].
+        Chance that a message of age 0 is used later, in [0, 1] (``DP_RECALL_Q0``).
     tau : float
         Decay constant, age units (user turns, or API rounds / L).
     r_squared : float
@@ -175,20 +159,6 @@ class RecallFit:
     tau: float
     r_squared: float
     bins: int
-
-    @property
-    def q0_needed_again(self) -> float:
-        """q0 of the cost model: the chance a message is needed again at all, from age 0 on.
-
-        The fit measures a rate per unit of age, q0 · exp(−a/τ) for ages in [a, a + 1); the
-        cost model's q_j (DESIGN §2) is the chance of being needed again at any later age, the
-        sum of the rates over the ages still to come: q0 / (1 − exp(−1/τ)), capped at 1. The
-        decay τ is the same for both. (The sum counts a message needed twice twice, so it is an
-        upper bound of the chance.)
-        """
-        if not (np.isfinite(self.q0) and np.isfinite(self.tau)) or self.tau <= 0:
-            return float("nan")
-        return float(min(1.0, self.q0 / (1.0 - np.exp(-1.0 / self.tau))))
 
 
 _TAU_GRID = np.geomspace(0.05, 500.0, 400)

@@ -28,12 +28,14 @@ class Settings(BaseSettings):
     Defaults are DESIGN §3's, except those calibrated from real transcripts (``calibration/``,
     ``dp-compact calibrate ../shared/sessions``; 10 sessions with usage records, 16 in all):
 
-    - ``recall_q0`` = 0.51, ``recall_tau`` = 1.4, ``recall_age`` = ``turns``: the recall rate
-      q(a) = 0.259 · exp(−a / τ) per user turn of age was fitted on how often a message's file
-      paths, commands and identifiers are mentioned again a user turns later (bootstrap 5–95 %:
-      0.21–0.33, τ 0.87–2.2 turns); the cost model's q0 is the chance of being needed again at
-      all, the rate summed over the turns to come, 0.259 / (1 − e^(−1/1.43)) = 0.51. User turns
-      describe single sessions better than API rounds / L (weighted R² 0.44 against 0.26).
+    - ``recall_q0`` = 0.0394, ``recall_tau`` = 2.05, ``recall_age`` = ``rounds``
+      (``calibration/results.json``, ``recall.rounds``): q(a), the chance that a message of age
+      a is used later by the replay judge's own rule (:func:`dp_compact.reuse.find_uses`, DESIGN
+      §6: ≥ 200 characters repeated verbatim, or an edit/write of a file it holds the latest read
+      of), was fitted by q0 · exp(−a / τ) with a in API rounds divided by the session's own L,
+      as the planner counts it (bootstrap 5–95 %: q0 0.027–0.048, τ 1.50–3.21). q0 is the
+      planner's q_j at age 0 as measured, no conversion. API rounds / L describe single sessions
+      better than user turns (weighted R² 0.72 against 0.60; turns: q0 0.040, τ 3.2).
     - ``v`` = 20,800 tokens: median of the first call's prompt minus its messages (5–95 %:
       10,800–28,000); DESIGN's 5,000 is below every agent measured.
     - ``l`` = 0: L is measured per session (LLM calls / user turns), since it ranges from 3 to
@@ -68,10 +70,11 @@ class Settings(BaseSettings):
     min_keep_ratio: float = Field(0.25, gt=0, le=1, description="least share of messages kept")
     force_ratio: float = Field(0.9, gt=0, le=1, description="forced-compaction share of M")
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
-    recall_q0: float = Field(0.51, ge=0, le=1, description="chance a message of age 0 is needed again (calibrated)")
-    recall_tau: float = Field(1.4, gt=0, description="recall decay, age units (calibrated)")
+    # calibration/results.json, recall.rounds (dp-compact calibrate ../shared/sessions): q0 0.0394, τ 2.05
+    recall_q0: float = Field(0.0394, ge=0, le=1, description="chance a message of age 0 is used later (calibrated)")
+    recall_tau: float = Field(2.05, gt=0, description="recall decay, age units (calibrated)")
     recall_age: Literal["rounds", "turns"] = Field(
-        "turns", description="age a_j: user turns (calibrated), or API rounds divided by L"
+        "rounds", description="age a_j: API rounds divided by L (calibrated), or user turns"
     )
     tokenizer: Literal["tiktoken", "bytes4"] = Field("tiktoken", description="message token counter")
     token_ratio: float | None = Field(

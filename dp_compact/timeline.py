@@ -21,6 +21,7 @@ from dp_compact.planner import plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions.model import Session, Usage
 from dp_compact.settings import Settings
+from dp_compact.windows import window_source_of
 
 __all__ = ["Timeline", "timeline"]
 
@@ -58,6 +59,9 @@ class Timeline:
         DP_FORCE_RATIO · M, tokens.
     s_tokens : int
         S, tokens (the context after an advised compaction is about context − H + S).
+    window_source : str
+        Where the window ``prices.max_context_tokens`` came from
+        (:func:`~dp_compact.windows.context_window`).
     """
 
     path: str
@@ -77,6 +81,7 @@ class Timeline:
     prices: Prices
     force_threshold_tokens: float
     s_tokens: int
+    window_source: str = ""
 
 
 def _prefix_arrays(arrays: MessageArrays, n: int) -> MessageArrays:
@@ -121,7 +126,8 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     segment in proportion to its user messages (the readers count typed prompts only, which a
     message does not record).
     """
-    prices = choose_prices(settings, history.live)[0]
+    whole = replace(history.live, usage=tuple(u for segment in history.segments for u in segment.usage))
+    prices, notes = choose_prices(settings, whole)  # the window from every call of the file, not the live segment's
     rows: dict[str, list] = {name: [] for name in ("segment", "context", "n", "compact", "rule", "k", "tail", "head")}
     usage_before: list[Usage] = []
     turns_before = 0
@@ -157,4 +163,5 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
         compact=np.array(rows["compact"], dtype=bool), rule=tuple(rows["rule"]), k=ints("k"), tail_tokens=ints("tail"),
         head_tokens=ints("head"), compactions=history.compactions, first_call_after=np.array(first_after, dtype=np.int64),
         prices=prices, force_threshold_tokens=settings.force_ratio * prices.max_context_tokens, s_tokens=settings.s,
+        window_source=window_source_of(notes) or "",
     )

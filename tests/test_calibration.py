@@ -7,28 +7,41 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dp_compact.api import session_tokens
 from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
-from dp_compact.calibration import calibrate, env_lines, format_report, session_paths
+from dp_compact.calibration import AGE_UNITS, calibrate, env_lines, format_report, judged_messages, session_paths
 from dp_compact.cli import app
 from dp_compact.cuts import message_arrays
-from dp_compact.recall import RecallCounts, fit_exponential, message_ages, recall_counts
+from dp_compact.recall import MAX_AGE_BINS, RecallCounts, fit_exponential, message_ages, recall_counts
+from dp_compact.reuse import Uses
 from dp_compact.sessions import Message, read_session
 from dp_compact.settings import load_settings
 from dp_compact.tokens import TOKEN_RATIOS, count_message_tokens, provider_family, token_ratio
 from tests.conftest import REPO, SESSIONS, need
+from tests.strategies import conversations
 
 V_TOKENS, CALLS_PER_TURN, RATIO, Q0, TAU = 7_000, 6, 1.25, 0.6, 2.5
 
 
-def _turn(t: int, calls: int, rng: np.random.Generator, mentions: dict[tuple[int, int], list[str]]) -> list[dict]:
-    """One user turn: a prompt, then ``calls`` assistant messages (all but the last call a tool)."""
+def _unique_text(key: tuple[int, ...]) -> str:
+    """220 random letters, different for every key: no 200-character run recurs by chance."""
+    rng = np.random.default_rng(key)
+    return "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=220))
+
+
+def _turn(t: int, calls: int, rng: np.random.Generator, repeats: dict[tuple[int, int], list[str]]) -> list[dict]:
+    """One user turn: a prompt, then ``calls`` assistant messages (all but the last call a tool).
+
+    Every message carries its own unique text; ``repeats[(t, index)]`` are earlier texts the
+    message at ``index`` of turn ``t`` repeats verbatim (a use, DESIGN §6).
+    """
     def text(index: int) -> str:
         words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "omega"], size=12))
-        extra = " ".join(mentions.get((t, index), []))
-        return f"{words} item_t{t}_m{index} {extra}".strip()
+        return "\n".join([words, _unique_text((t, index)), *repeats.get((t, index), [])])
 
     rows: list[dict] = [{"role": "user", "content": text(0)}]
     for call in range(calls):
@@ -46,24 +59,26 @@ def _turn(t: int, calls: int, rng: np.random.Generator, mentions: dict[tuple[int
 def write_synthetic_session(path: Path, *, turns: int = 80, seed: int = 0) -> float:
     """A session with known V, L, token ratio and a planted recall curve q(a) = Q0 · exp(−a / TAU).
 
-    Every message introduces one item (``item_t<turn>_m<index>``); each later turn at age a ≥ 1
-    mentions it with probability q(a), and a later message of its own turn with probability q(0).
-    Each assistant message carries usage: prompt = V + RATIO × cl100k tokens of the messages
-    before it. Returns the mean prompt per call (avg).
+    Each message is last used A user turns after its own, by the last assistant message of that
+    turn repeating its unique text, with P(A ≥ a) = Q0 · exp(−a / TAU) (else never): a call that
+    sees the message at age a (turns) is then followed by a use with probability q(a). Each
+    assistant message carries usage: prompt = V + RATIO × cl100k tokens of the messages before
+    it. Returns the mean prompt per call (avg).
     """
     rng = np.random.default_rng(seed)
-    per_turn = 2 * CALLS_PER_TURN
-    mentions: dict[tuple[int, int], list[str]] = {}
+    calls = [CALLS_PER_TURN + (3 if t % 2 else -3) for t in range(turns)]  # 3 and 9: L = 6, rounds blur the turns
+    repeats: dict[tuple[int, int], list[str]] = {}
     for t in range(turns):
+        per_turn = 2 * calls[t]
+        last = per_turn - 1  # the turn's last assistant message: the one that repeats
         for index in range(per_turn):
-            item = f"item_t{t}_m{index}"
-            for age in range(turns - t):
-                if rng.random() >= Q0 * np.exp(-age / TAU):
-                    continue
-                later = range(index + 1, per_turn) if age == 0 else range(per_turn)
-                if later:
-                    mentions.setdefault((t + age, int(rng.choice(list(later)))), []).append(item)
-    rows = [row for t in range(turns) for row in _turn(t, CALLS_PER_TURN, np.random.default_rng(t), mentions)]
+            u = rng.random()
+            if u >= Q0:
+                continue
+            age = int(np.floor(-TAU * np.log(u / Q0)))  # P(age >= a) = Q0 · exp(-a / TAU)
+            if t + age < turns and not (age == 0 and index == last):
+                repeats.setdefault((t + age, 2 * calls[t + age] - 1), []).append(_unique_text((t, index)))
+    rows = [row for t in range(turns) for row in _turn(t, calls[t], np.random.default_rng(t), repeats)]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     counts = count_message_tokens(read_session(path).messages)
     before = np.concatenate(([0], np.cumsum(counts)))
@@ -99,7 +114,7 @@ def test_calibrate_synthetic_sessions_recover_planted_values_within_10_percent(s
     assert q0.value == pytest.approx(Q0, rel=0.10)
     assert tau.value == pytest.approx(TAU, rel=0.10)
     assert fit.r_squared > 0.9
-    assert result.recall_age == "turns"
+    assert result.recall_age == max(AGE_UNITS, key=lambda unit: result.recall_session_r2[unit])
 
 
 def test_synthetic_session_avg_is_mean_prompt(synthetic):
@@ -123,26 +138,60 @@ def test_fit_exponential_too_few_bins_is_nan():
     assert np.isnan(fit.q0) and fit.bins == 1
 
 
-def test_recall_counts_attribute_mentions_to_first_message_and_bin_by_turn():
+def _uses(pairs: list[tuple[int, int]]) -> Uses:
+    message, at = (np.array(column, dtype=np.int64) for column in zip(*pairs, strict=True)) if pairs else (np.zeros(0, np.int64),) * 2
+    return Uses(message, at, np.zeros(message.size, dtype=np.int8))
+
+
+def test_recall_counts_share_of_calls_in_the_bin_followed_by_a_use():
     messages = [
-        Message("user", "open src/app/main.py please"),       # turn 1: introduces the path
-        Message("assistant", "reading it"),
-        Message("user", "now fix parse_header"),               # turn 2: introduces parse_header
-        Message("assistant", "parse_header lives in src/app/main.py"),  # age 1 for m0, age 0 for m2
-        Message("user", "thanks"),                             # turn 3
+        Message("user", "task"),            # 0  turn 1
+        Message("assistant", "call a"),     # 1  call: sees message 0 at age 0
+        Message("tool"),                    # 2
+        Message("assistant", "call b"),     # 3  call
+        Message("tool"),                    # 4
+        Message("assistant", "call c"),     # 5  call
+        Message("user", "next"),            # 6  turn 2
+        Message("assistant", "call d"),     # 7  call: sees message 0 at age 1
     ]
     arrays = message_arrays(messages)
-    counts = recall_counts(messages, message_ages(arrays, "turns", 1.0), discrete=True)
-    # bin 0: every message observed, m2 needed (mentioned in its own turn); bin 1: m0 needed.
-    assert counts.observed[:3].tolist() == [5, 4, 2]
-    assert counts.needed[:3].tolist() == [1, 1, 0]
+    counts = recall_counts(_uses([(0, 3)]), arrays, message_ages(arrays, "turns", 1.0))
+    # bin 0: message 0 is seen by calls 1, 3, 5 and used at 3: used after calls 1 and 3 -> 2/3;
+    # messages 1-4 are seen by later calls of turn 1, message 6 by call 7; none is used.
+    assert counts.observed[:2].tolist() == [6, 6]
+    assert counts.needed[0] == pytest.approx(2 / 3) and counts.needed[1] == 0.0
+    assert counts.curve[0] == pytest.approx(2 / 3 / 6)
 
 
-def test_recall_counts_prefix_items_are_never_attributed():
-    messages = [Message("user", "use run_tests"), Message("assistant", "ok"), Message("user", "run_tests again")]
+def test_recall_counts_no_use_no_need_and_no_call_no_observation():
+    messages = [Message("user", "a"), Message("tool"), Message("user", "b")]
     arrays = message_arrays(messages)
-    counts = recall_counts(messages, message_ages(arrays, "turns", 1.0), discrete=True, prefix_text="tools: run_tests")
-    assert counts.needed.sum() == 0
+    counts = recall_counts(_uses([]), arrays, message_ages(arrays, "turns", 1.0))
+    assert counts.observed.sum() == 0 and counts.needed.sum() == 0.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(max_turns=5), st.data(), st.sampled_from(["turns", "rounds"]))
+def test_recall_counts_equal_a_loop_over_messages_and_calls(messages, data, unit):
+    n = len(messages)
+    assistants = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    pairs = sorted({(data.draw(st.integers(0, at - 1)), at) for at in assistants if at > 0 and data.draw(st.booleans())})
+    arrays = message_arrays(messages)
+    ages = message_ages(arrays, unit, 3.0)
+    counts = recall_counts(_uses(pairs), arrays, ages)
+    last = {m: at for m, at in pairs}
+    needed, observed = np.zeros(MAX_AGE_BINS), np.zeros(MAX_AGE_BINS, dtype=np.int64)
+    for j in range(n):
+        by_bin: dict[int, list[bool]] = {}
+        for p in (p for p in assistants if p > j):
+            b = int(np.floor(ages[p - 1] - ages[j] + 1e-9))
+            if b < MAX_AGE_BINS:
+                by_bin.setdefault(b, []).append(last.get(j, -1) >= p)
+        for b, used in by_bin.items():
+            observed[b] += 1
+            needed[b] += sum(used) / len(used)
+    assert counts.observed.tolist() == observed.tolist()
+    np.testing.assert_allclose(counts.needed, needed, atol=1e-12)
 
 
 def test_message_ages_rounds_divide_by_l_and_reject_unknown_unit():
@@ -209,8 +258,11 @@ def test_shipped_defaults_match_committed_calibration_results():
     settings = load_settings()
     unit = results["recall_age"]
     assert settings.recall_age == unit
-    assert settings.recall_q0 == pytest.approx(results["recall"][unit]["q0_needed_again"], abs=0.005)
-    assert settings.recall_tau == pytest.approx(results["recall"][unit]["tau"]["value"], abs=0.05)
+    # q(a) counts the judge's own uses (DESIGN §6), so its q0 is the planner's q_j at age 0 as it is
+    assert results["recall_detector"]["min_chars"] == 200 and results["recall_detector"]["boilerplate_share"] == 0.2
+    assert settings.recall_q0 == pytest.approx(results["recall"][unit]["q0"]["value"], rel=0.02)
+    assert settings.recall_tau == pytest.approx(results["recall"][unit]["tau"]["value"], rel=0.02)
+    assert results["recall_l"] is None  # rounds / each session's own L, as the planner does with DP_L = 0
     assert settings.v == pytest.approx(results["V"]["value"], abs=100)
     assert settings.l == 0  # measured per session; the pooled value is the fallback
     assert DEFAULT_CALLS_PER_TURN == round(results["L"]["value"])
@@ -224,7 +276,8 @@ def test_cli_calibrate_env_json_and_figure(synthetic, tmp_path: Path):
     env = runner.invoke(app, ["calibrate", str(folder), "--env", "--bootstrap", "10"])
     assert env.exit_code == 0, env.output
     lines = env.output.strip().splitlines()
-    assert "export DP_RECALL_AGE=turns" in lines and any(line.startswith("export DP_RECALL_TAU=") for line in lines)
+    assert any(line in ("export DP_RECALL_AGE=turns", "export DP_RECALL_AGE=rounds") for line in lines)
+    assert any(line.startswith("export DP_RECALL_TAU=") for line in lines) and "export DP_L=0" in lines
     figure = tmp_path / "calibration.png"
     out = runner.invoke(app, ["calibrate", str(folder), "--json", "--bootstrap", "10", "--figure", str(figure)])
     assert out.exit_code == 0, out.output
@@ -236,3 +289,15 @@ def test_cli_calibrate_env_json_and_figure(synthetic, tmp_path: Path):
 def test_cli_calibrate_empty_folder_fails_with_one_line(tmp_path: Path):
     result = CliRunner().invoke(app, ["calibrate", str(tmp_path)])
     assert result.exit_code == 2 and "no readable session" in result.output
+
+
+def test_judged_messages_drop_recorded_compaction_insertions():
+    from dp_compact.sessions.common import is_summary_text
+
+    session = read_session(need(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl"))
+    judged = judged_messages(session)
+    assert session.compactions >= 1 and len(judged) < len(session.history)
+    assert not any(m.role == "user" and is_summary_text(m.text) for m in judged)
+    assert judged[-1] == session.history[-1]
+    plain = read_session(need(SESSIONS / "claude_code" / "cc_task43_develop.jsonl"))
+    assert judged_messages(plain) == plain.messages

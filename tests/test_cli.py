@@ -33,6 +33,7 @@ def test_plan_json_has_stable_design_keys():
     assert data["decision"] in {"compact", "keep"}
     assert data["k"] + data["cut"] == data["N"] or data["decision"] == "keep"
     assert data["K"] + data["H"] == data["T"]
+    assert data["window_source"] == "the price database's window for claude-sonnet-4"  # DESIGN §6: where M came from
 
 
 def test_plan_exit_code_is_10_when_compaction_advised():
@@ -48,6 +49,7 @@ def test_plan_flags_reach_settings():
                                           "--model", "seed", "--tokenizer", "bytes4", "--baseline-e", "4"]).stdout)
     assert (data["E"], data["L"], data["R"]) == (3.0, 2.0, 6.0)
     assert data["prices"]["name"] == "gpt-4o" and data["max_context_tokens"] == 300_000
+    assert "DP_MAX_CONTEXT_TOKENS" in data["window_source"]
     assert data["settings"]["model"] == "seed" and data["settings"]["tokenizer"] == "bytes4"
     assert data["settings"]["min_keep_ratio"] == 0.5 and data["settings"]["baseline_e"] == 4
 

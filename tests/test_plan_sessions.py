@@ -41,8 +41,10 @@ def test_single_long_autonomous_turn_is_cuttable_between_rounds():
     if not path.exists():
         pytest.skip(f"{path} is absent")
     session = read_session(path)
-    # DESIGN's seed values of V and L (the calibrated ones make the benefit positive here: no forced rule).
-    settings = load_settings(max_context_tokens=8_000, min_keep_ratio=0.25, v=5000, l=5)
+    # DESIGN's seed values of V and L, and the recall curve of the previous calibration (0.51, 1.4
+    # user turns), under which the benefit stays negative here and the forced rule must cut.
+    settings = load_settings(max_context_tokens=8_000, min_keep_ratio=0.25, v=5000, l=5, recall_q0=0.51,
+                             recall_tau=1.4, recall_age="turns")
     plan = plan_session(session, settings, use_cache=False)
     assert session.user_turns <= 2
     assert plan.decision == "compact" and plan.rule == "force"

@@ -608,3 +608,138 @@ def test_claude_code_record_written_before_its_parent_follows_the_parent(tmp_pat
     ])
     session = read_session(path)
     assert [(m.role, m.line) for m in session.messages] == [("user", 1), ("assistant", 3), ("tool", 2), ("assistant", 4)]
+
+
+# --------------------------------------------------------------------------- recorded compactions
+
+
+def test_claude_code_posthog_records_its_auto_compaction() -> None:
+    session = read_session(_shared(SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"))
+    (record,) = session.compaction_records
+    assert (record.tool, record.line, record.trigger, record.pre_tokens) == ("claude-code", 831, "auto", 167_766)
+    assert record.summary_text == session.messages[0].text  # the isCompactSummary message on line 832
+    assert record.summary_text.startswith("This session is being continued") and len(record.summary_text) == 11_188
+
+
+def test_codex_pharma_records_two_compactions_with_summaries() -> None:
+    session = read_session(_shared(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl"))
+    assert [(r.tool, r.line, r.trigger, r.pre_tokens) for r in session.compaction_records] == [
+        ("codex", 783, None, 211_015), ("codex", 1695, None, 210_138)]  # last non-zero token_count before each
+    assert all(r.summary_text.startswith("Another language model started") for r in session.compaction_records)
+    assert session.compactions == 2  # the context_compacted events belong to their compacted lines
+
+
+def test_openai_converted_claude_code_file_records_two_claude_code_compactions() -> None:
+    session = read_session(_shared(SESSIONS / "openai_chat" / "oai_task393c91_converted.json"))
+    assert [r.tool for r in session.compaction_records] == ["claude-code", "claude-code"]
+    assert all(r.summary_text.startswith("This session is being continued") for r in session.compaction_records)
+    assert session.compaction_records[-1].summary_text == session.messages[0].text
+    assert session.compactions == 2
+
+
+@pytest.mark.parametrize("path", _real_files() or [SESSIONS / "absent"], ids=lambda p: p.name)
+def test_real_file_records_one_compaction_per_marker(path: Path) -> None:
+    _shared(path)
+    if path.name.startswith("cline_ui_messages"):
+        return
+    session = read_session(path)
+    assert len(session.compaction_records) == session.compactions
+
+
+def test_claude_code_boundary_metadata_and_summary_become_a_record(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        _cc("user", "u1", None, {"role": "user", "content": "first prompt"}),
+        _cc_asst("a1", "u1", "msg_1", [{"type": "text", "text": "one"}]),
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None, "content": "Conversation compacted",
+         "compactMetadata": {"trigger": "manual", "preTokens": 1234, "postTokens": 99}},
+        _cc("user", "c1", "b1", {"role": "user", "content": [{"type": "text", "text": "This session is being continued ... Summary: A"}]},
+            isCompactSummary=True),
+        _cc("user", "u2", "c1", {"role": "user", "content": "second prompt"}),
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b2", "parentUuid": None, "content": "Conversation compacted"},
+        _cc("user", "u3", "b2", {"role": "user", "content": "not a summary"}),
+    ])
+    session = read_session(path)
+    first, second = session.compaction_records
+    assert (first.tool, first.line, first.trigger, first.pre_tokens, first.summary_text) == (
+        "claude-code", 3, "manual", 1234, "This session is being continued ... Summary: A")
+    assert (second.line, second.trigger, second.pre_tokens, second.summary_text) == (6, None, None, "")
+    assert session.compactions == 2
+
+
+def test_codex_compacted_and_context_compacted_are_one_record_a_lone_event_another(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        _env("session_meta", {"id": "x"}),
+        _env("response_item", _msg("user", "go")),
+        _env("response_item", _msg("assistant", "ok")),
+        _token_count(100, 900),
+        _env("compacted", {"message": "Summary one."}),
+        _token_count(100, 0),
+        _env("event_msg", {"type": "context_compacted"}),
+        _env("response_item", _msg("assistant", "more")),
+        _token_count(300, 700),
+        _env("event_msg", {"type": "context_compacted"}),  # no compacted line of its own
+    ])
+    session = read_session(path)
+    assert [(r.tool, r.line, r.pre_tokens, r.summary_text) for r in session.compaction_records] == [
+        ("codex", 5, 900, "Summary one."), ("codex", 10, 700, "")]
+    assert session.compactions == 1  # Session.compactions counts compacted lines only, as before
+
+
+def test_codex_context_compacted_before_its_compacted_line_is_one_record(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        _env("session_meta", {"id": "x"}),
+        _env("response_item", _msg("user", "go")),
+        _token_count(100, 500),
+        _env("event_msg", {"type": "context_compacted"}),
+        _env("compacted", {"message": "Summary."}),
+    ])
+    (record,) = read_session(path).compaction_records
+    assert (record.line, record.pre_tokens, record.summary_text) == (5, 500, "Summary.")
+
+
+@pytest.mark.parametrize(("text", "tool"), [
+    ("This session is being continued from a previous conversation. Summary: x", "claude-code"),
+    ("Another language model started to solve this problem and produced a summary: x", "codex"),
+    ("[summary] (3 messages) were compacted", "other"),
+])
+def test_openai_summary_message_without_boundary_records_the_tool_its_text_names(tmp_path: Path, text: str, tool: str) -> None:
+    path = _write(tmp_path, [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+                             {"role": "assistant", "content": "a"}, {"role": "user", "content": text}])
+    (record,) = read_session(path).compaction_records
+    assert (record.tool, record.line, record.summary_text) == (tool, 4, text)
+
+
+def test_openai_boundary_marker_is_a_claude_code_record_with_the_next_summary(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"messages": [
+        {"role": "user", "content": "task"},
+        {"role": "system", "content": "[compact_boundary] Conversation compacted"},
+        {"role": "user", "content": "[summary] written by some converter"},
+        {"role": "system", "content": "[compact_boundary] Conversation compacted"},
+        {"role": "user", "content": "next"},
+    ]}, "conv.json")
+    session = read_session(path)
+    assert [(r.tool, r.summary_text) for r in session.compaction_records] == [
+        ("claude-code", "[summary] written by some converter"), ("claude-code", "")]
+    assert session.compactions == 2
+
+
+def test_anthropic_summary_markers_are_recorded(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "This session is being continued from a previous conversation. Summary: x"},
+        {"role": "assistant", "content": "b"},
+    ])
+    session = read_session(path)
+    assert [(r.tool, r.line) for r in session.compaction_records] == [("claude-code", 3)] and session.compactions == 1
+
+
+def test_codex_compacted_without_message_takes_the_summary_of_its_replacement_history(tmp_path: Path) -> None:
+    summary = "Another language model started to solve this problem and produced a summary: done X."
+    path = _write(tmp_path, [
+        _env("session_meta", {"id": "x"}),
+        _env("response_item", _msg("user", "go")),
+        _env("compacted", {"message": "", "replacement_history": [_msg("user", "go"), _msg("user", summary)]}),
+    ])
+    (record,) = read_session(path).compaction_records
+    assert (record.line, record.pre_tokens, record.summary_text) == (3, None, summary)

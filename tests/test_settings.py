@@ -15,7 +15,7 @@ DESIGN_DEFAULTS = {
     "provider": "claude-sonnet-4", "v": 20_800, "s": 500, "l": 0.0, "baseline_e": 8, "e_fixed": 0.0, "r": 0.8,
     "beta": 0.03, "quality_penalty": 0.2, "min_keep_ratio": 0.25, "force_ratio": 0.9, "model": "recall",
     "tokenizer": "tiktoken", "p_input": None, "p_cache": None, "p_out": None, "p_cache_write": None,
-    "max_context_tokens": None, "recall_q0": 0.51, "recall_tau": 1.4, "recall_age": "turns", "token_ratio": None,
+    "max_context_tokens": None, "recall_q0": 0.0394, "recall_tau": 2.05, "recall_age": "rounds", "token_ratio": None,
 }
 
 
@@ -36,12 +36,26 @@ def test_settings_defaults_are_design_table():
         ("DP_QUALITY_PENALTY", "0", "quality_penalty", 0.0), ("DP_MIN_KEEP_RATIO", "0.1", "min_keep_ratio", 0.1),
         ("DP_FORCE_RATIO", "0.8", "force_ratio", 0.8), ("DP_MODEL", "seed", "model", "seed"),
         ("DP_RECALL_Q0", "0.5", "recall_q0", 0.5), ("DP_RECALL_TAU", "7", "recall_tau", 7.0),
-        ("DP_TOKENIZER", "bytes4", "tokenizer", "bytes4"),
+        ("DP_RECALL_AGE", "turns", "recall_age", "turns"), ("DP_TOKENIZER", "bytes4", "tokenizer", "bytes4"),
     ],
 )
 def test_settings_every_dp_variable_is_read(monkeypatch, variable, value, field, expected):
     monkeypatch.setenv(variable, value)
     assert getattr(load_settings(), field) == expected
+
+
+def test_settings_recall_defaults_are_the_committed_calibration():
+    """DP_RECALL_* ship the fit of calibration/results.json in its chosen unit (DESIGN §2, §6)."""
+    import json
+
+    from tests.conftest import REPO
+
+    results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
+    unit = results["recall_age"]
+    fields = Settings.model_fields
+    assert fields["recall_age"].default == unit
+    assert fields["recall_q0"].default == pytest.approx(results["recall"][unit]["q0"]["value"], rel=0.02)
+    assert fields["recall_tau"].default == pytest.approx(results["recall"][unit]["tau"]["value"], rel=0.02)
 
 
 def test_settings_flag_beats_env(monkeypatch):

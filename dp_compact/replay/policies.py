@@ -34,6 +34,7 @@ from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_ma
 from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.sessions.model import Message, Session, Usage
 from dp_compact.settings import Settings
+from dp_compact.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
 
 __all__ = [
     "ALL_POLICIES",
@@ -59,13 +60,7 @@ __all__ = [
     "parse_policy",
 ]
 
-#: Claude Code ``AUTOCOMPACT_BUFFER_TOKENS`` (src/services/compact/autoCompact.ts; README "Replay").
-CLAUDE_CODE_BUFFER_TOKENS = 13_000
-#: Claude Code reserves min(max output tokens, 20,000) for the summary (``MAX_OUTPUT_TOKENS_FOR_SUMMARY``);
-#: 20,000 for every current Claude model, whose max output is at least 32,000.
-CLAUDE_CODE_OUTPUT_RESERVE_TOKENS = 20_000
-#: Codex ``auto_compact_token_limit`` default: context window · 9 / 10 (codex-rs/protocol/src/openai_models.rs).
-CODEX_AUTO_COMPACT_RATIO = 0.9
+# Claude Code's and Codex's triggers live with the window rules that read them (dp_compact.windows).
 #: Codex ``COMPACT_USER_MESSAGE_MAX_TOKENS`` (codex-rs/core/src/compact.rs).
 CODEX_USER_MESSAGE_MAX_TOKENS = 20_000
 #: OpenHands ``LLMSummarizingCondenser`` defaults ``max_size`` and ``keep_first`` (events).
@@ -84,11 +79,13 @@ ALL_POLICIES = DEFAULT_POLICIES
 #: Summary tokens each tool writes (DESIGN §6 "Summary size per policy, from evidence").
 #: ``dp_compact``: the extractive summarizer's output measured with ``dp-compact compact --force
 #: --dry-run --json`` on the 16 shared sessions (491-838 tokens, median 780); an LLM summarizer
-#: writes ``DP_S``. ``claude-code`` and ``codex``: the compaction summaries recorded in real
-#: transcripts, measured by ``dp-compact calibrate`` (calibration/results.json
-#: ``recorded_summaries``). Tools without a recorded compaction (OpenHands, LangChain, a generic
-#: threshold rule) are charged ``DP_S``.
-SUMMARY_TOKENS: dict[str, int] = {"dp_compact": 780, "claude-code": 6_977, "codex": 1_744}
+#: writes ``DP_S``. ``claude-code`` and ``codex``: the mean of the compaction summaries recorded in
+#: real transcripts, counted as ``plan`` counts tokens and reported by ``dp-compact calibrate``
+#: (calibration/results.json ``recorded_summaries``): Claude Code 8,220, 5,808 and 5,710 tokens
+#: (the first session's own ``compactMetadata`` says 6,977 tokens for the whole context after
+#: the compaction); Codex 1,750 and 1,985. Tools without a recorded compaction (OpenHands,
+#: LangChain, a generic threshold rule) are charged ``DP_S``.
+SUMMARY_TOKENS: dict[str, int] = {"dp_compact": 780, "claude-code": 6_579, "codex": 1_868}
 
 #: Stands for the carry block in the planner's view of the live conversation.
 _SUMMARY = Message("user", "[summary]", raw={"role": "user", "content": "[summary]"})

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from dp_compact.errors import MalformedLineError
-from dp_compact.sessions.common import build_session, dumps, is_summary_text, text_and_images
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
+from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Record, Source
 
 __all__ = ["FORMAT", "DESCRIPTION", "message_from_anthropic", "read", "sniff"]
@@ -172,6 +172,9 @@ def read(source: Source) -> Session:
         compactions=len(markers),
         skipped_lines=source.skipped_lines,
         model=_recorded_model(_items(source) or []),
+        compaction_records=tuple(
+            RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers
+        ),
     )
 
 

@@ -17,7 +17,9 @@ messages; every other type (``system``, ``attachment``, ``progress``, ``file-his
   notifications, interruption markers and compaction summaries are kept as user messages (they
   are sent to the model) but are not counted as user turns.
 - ``compact_boundary``: only the messages after the last marker are the live conversation; it
-  starts with the ``isCompactSummary`` user message.
+  starts with the ``isCompactSummary`` user message. Each marker is also kept as a
+  :class:`~dp_compact.sessions.model.RecordedCompaction`: ``compactMetadata.trigger`` and
+  ``preTokens``, and the text of the summary message that follows it.
 - File order is kept unless a record's ``parentUuid`` names a record written later; such a
   record is moved right after its parent (a tool result written before its call).
 """
@@ -25,13 +27,13 @@ messages; every other type (``system``, ``attachment``, ``progress``, ``file-his
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.sessions.common import build_session, is_summary_text, relink
-from dp_compact.sessions.model import Message, Session, Usage
+from dp_compact.sessions.model import Message, RecordedCompaction, Session, Usage
 from dp_compact.sessions.source import Record, Source
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -141,6 +143,16 @@ def _blocks(record: Record, kind: str) -> tuple[dict[str, Any], list[Any] | str]
     return message, content
 
 
+def _recorded_compaction(value: dict[str, Any], line: int) -> RecordedCompaction:
+    """What a ``compact_boundary`` record tells: ``compactMetadata.trigger`` and ``preTokens``."""
+    meta = value.get("compactMetadata") if isinstance(value.get("compactMetadata"), dict) else {}
+    trigger, pre = meta.get("trigger"), meta.get("preTokens")
+    return RecordedCompaction(
+        "claude-code", line, trigger=trigger if isinstance(trigger, str) else None,
+        pre_tokens=pre if isinstance(pre, int) and not isinstance(pre, bool) and pre > 0 else None,
+    )
+
+
 def _is_injected(value: dict[str, Any], message: Message) -> bool:
     """True for a user message the CLI wrote (meta, notification, summary), not a user turn."""
     if value.get("isMeta") or value.get("isCompactSummary") or value.get("isVisibleInTranscriptOnly"):
@@ -166,6 +178,8 @@ class _Reader:
         self.compactions = 0
         self.skipped = 0
         self.model: str | None = None
+        self.records: list[RecordedCompaction] = []
+        self.awaiting_summary = False
 
     def flush(self) -> None:
         """Emit the open assistant message and the tool message answering it."""
@@ -187,6 +201,8 @@ class _Reader:
             self.flush()
             self.compactions += 1
             self.live_start = len(self.messages)
+            self.records.append(_recorded_compaction(value, record.line))
+            self.awaiting_summary = True
         elif kind == "assistant":
             self.assistant_line(record)
         elif kind == "user":
@@ -238,6 +254,9 @@ class _Reader:
         raw = {"role": "user", "content": content}
         message = message_from_anthropic(raw, line=record.line, nbytes=record.nbytes)
         self.messages.append(message)
+        if self.awaiting_summary and record.value.get("isCompactSummary"):
+            self.records[-1] = replace(self.records[-1], summary_text=message.text)
+        self.awaiting_summary = False
         if message.role == "user" and not _is_injected(record.value, message):
             self.turns += 1
 
@@ -255,7 +274,8 @@ def read(source: Source) -> Session:
     Session
         Live messages after the last ``compact_boundary``; one usage record per distinct
         ``message.id`` (tokens; prompt = input + cache reads + cache writes) in call order;
-        ``user_turns`` counts typed prompts only; ``llm_calls`` = ``len(usage)``.
+        ``user_turns`` counts typed prompts only; ``llm_calls`` = ``len(usage)``;
+        ``compaction_records`` one per ``compact_boundary`` (trigger, ``preTokens``, summary).
 
     Raises
     ------
@@ -282,4 +302,5 @@ def read(source: Source) -> Session:
         user_turns=reader.turns,
         model=reader.model,
         skipped_lines=source.skipped_lines + reader.skipped,
+        compaction_records=tuple(reader.records),
     )

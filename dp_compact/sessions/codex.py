@@ -16,17 +16,22 @@ Every line is an envelope ``{timestamp, type, payload}`` (``sessions/FORMATS.md`
   zero-input events (right after a compaction) are dropped.
 - ``compacted`` is a compaction marker: the live conversation is its ``replacement_history``
   (copies of earlier prompts plus the summary; not counted again as user turns) and what follows.
+  It is kept as a :class:`~dp_compact.sessions.model.RecordedCompaction` (summary =
+  ``payload.message``; size when it fired = the prompt of the last non-zero ``token_count``
+  before it). The ``event_msg/context_compacted`` event that follows belongs to it; one with no
+  ``compacted`` line of its own is recorded too, without a summary (and not counted as a marker).
 - ``event_msg`` copies (``user_message``, ``agent_message``, ``exec_command_end``, ...) duplicate
   response items and are not messages. Unknown types and keys are skipped.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source
 
 __all__ = ["DESCRIPTION", "FORMAT", "TokenCounts", "read", "sniff"]
@@ -118,6 +123,20 @@ def _output_text(output: Any) -> tuple[str, int]:
     return text_and_images(output)
 
 
+def _summary_of(payload: dict[str, Any]) -> str:
+    """The hand-over summary of a ``compacted`` payload: its ``message``, else the summary message
+    of its replacement history ("Another language model started ..."), else ``""``."""
+    if isinstance(payload.get("message"), str) and payload["message"]:
+        return payload["message"]
+    history = payload.get("replacement_history")
+    for item in history if isinstance(history, list) else ():
+        if isinstance(item, dict) and item.get("type") == "message" and item.get("role") == "user":
+            text, _ = text_and_images(item.get("content"))
+            if is_summary_text(text):
+                return text
+    return ""
+
+
 class _Reader:
     """State of one pass over the envelopes."""
 
@@ -131,6 +150,8 @@ class _Reader:
         self.compactions = 0
         self.model: str | None = None
         self.skipped = 0
+        self.records: list[RecordedCompaction] = []
+        self._open_record: tuple[str, int] | None = None  # (what opened the last record, usage count then)
         self._reset_group()
 
     def _reset_group(self) -> None:
@@ -197,6 +218,23 @@ class _Reader:
                 self.flush()
         elif kind == "task_started" and isinstance(payload.get("model_context_window"), int):
             self.counts.context_window = payload["model_context_window"]
+        elif kind == "context_compacted":
+            self.record_compaction("event", line, "")
+
+    def record_compaction(self, what: str, line: int, summary: str) -> None:
+        """A ``compacted`` line or ``context_compacted`` event: a new record, or the other half of the open one.
+
+        The two halves of one compaction come in either order with no LLM call between them.
+        """
+        opened = self._open_record
+        self._open_record = None
+        if opened is not None and opened[0] != what and opened[1] == len(self.counts.usage):
+            if what == "compacted":
+                self.records[-1] = replace(self.records[-1], line=line, summary_text=summary)
+            return
+        pre = self.counts.usage[-1].prompt_tokens if self.counts.usage else None
+        self.records.append(RecordedCompaction("codex", line, pre_tokens=pre, summary_text=summary))
+        self._open_record = (what, len(self.counts.usage))
 
     def compacted(self, payload: dict[str, Any], line: int) -> None:
         """A compaction: the live conversation restarts with the replacement history."""
@@ -204,6 +242,7 @@ class _Reader:
         self.compactions += 1
         self.live_start = len(self.messages)
         history = payload.get("replacement_history")
+        self.record_compaction("compacted", line, _summary_of(payload))
         if isinstance(history, list):
             for item in history:
                 if isinstance(item, dict):
@@ -283,7 +322,8 @@ def read(source: Source) -> Session:
         Live messages after the last ``compacted`` line (its replacement history first); one
         usage record per distinct ``token_count`` (tokens; prompt = ``input_tokens``, cached
         included); ``context_window`` from ``model_context_window``; ``system_text`` = base
-        instructions and developer messages; ``llm_calls`` = ``len(usage)``.
+        instructions and developer messages; ``llm_calls`` = ``len(usage)``; ``compaction_records``
+        one per ``compacted`` line (summary, prompt tokens before it).
 
     Raises
     ------
@@ -312,4 +352,5 @@ def read(source: Source) -> Session:
         model=reader.model,
         context_window=reader.counts.context_window,
         skipped_lines=source.skipped_lines + reader.skipped,
+        compaction_records=tuple(reader.records),
     )

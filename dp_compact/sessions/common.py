@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from dp_compact.sessions.model import Message, Session, Usage
+from dp_compact.sessions.model import CompactingTool, Message, Session, Usage
 
 __all__ = [
     "IMAGE_TYPES",
@@ -24,6 +24,7 @@ __all__ = [
     "is_summary_text",
     "link_tool_results",
     "relink",
+    "summary_tool",
     "text_and_images",
 ]
 
@@ -45,6 +46,18 @@ def is_summary_text(text: str) -> bool:
     """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
     head = text.lstrip()[:120]
     return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
+
+
+def summary_tool(text: str) -> CompactingTool:
+    """The tool whose hand-over sentence opens a summary message (``SUMMARY_PREFIXES``).
+
+    Claude Code's "This session is being continued ..." gives ``claude-code``, Codex's "Another
+    language model started ..." gives ``codex``; anything else (ours included) ``other``.
+    """
+    head = text.lstrip()
+    if head.startswith(SUMMARY_PREFIXES[1]):
+        return "claude-code"
+    return "codex" if head.startswith(SUMMARY_PREFIXES[2]) else "other"
 
 
 def dumps(value: object) -> str:

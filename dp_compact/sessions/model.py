@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Message", "SeedStats", "Session", "ToolCall", "ToolResult", "Usage"]
+__all__ = ["Message", "RecordedCompaction", "SeedStats", "Session", "ToolCall", "ToolResult", "Usage"]
 
 Role = Literal["user", "assistant", "tool"]
+#: The agent whose compaction a marker records (:class:`RecordedCompaction`).
+CompactingTool = Literal["claude-code", "codex", "other"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,35 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedCompaction:
+    """A compaction a tool recorded in the file (evidence for DESIGN §6: summary size, window).
+
+    Attributes
+    ----------
+    tool : {"claude-code", "codex", "other"}
+        Who compacted: Claude Code (its ``compact_boundary``, or a conversion of one), Codex
+        (``compacted`` / ``context_compacted``), or another tool (a summary message only).
+    line : int
+        1-based source line of the marker (0 when the source has no lines: a JSON document).
+    trigger : {"auto", "manual"} or None
+        How it was started, when the file records it (Claude Code ``compactMetadata.trigger``).
+    pre_tokens : int or None
+        Context size when it fired, tokens as the provider counts them: Claude Code
+        ``compactMetadata.preTokens``; Codex: the prompt of the last non-zero ``token_count``
+        before the marker. None when the file does not tell.
+    summary_text : str
+        The hand-over summary the tool wrote (Claude Code: the ``isCompactSummary`` message;
+        Codex: ``compacted.message``; converted files: the summary message); ``""`` if not found.
+    """
+
+    tool: CompactingTool
+    line: int
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    summary_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SeedStats:
     """The seed agent's ``stats.json`` counters (DESIGN §4); missing keys are None."""
 
@@ -151,7 +182,12 @@ class Session:
         Every message the file records, in order, before and after its compaction markers
         (``messages`` is its tail from the last marker on), including what a recorded
         compaction inserted (its summary, Codex's replacement history). Used by the replay
-        (:mod:`dp_compact.replay_shell`); empty for an empty file. Ignored by equality.
+        (DESIGN §6); empty for an empty file. Ignored by equality.
+    compaction_records : tuple[RecordedCompaction, ...]
+        The compactions the file records, in file order, with what each tells (trigger, size
+        when it fired, summary). Usually one per marker counted in ``compactions``; a Codex
+        ``context_compacted`` event without its ``compacted`` line adds a record (no summary)
+        but is not counted there. Ignored by equality.
     """
 
     path: str
@@ -168,3 +204,4 @@ class Session:
     stats: SeedStats | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
+    compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)

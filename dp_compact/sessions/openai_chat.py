@@ -7,7 +7,11 @@ document (converted Claude Code sessions, the ``meta.token_counts`` variant); a 
 - ``system``/``developer`` messages are the fixed prefix (``system_text``), not messages. A
   ``[compact_boundary]`` system message and a user message opening "This session is being
   continued ..." are compaction markers (one marker when both appear together); the live
-  conversation starts at the summary message.
+  conversation starts at the summary message. Each is kept as a
+  :class:`~dp_compact.sessions.model.RecordedCompaction` with the summary's text; its tool is
+  ``claude-code`` when the summary uses Claude Code's hand-over sentence or the marker is Claude
+  Code's ``[compact_boundary]`` (a converted Claude Code session), ``codex`` for Codex's
+  hand-over prefix, else ``other``.
 - Tool calls come from ``tool_calls``, else from ``tool_call`` content blocks (never both: the
   held-out variant duplicates them) or a legacy ``function_call``. Results are linked by
   ``tool_call_id``, SWE-agent's ``tool_call_ids`` list (the text goes to the first id), else by
@@ -28,8 +32,8 @@ from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.codex import TokenCounts
-from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult
+from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, summary_tool, text_and_images
+from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult
 from dp_compact.sessions.source import Record, Source
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -141,6 +145,7 @@ class _Reader:
         self.live_start = 0
         self.compactions = 0
         self.after_boundary = False
+        self.records: list[RecordedCompaction] = []
 
     def add(self, value: dict[str, Any], line: int, nbytes: int) -> None:
         """Handle one message dict (raises ValueError when it breaks the format's rules)."""
@@ -152,6 +157,7 @@ class _Reader:
             if text.lstrip().startswith(_BOUNDARY):
                 self.compactions += 1
                 self.live_start, self.after_boundary = len(self.messages), True
+                self.records.append(RecordedCompaction("claude-code", line))
             elif text:
                 self.system.append(text)
             return
@@ -159,8 +165,11 @@ class _Reader:
         if role == "user":
             head = text.lstrip()
             if is_summary_text(head):
-                if not boundary:
+                if boundary:
+                    self.records[-1] = replace(self.records[-1], summary_text=text)
+                else:
                     self.compactions += 1
+                    self.records.append(RecordedCompaction(summary_tool(head), line, summary_text=text))
                 self.live_start = len(self.messages)
             elif not head.startswith(_INTERRUPTED):
                 self.turns += 1
@@ -248,7 +257,7 @@ def read(source: Source) -> Session:
     Session
         Live messages after the last compaction marker; ``usage`` from ``meta.token_counts``
         (tokens) when present, else none; ``llm_calls`` from the usage, SWE-agent's
-        ``api_calls`` or the assistant messages.
+        ``api_calls`` or the assistant messages; ``compaction_records`` one per marker.
 
     Raises
     ------
@@ -293,6 +302,7 @@ def read(source: Source) -> Session:
         model=_model(document),
         context_window=counts.context_window,
         skipped_lines=source.skipped_lines + skipped,
+        compaction_records=tuple(reader.records),
     )
 
 

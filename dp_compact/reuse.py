@@ -1,0 +1,513 @@
+"""Which earlier messages a conversation uses later: the judge's rule of DESIGN §6 "Lost information".
+
+A message ``m`` is *used later* by an assistant message ``at > m`` when
+
+(a) ``at`` repeats at least :data:`MIN_REUSE_CHARS` characters of ``m``'s text verbatim
+    (a window of text found in more than :data:`BOILERPLATE_SHARE` of all messages is boilerplate
+    and ignored); the use goes to the *latest* message before ``at`` holding that text, the
+    copy whose loss matters; or
+(b) ``at`` edits or writes a file whose latest content in the context was a read result in
+    ``m`` (``Read``, ``read_file``, ``view``, ``cat``/``sed -n``/``nl`` in a shell, ...), with no
+    fresh read and no other edit or write of that path in between.
+
+Only assistant messages use: the model reproduces what it needed in its text and its tool-call
+arguments (the JSON string values, so an ``Edit``'s ``old_string`` compares with the file as a
+read result showed it). Every message is a source: its text, its tool results and, for assistant
+messages, its tool-call arguments.
+
+The verbatim rule hashes every window of ``min_chars`` characters (code points, not bytes) with a
+polynomial hash in uint64 wrap-around arithmetic, built by doubling window lengths (1, 2, 4, ...)
+so that no Python loop runs per character, and finds "the latest message before ``at`` holding
+this window" with one sort and one ``np.searchsorted``. Windows never span two texts (a text is
+a message's text, one tool result, or one tool call's arguments). A 64-bit hash collision could
+report a use that is not one; for natural text its chance is negligible (about n² / 2⁶⁵ for n
+windows). Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import json
+import ntpath
+import posixpath
+import re
+import shlex
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.sessions.model import Message, ToolCall
+
+__all__ = [
+    "BOILERPLATE_SHARE",
+    "KIND_FILE_EDIT",
+    "KIND_VERBATIM",
+    "MIN_REUSE_CHARS",
+    "Uses",
+    "file_operations",
+    "find_uses",
+]
+
+#: DESIGN §6 (a): a later message repeats at least this many characters verbatim.
+MIN_REUSE_CHARS = 200
+#: DESIGN §6 (a): text found in more than this share of all messages is boilerplate.
+BOILERPLATE_SHARE = 0.2
+#: ``Uses.kind`` codes: rule (a) verbatim repetition, rule (b) edit or write after a read.
+KIND_VERBATIM, KIND_FILE_EDIT = 0, 1
+
+_SEPARATOR = 0x110000  # one past the last Unicode code point: never a character, ends every text
+_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier of the polynomial hash (2^64 / golden ratio)
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Uses:
+    """Every use of an earlier message by a later assistant message; arrays of shape (U,).
+
+    Attributes
+    ----------
+    message : ndarray[int64], shape (U,)
+        Index of the earlier message whose content is used.
+    at : ndarray[int64], shape (U,)
+        Index of the assistant message that uses it (``at > message``).
+    kind : ndarray[int8], shape (U,)
+        :data:`KIND_VERBATIM` (rule a) or :data:`KIND_FILE_EDIT` (rule b).
+
+    Notes
+    -----
+    Sorted by ``(at, message)``; each pair appears once (verbatim wins over edit). The arrays
+    are read-only.
+    """
+
+    message: npt.NDArray[np.int64]
+    at: npt.NDArray[np.int64]
+    kind: npt.NDArray[np.int8]
+
+    def __post_init__(self) -> None:
+        for array in (self.message, self.at, self.kind):
+            array.setflags(write=False)
+
+    def __len__(self) -> int:
+        return int(self.message.shape[0])
+
+    def last_use(self, n_messages: int) -> npt.NDArray[np.int64]:
+        """Per message, the index of the last message that uses it (−1 if none); shape (n_messages,)."""
+        last = np.full(n_messages, -1, dtype=np.int64)
+        np.maximum.at(last, self.message, self.at)
+        return last
+
+
+def find_uses(
+    messages: Sequence[Message], *, min_chars: int = MIN_REUSE_CHARS, boilerplate_share: float = BOILERPLATE_SHARE
+) -> Uses:
+    """Find every (earlier message, later assistant message) use of DESIGN §6 "Lost information".
+
+    Parameters
+    ----------
+    messages : sequence of Message
+        The conversation in order, N messages.
+    min_chars : int
+        Shortest verbatim repetition that counts, in characters (code points); DESIGN §6: 200.
+    boilerplate_share : float
+        A window of ``min_chars`` characters held by more than this share of the N messages is
+        ignored; DESIGN §6: 0.2.
+
+    Returns
+    -------
+    Uses
+        Arrays of shape (U,), sorted by ``(at, message)``.
+
+    Raises
+    ------
+    ValueError
+        If ``min_chars < 1`` or ``boilerplate_share`` is not in (0, 1].
+
+    Notes
+    -----
+    Rule (a) works per window of ``min_chars`` characters: each window of the using message
+    goes to the latest earlier message holding it, so a long repeated run can use two messages
+    (the part a later copy also holds goes to that copy). Rule (b): :func:`file_operations`.
+    Time: one hash pass and one sort over all characters of the conversation (O(C log C));
+    about 0.2 s for a 4 MB Claude Code transcript (663 messages, 930 k characters).
+    """
+    if min_chars < 1 or not 0.0 < boilerplate_share <= 1.0:
+        raise ValueError(f"min_chars must be >= 1 and boilerplate_share in (0, 1], not {min_chars!r}, {boilerplate_share!r}")
+    n = len(messages)
+    parsed = [[_parsed(call) for call in m.tool_calls] for m in messages]
+    arguments = [
+        [_argument_text(call, args) for call, args in zip(m.tool_calls, per_call, strict=True)]
+        for m, per_call in zip(messages, parsed, strict=True)
+    ]
+    verbatim = _verbatim_pairs(messages, arguments, min_chars=min_chars, boilerplate_share=boilerplate_share)
+    edits = _file_edit_pairs(messages, parsed, arguments)
+    stride = n + 1
+    keys_v = verbatim[1] * stride + verbatim[0]
+    keys_e = edits[1] * stride + edits[0]
+    keys_e = keys_e[~np.isin(keys_e, keys_v)]
+    keys = np.concatenate((keys_v, keys_e))
+    kinds = np.concatenate((np.full(keys_v.size, KIND_VERBATIM, np.int8), np.full(keys_e.size, KIND_FILE_EDIT, np.int8)))
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    return Uses(message=keys % stride, at=keys // stride, kind=kinds[order])
+
+
+# -- (a) verbatim repetition ------------------------------------------------------------------
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    """The string values of a parsed JSON value, depth first, in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+
+
+def _parsed(call: ToolCall) -> Any:
+    """The tool call's arguments as parsed JSON, or None when they are not JSON."""
+    try:
+        return json.loads(call.arguments) if call.arguments else None
+    except ValueError:
+        return None
+
+
+def _argument_text(call: ToolCall, parsed: Any) -> str:
+    """The argument text a model reproduced: JSON string values joined by newlines, else the raw text."""
+    return call.arguments if parsed is None else "\n".join(_leaves(parsed))
+
+
+def _texts(messages: Sequence[Message], arguments: list[list[str]]) -> tuple[list[str], list[int], list[bool]]:
+    """Every non-empty text, the message holding it, and whether it is a using text (assistant text, arguments)."""
+    texts: list[str] = []
+    owners: list[int] = []
+    using: list[bool] = []
+    for index, (message, args) in enumerate(zip(messages, arguments, strict=True)):
+        assistant = message.role == "assistant"
+        for text, uses in [(message.text, assistant), *((r.text, False) for r in message.tool_results), *((a, True) for a in args)]:
+            if text:
+                texts.append(text)
+                owners.append(index)
+                using.append(uses and assistant)
+    return texts, owners, using
+
+
+def _codes(texts: list[str]) -> npt.NDArray[np.uint32]:
+    """Code points of the texts, each followed by :data:`_SEPARATOR`; shape (C,)."""
+    if not texts:
+        return np.zeros(0, dtype=np.uint32)
+    joined = "\x00".join(texts) + "\x00"
+    codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).copy()
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    codes[np.cumsum(lengths + 1) - 1] = _SEPARATOR
+    return codes
+
+
+def window_hashes(codes: npt.NDArray[np.uint32], width: int) -> npt.NDArray[np.uint64]:
+    """Polynomial hash of every window ``codes[i : i + width]``; shape (max(C − width + 1, 0),).
+
+    Hashes of lengths 1, 2, 4, ... are built by doubling (h_2L[i] = h_L[i]·B^L + h_L[i + L]) and
+    the powers of two in ``width`` are combined from the left, all in uint64 wrap-around
+    arithmetic: O(C log width) vector operations, no loop per character.
+
+    >>> codes = np.frombuffer("abcabc".encode("utf-32-le"), dtype=np.uint32)
+    >>> h = window_hashes(codes, 3)
+    >>> bool(h[0] == h[3]), bool(h[0] == h[1])
+    (True, False)
+    """
+    count = codes.size - width + 1
+    if count <= 0:
+        return np.zeros(0, dtype=np.uint64)
+    level = (codes.astype(np.uint64) + np.uint64(1)) * np.uint64(0xBF58476D1CE4E5B9)  # spread code points over 64 bits
+    result = np.zeros(count, dtype=np.uint64)
+    length, offsets = 1, []
+    while length <= width:
+        if width & length:
+            offsets.append((length, level))
+        if length * 2 <= width:
+            shifted = level[length:] if length < level.size else level[:0]
+            level = level[: shifted.size] * np.uint64(pow(int(_BASE), length, 1 << 64)) + shifted
+        length *= 2
+    consumed = 0
+    for length, hashes in reversed(offsets):  # highest power first: the window's left part
+        result = result * np.uint64(pow(int(_BASE), length, 1 << 64)) + hashes[consumed : consumed + count]
+        consumed += length
+    return result
+
+
+def _sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Sorted distinct values (``np.sort`` and a neighbour test: faster than ``np.unique``'s hashing here)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if values.size else values
+
+
+def _verbatim_pairs(
+    messages: Sequence[Message], arguments: list[list[str]], *, min_chars: int, boilerplate_share: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(message, at) pairs of rule (a), unique; two arrays of shape (P,)."""
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    texts, owners, using = _texts(messages, arguments)
+    codes = _codes(texts)
+    hashes = window_hashes(codes, min_chars)
+    if hashes.size == 0 or not any(using):
+        return empty
+    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
+    owner = np.repeat(np.asarray(owners, dtype=np.int64), lengths)[: hashes.size]
+    is_using = np.repeat(np.asarray(using, dtype=bool), lengths)[: hashes.size]
+    separators = np.concatenate(([0], np.cumsum(codes == _SEPARATOR)))
+    valid = (separators[min_chars : min_chars + hashes.size] - separators[: hashes.size]) == 0
+    hashes, owner, is_using = hashes[valid], owner[valid], is_using[valid]
+    if hashes.size == 0 or not is_using.any():
+        return empty
+    order = np.argsort(hashes)
+    sorted_hashes = hashes[order]
+    starts = np.concatenate(([True], sorted_hashes[1:] != sorted_hashes[:-1]))
+    rank = np.empty(hashes.size, dtype=np.int64)
+    rank[order] = np.cumsum(starts) - 1
+    stride = len(messages) + 1
+    held = _sorted_unique(rank * stride + owner)  # (window, message holding it)
+    holders = np.bincount(held // stride, minlength=int(rank.max()) + 1)
+    boilerplate = holders > boilerplate_share * len(messages)
+    query_rank, query_at = rank[is_using], owner[is_using]
+    query = _sorted_unique(query_rank * stride + query_at)
+    query_rank, query_at = query // stride, query % stride
+    found = np.searchsorted(held, query, side="left") - 1  # the latest holder before ``at``
+    ok = found >= 0
+    found = np.where(ok, found, 0)
+    ok &= (held[found] // stride == query_rank) & ~boilerplate[query_rank]
+    pairs = _sorted_unique(query_at[ok] * stride + held[found[ok]] % stride)
+    return pairs % stride, pairs // stride
+
+
+# -- (b) edits and writes after a read --------------------------------------------------------
+
+_READ_TOOLS = frozenset({"read", "read_file", "view", "open"})
+_EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
+_EDITOR_WRITES = frozenset({"create", "str_replace", "insert"})
+_WRITE_TOOLS = frozenset(
+    {"edit", "multiedit", "write", "notebookedit", "write_to_file", "replace_in_file", "write_file", "replace", "edit_file"}
+)
+_PATH_KEYS = ("file_path", "path", "absolute_path", "absolutePath", "notebook_path", "target_file", "filename")
+_SHELL_KEYS = ("command", "cmd")
+_WORKDIR_KEYS = ("workdir", "cwd")
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "powershell", "pwsh", "powershell.exe", "pwsh.exe", "cmd", "cmd.exe"})
+_SHELL_READERS = frozenset({"cat", "head", "tail", "nl", "get-content", "gc"})
+_POWERSHELL_VALUES = {"-totalcount", "-head", "-tail", "-first", "-last", "-encoding", "-delimiter", "-readcount"}
+_OPTIONS_WITH_VALUE = {
+    "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
+    "get-content": _POWERSHELL_VALUES, "gc": _POWERSHELL_VALUES,
+}
+_CONTROL = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
+_REDIRECT_WRITE = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
+_REDIRECT_OTHER = frozenset({"<", "<<", "<<<", "<>", "<&"})
+_PATCH_PATH = re.compile(r"^\*\*\* (?:Update File|Add File|Delete File|Move to): (.+?)\s*$", re.MULTILINE)
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+_SHELL_HINT = re.compile(r">|\b(?:cat|head|tail|nl|sed|get-content|gc)\b", re.IGNORECASE)  # lines worth tokenizing
+_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
+
+
+def _normalize(path: str, workdir: str | None) -> str | None:
+    """``path`` stripped, joined to ``workdir`` when relative, and normalized; None when empty."""
+    path = path.strip().strip("'\"")
+    if not path or path in ("-", "/dev/null"):
+        return None
+    windows = bool(_WINDOWS_PATH.match(path)) or (workdir is not None and bool(_WINDOWS_PATH.match(workdir)))
+    module = ntpath if windows else posixpath
+    if workdir and not module.isabs(path) and not path.startswith("~"):
+        path = module.join(workdir, path)
+    return module.normpath(path)
+
+
+def _first_string(arguments: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` whose value is a non-empty string."""
+    for key in keys:
+        value = arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _script(command: Any) -> str | None:
+    """The shell script of a ``command``/``cmd`` argument: a string, or argv such as ["bash", "-lc", "cat x"]."""
+    if isinstance(command, str):
+        return command
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
+        return None
+    if len(command) >= 3 and posixpath.basename(command[0]).lower() in _SHELLS and command[1].lower() in ("-c", "-lc", "-command", "/c"):
+        return command[-1]
+    return shlex.join(command)
+
+
+def _script_lines(script: str) -> Iterator[str]:
+    """The lines of ``script`` without here-document bodies."""
+    lines = iter(script.splitlines())
+    for line in lines:
+        yield line
+        for match in _HEREDOC.finditer(line):
+            for body in lines:
+                if body.strip() == match.group(2):
+                    break
+
+
+def _tokens(line: str) -> list[str]:
+    """Shell tokens of one line (control operators and redirections apart); [] when unparsable."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""  # keep Windows backslashes
+    try:
+        return list(lexer)
+    except ValueError:
+        return []
+
+
+def _simple_commands(tokens: list[str]) -> Iterator[tuple[list[str], list[str]]]:
+    """Each simple command's words and its ``>``/``>>`` redirection targets."""
+    words: list[str] = []
+    targets: list[str] = []
+    items = iter(tokens)
+    for token in items:
+        if token in _CONTROL:
+            yield words, targets
+            words, targets = [], []
+        elif token in _REDIRECT_WRITE or token in _REDIRECT_OTHER:
+            if words and words[-1].isdigit():  # the descriptor of ``2>``
+                words.pop()
+            target = next(items, "")
+            if token in _REDIRECT_WRITE and not target.startswith("&") and not target.isdigit():
+                targets.append(target)
+        elif not (words == [] and re.match(r"^[A-Za-z_]\w*=", token)):
+            words.append(token)
+    yield words, targets
+
+
+def _shell_operations(script: str) -> tuple[list[str], list[str]]:
+    """Files a shell script reads whole or in part (cat, head, tail, sed -n, nl, Get-Content) and writes (>, sed -i)."""
+    reads: list[str] = []
+    writes: list[str] = []
+    for line in _script_lines(script):
+        if not _SHELL_HINT.search(line):
+            continue
+        for words, targets in _simple_commands(_tokens(line)):
+            writes.extend(targets)
+            if not words:
+                continue
+            program = ntpath.basename(words[0]).lower()
+            if program in _SHELL_READERS:
+                reads.extend(_operands(words[1:], _OPTIONS_WITH_VALUE.get(program, set())))
+            elif program == "sed":
+                options = [w for w in words[1:] if w.startswith("-")]
+                operands = _operands(words[1:], {"-e", "-f"})
+                has_script = any(o in ("-e", "-f") or o.startswith("--expression") for o in options)
+                files = operands if has_script else operands[1:]
+                if any(o.startswith("-i") or o.startswith("--in-place") for o in options):
+                    writes.extend(files)
+                elif any(o in ("-n", "--quiet", "--silent") or (o[1:].isalpha() and "n" in o[1:]) for o in options):
+                    reads.extend(files)
+    return reads, writes
+
+
+def _operands(words: list[str], options_with_value: set[str]) -> list[str]:
+    """Words that are not options nor option values (PowerShell's ``-Path P`` gives P)."""
+    operands: list[str] = []
+    items = iter(words)
+    for word in items:
+        if word.lower() in options_with_value:
+            next(items, None)
+        elif not word.startswith("-") or word == "-":
+            operands.append(word)
+    return operands
+
+
+def file_operations(call: ToolCall, workdir: str | None = None) -> tuple[list[str], list[str]]:
+    """Paths a tool call reads and paths it edits or writes (rule b), normalized.
+
+    Parameters
+    ----------
+    call : ToolCall
+        Any format's tool call; recognised by name (case-insensitive) and arguments.
+    workdir : str, optional
+        Directory that relative paths are joined to when the call names none (``workdir``/``cwd``).
+
+    Returns
+    -------
+    reads, writes : list of str
+        Normalized paths (``os.path.normpath`` rules; Windows paths by ``ntpath``).
+
+    Examples
+    --------
+    >>> file_operations(ToolCall("1", "Read", '{"file_path": "/src/a.py"}'))
+    (['/src/a.py'], [])
+    >>> file_operations(ToolCall("2", "apply_patch", "*** Begin Patch\\n*** Update File: src/b.py\\n@@\\n*** End Patch"), "/w")
+    ([], ['/w/src/b.py'])
+    >>> file_operations(ToolCall("3", "exec_command", '{"cmd": "sed -n \\'1,80p\\' c.go && nl -ba d.go | head", "workdir": "/r"}'))
+    (['/r/c.go', '/r/d.go'], [])
+    """
+    parsed = _parsed(call)
+    return _operations(call.name, parsed, _argument_text(call, parsed), workdir)
+
+
+def _operations(name: str, parsed: Any, text: str, workdir: str | None) -> tuple[list[str], list[str]]:
+    """:func:`file_operations` on arguments already parsed (``text``: their string values)."""
+    name = name.lower()
+    arguments = parsed if isinstance(parsed, dict) else {}
+    workdir = _first_string(arguments, _WORKDIR_KEYS) or workdir
+    reads: list[str] = []
+    writes: list[str] = [m.group(1) for m in _PATCH_PATH.finditer(text)]
+    path = _first_string(arguments, _PATH_KEYS)
+    if name in _EDITOR_TOOLS:
+        command = str(arguments.get("command", "")).lower()
+        if path and command == "view":
+            reads.append(path)
+        elif path and command in _EDITOR_WRITES:
+            writes.append(path)
+    elif name in _READ_TOOLS and path:
+        reads.append(path)
+    elif name in _WRITE_TOOLS and path:
+        writes.append(path)
+    elif (script := _script(next((arguments[k] for k in _SHELL_KEYS if k in arguments), None))) is not None:
+        shell_reads, shell_writes = _shell_operations(script)
+        reads.extend(shell_reads)
+        writes.extend(shell_writes)
+    read_paths = [p for p in (_normalize(r, workdir) for r in reads) if p]
+    write_paths = [p for p in (_normalize(w, workdir) for w in writes) if p]
+    return list(dict.fromkeys(read_paths)), list(dict.fromkeys(write_paths))
+
+
+def _file_edit_pairs(
+    messages: Sequence[Message], parsed: list[list[Any]], arguments: list[list[str]]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(message, at) pairs of rule (b), unique; two arrays of shape (P,).
+
+    A read counts from the message holding its (successful) result on; an edit or write of the
+    path by assistant message ``at`` uses that message and ends it (a later edit needs a fresh
+    read). Relative paths are joined to the call's ``workdir``, else the latest one seen.
+    """
+    last_read: dict[str, int] = {}
+    pending: dict[str, list[str]] = {}
+    pairs: set[tuple[int, int]] = set()
+    workdir: str | None = None
+    for index, message in enumerate(messages):
+        for result in message.tool_results:
+            paths = pending.pop(result.call_id, None)
+            if paths and not result.is_error:
+                last_read.update(dict.fromkeys(paths, index))
+        if message.role != "assistant":
+            continue
+        for call, args, text in zip(message.tool_calls, parsed[index], arguments[index], strict=True):
+            reads, writes = _operations(call.name, args, text, workdir)
+            if isinstance(args, dict):
+                workdir = _first_string(args, _WORKDIR_KEYS) or workdir
+            for path in writes:
+                source = last_read.pop(path, None)
+                if source is not None and source < index:
+                    pairs.add((source, index))
+            if reads:
+                pending[call.id] = reads
+    if not pairs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    source, at = np.array(sorted(pairs), dtype=np.int64).T
+    return source, at
