@@ -29,7 +29,7 @@ from dp_compact.history import History, call_message_counts, read_history
 from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
 from dp_compact.reuse import BOILERPLATE_SHARE, KIND_FILE_EDIT, KIND_VERBATIM, MIN_REUSE_CHARS, find_uses
 from dp_compact.sessions import read_session
-from dp_compact.sessions.common import is_summary_text
+from dp_compact.sessions.common import recorded_history
 from dp_compact.sessions.model import Message, Session
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
 
@@ -241,20 +241,8 @@ def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tupl
 
 
 def judged_messages(session: Session) -> tuple[Message, ...]:
-    """The messages the replay judges: the whole history without what recorded compactions inserted.
-
-    The same rule as :func:`dp_compact.replay.shell.replay_history` (kept here so that
-    calibration does not import the replay): a file that records compactions gives its whole
-    history minus each compaction's summary message and what was written on the summary's line
-    (Codex's replacement history); any other file gives its live conversation.
-    """
-    if not session.compactions or not session.history:
-        return session.messages
-    inserted = {m.line for m in session.history if m.role == "user" and is_summary_text(m.text)}
-    return tuple(
-        m for m in session.history
-        if not (m.role == "user" and is_summary_text(m.text)) and not (m.line > 0 and m.line in inserted)
-    )
+    """The messages the replay judges (:func:`dp_compact.sessions.common.recorded_history`)."""
+    return recorded_history(session)
 
 
 def planner_calls_per_turn(session: Session) -> float:

@@ -52,7 +52,7 @@ from dp_compact.replay.meter import (
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.reuse import find_uses
 from dp_compact.sessions import read_session
-from dp_compact.sessions.common import is_summary_text
+from dp_compact.sessions.common import recorded_history
 from dp_compact.sessions.model import Message, Session, Usage
 from dp_compact.sessions.source import read_source
 from dp_compact.settings import Settings
@@ -81,14 +81,8 @@ Progress = Callable[[int, int, str], None]
 
 
 def replay_history(session: Session) -> tuple[Message, ...]:
-    """The messages a replay appends: the whole history without recorded compactions' insertions."""
-    if not session.compactions or not session.history:
-        return session.messages
-    inserted = {m.line for m in session.history if m.role == "user" and is_summary_text(m.text)}
-    return tuple(
-        m for m in session.history
-        if not (m.role == "user" and is_summary_text(m.text)) and not (m.line > 0 and m.line in inserted)
-    )
+    """The messages a replay appends (:func:`dp_compact.sessions.common.recorded_history`)."""
+    return recorded_history(session)
 
 
 def recorded_calls(

@@ -22,6 +22,7 @@ __all__ = [
     "count_images",
     "dumps",
     "is_summary_text",
+    "recorded_history",
     "link_tool_results",
     "relink",
     "summary_tool",
@@ -283,4 +284,19 @@ def build_session(
         compactions=compactions,
         history=all_messages,
         **extra,  # type: ignore[arg-type]
+    )
+
+
+def recorded_history(session: Any) -> tuple[Any, ...]:
+    """The messages a replay appends and calibration judges: the whole history of ``session``
+    without what its recorded compactions inserted (their summary message, and what was written
+    on the summary's line, such as Codex's replacement history); a file that records no
+    compaction gives its live conversation (``Session.messages``).
+    """
+    if not session.compactions or not session.history:
+        return session.messages
+    inserted = {m.line for m in session.history if m.role == "user" and is_summary_text(m.text)}
+    return tuple(
+        m for m in session.history
+        if not (m.role == "user" and is_summary_text(m.text)) and not (m.line > 0 and m.line in inserted)
     )
