@@ -73,10 +73,9 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     window, source = context_window(session, base.max_context_tokens, explicit=settings.max_context_tokens, database_name=base.name)
     if unknown_model and settings.max_context_tokens is None and session is not None:
         _check_window_known(session, base, window)
-    if window != base.max_context_tokens:
-        overrides["max_context_tokens"] = window
+    overrides.update(max_context_tokens=window, window_source=source)
     notes.append(window_note(window, source))
-    prices = replace(base, **overrides) if overrides else base  # type: ignore[arg-type]
+    prices = replace(base, **overrides)  # type: ignore[arg-type]
     if prices.p_cache > prices.p_input:
         raise SettingsError("DP_P_CACHE", prices.p_cache, f"a cache read must not cost more than input ({prices.p_input} $/MTok)")
     return prices, tuple(notes)

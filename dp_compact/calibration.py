@@ -28,7 +28,6 @@ from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.history import History, call_message_counts, read_history
 from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
 from dp_compact.reuse import BOILERPLATE_SHARE, KIND_FILE_EDIT, KIND_VERBATIM, MIN_REUSE_CHARS, find_uses
-from dp_compact.sessions import read_session
 from dp_compact.sessions.common import recorded_history
 from dp_compact.sessions.model import Message, Session
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
@@ -240,9 +239,8 @@ def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tupl
     return (dy / dx if dx > 0 else None), x_all, y_all
 
 
-def judged_messages(session: Session) -> tuple[Message, ...]:
-    """The messages the replay judges (:func:`dp_compact.sessions.common.recorded_history`)."""
-    return recorded_history(session)
+#: The messages the replay judges (:func:`dp_compact.sessions.common.recorded_history`).
+judged_messages = recorded_history
 
 
 def planner_calls_per_turn(session: Session) -> float:
@@ -384,7 +382,7 @@ def calibrate(
         except (UnknownFormatError, NotASessionError) as exc:
             skipped.append(f"{path}: {type(exc).__name__}")
             continue
-        for tool, tokens in recorded_summary_tokens(read_session(path)):
+        for tool, tokens in recorded_summary_tokens(histories[-1].live):  # the live segment keeps the file's records
             summaries.setdefault(tool, []).append(tokens)
     if not histories:
         raise ValueError(f"no readable session among {len(files)} file(s)")

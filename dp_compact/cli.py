@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from dp_compact.errors import DpCompactError
-from dp_compact.windows import window_note, window_source_of
+from dp_compact.windows import window_note
 
 app = typer.Typer(
     name="dp-compact",
@@ -141,7 +141,7 @@ def plan(
         result = plan_file(session, settings, lenient=lenient, stats=stats, use_cache=not no_cache)
     except DpCompactError as exc:
         raise _fail(exc) from None
-    data = {**result.to_dict(), "window_source": window_source_of(result.notes)}
+    data = {**result.to_dict(), "window_source": result.prices.window_source}
     skipped = data["session"]["skipped_lines"]
     if skipped:
         typer.echo(f"dp-compact: warning: skipped {skipped} malformed line(s) in {session}", err=True)
@@ -463,7 +463,7 @@ def curve(
         raise _fail(exc) from None
     for p in plans:
         typer.echo(f"{p.prices.name} · {p.settings['model']}: {p.decision} (k = {p.k}, rule {p.rule})")
-    for note in dict.fromkeys(n for p in plans for n in p.notes if window_source_of([n])):
+    for note in dict.fromkeys(window_note(p.prices.max_context_tokens, p.prices.window_source) for p in plans if p.prices.window_source):
         typer.echo(note)
     typer.echo(f"wrote {out}")
 

@@ -62,7 +62,8 @@ class History:
         Segment ``i`` holds the messages after marker ``i - 1`` up to marker ``i`` and only the
         usage records of the calls made in it; ``user_turns``, ``llm_calls`` and ``compactions``
         count the file up to the segment's end (what the planner would have seen then). The
-        last segment's messages are the live conversation.
+        last segment's messages are the live conversation; it also keeps the whole file's
+        ``compaction_records``.
     compactions : tuple[Compaction, ...]
         ``len(segments) - 1`` markers (0 for formats split in one segment only).
     """

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING
@@ -96,6 +96,9 @@ class Prices:
     source : str
         Where the numbers come from: a provider's pricing-page URL, or ``"genai-prices <version>"``
         followed by ``"; "``-separated notes on any assumption made.
+    window_source : str
+        Where ``max_context_tokens`` comes from for a session (:func:`dp_compact.api.choose_prices`,
+        :func:`dp_compact.windows.context_window`); "" for a bare profile. Ignored by equality.
 
     Raises
     ------
@@ -110,6 +113,7 @@ class Prices:
     p_cache_write: float | None
     max_context_tokens: int
     source: str
+    window_source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for field_name in ("p_input", "p_cache", "p_out", "p_cache_write"):

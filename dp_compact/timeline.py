@@ -21,7 +21,6 @@ from dp_compact.planner import plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions.model import Session, Usage
 from dp_compact.settings import Settings
-from dp_compact.windows import window_source_of
 
 __all__ = ["Timeline", "timeline"]
 
@@ -127,7 +126,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     message does not record).
     """
     whole = replace(history.live, usage=tuple(u for segment in history.segments for u in segment.usage))
-    prices, notes = choose_prices(settings, whole)  # the window from every call of the file, not the live segment's
+    prices, _ = choose_prices(settings, whole)  # the window from every call of the file, not the live segment's
     rows: dict[str, list] = {name: [] for name in ("segment", "context", "n", "compact", "rule", "k", "tail", "head")}
     usage_before: list[Usage] = []
     turns_before = 0
@@ -163,5 +162,5 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
         compact=np.array(rows["compact"], dtype=bool), rule=tuple(rows["rule"]), k=ints("k"), tail_tokens=ints("tail"),
         head_tokens=ints("head"), compactions=history.compactions, first_call_after=np.array(first_after, dtype=np.int64),
         prices=prices, force_threshold_tokens=settings.force_ratio * prices.max_context_tokens, s_tokens=settings.s,
-        window_source=window_source_of(notes) or "",
+        window_source=prices.window_source,
     )

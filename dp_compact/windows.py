@@ -48,7 +48,6 @@ __all__ = [
     "known_windows",
     "largest_accepted_prompt",
     "window_note",
-    "window_source_of",
 ]
 
 #: Claude Code ``AUTOCOMPACT_BUFFER_TOKENS`` (src/services/compact/autoCompact.ts): the auto-compact
@@ -246,9 +245,3 @@ def window_note(window: int, source: str) -> str:
     return f"{WINDOW_NOTE_PREFIX}{window:,} tokens: {source}"
 
 
-def window_source_of(notes: Iterable[str]) -> str | None:
-    """The source sentence of the :func:`window_note` among ``notes`` (None when there is none)."""
-    for note in notes:
-        if note.startswith(WINDOW_NOTE_PREFIX) and " tokens: " in note:
-            return note.split(" tokens: ", 1)[1]
-    return None

@@ -251,6 +251,19 @@ def test_calibrate_real_sessions_runs_and_reports():
     assert "recall" in text and "<- chosen" in text
     assert all(line.startswith("export DP_") for line in env_lines(result))
     json.dumps(result.to_dict())  # JSON-ready
+    # the recorded compaction summaries: one Claude Code session, one converted one, two Codex summaries
+    assert len(result.recorded_summaries["claude-code"]) == 3 and len(result.recorded_summaries["codex"]) == 2
+    assert all(1_000 < n < 20_000 for tokens in result.recorded_summaries.values() for n in tokens)
+    assert "summary   claude-code" in text
+
+
+def test_replay_charges_the_mean_recorded_summary_of_each_tool():
+    """SUMMARY_TOKENS (what the replay charges each preset) are the means calibrate measures."""
+    from dp_compact.replay.policies import SUMMARY_TOKENS
+
+    results = json.loads((Path(__file__).parents[1] / "calibration" / "results.json").read_text())
+    for tool in ("claude-code", "codex"):
+        assert SUMMARY_TOKENS[tool] == round(results["recorded_summaries"][tool]["mean"])
 
 
 def test_shipped_defaults_match_committed_calibration_results():

@@ -27,7 +27,6 @@ from dp_compact.windows import (
     context_window,
     known_windows,
     window_note,
-    window_source_of,
 )
 from tests.conftest import SESSIONS, need
 
@@ -171,9 +170,11 @@ def test_context_window_accepted_prompt_bounds_a_recorded_window():
 def test_choose_prices_always_notes_the_window_and_its_source():
     prices, notes = choose_prices(load_settings(), None)
     assert prices.max_context_tokens == 200_000
-    assert window_source_of(notes) == "the price database's window for claude-sonnet-4"
+    assert prices.window_source == "the price database's window for claude-sonnet-4"
+    assert window_note(200_000, prices.window_source) in notes
     prices, notes = choose_prices(load_settings(max_context_tokens=90_000), _session(prompts=(150_000,)))
-    assert prices.max_context_tokens == 90_000 and window_note(90_000, window_source_of(notes) or "") in notes
+    assert prices.max_context_tokens == 90_000 and window_note(90_000, prices.window_source) in notes
+    assert "DP_MAX_CONTEXT_TOKENS" in prices.window_source
 
 
 def test_choose_prices_window_follows_the_session_not_the_database():
@@ -192,13 +193,11 @@ def test_choose_prices_unknown_model_with_prompts_above_the_fallback_window_asks
 
 def test_choose_prices_known_model_with_prompts_above_its_windows_rounds_the_prompt_up():
     prices, notes = choose_prices(load_settings(provider="gpt-4o"), _session("anthropic", None, prompts=(152_557,)))
-    assert prices.max_context_tokens == 153_000 and "rounded up" in (window_source_of(notes) or "")
+    assert prices.max_context_tokens == 153_000 and "rounded up" in prices.window_source
 
 
-def test_window_note_round_trips_its_source():
-    note = window_note(1_000_000, "a: b tokens: c")
-    assert note == "context window 1,000,000 tokens: a: b tokens: c" and window_source_of(["x", note]) == "a: b tokens: c"
-    assert window_source_of(["prices of x"]) is None
+def test_window_note_states_window_and_source():
+    assert window_note(1_000_000, "a: b") == "context window 1,000,000 tokens: a: b"
 
 
 def _claude_code_file(tmp_path: Path, prompts: list[int], *, boundary_after: int | None = None) -> Path:
@@ -276,12 +275,12 @@ def test_shared_session_window_from_evidence(name: str, expected: int):
     session = read_session(need(SESSIONS / name))
     prices, notes = choose_prices(load_settings(), session)
     assert prices.max_context_tokens == expected
-    assert window_source_of(notes)
+    assert prices.window_source and window_note(expected, prices.window_source) in notes
 
 
 def test_shared_posthog_window_comes_from_its_auto_compaction():
     session = read_session(need(SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"))
-    source = window_source_of(choose_prices(load_settings(), session)[1]) or ""
+    source = choose_prices(load_settings(), session)[0].window_source
     assert "auto-compaction at 167,766 tokens on line 831" in source
 
 

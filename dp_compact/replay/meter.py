@@ -197,10 +197,6 @@ class ReplayParams:
         """M, the context window in tokens."""
         return self.prices.max_context_tokens
 
-    @property
-    def p_uncached(self) -> float:
-        """$/MTok of prompt tokens not read from cache: :attr:`Prices.p_write`."""
-        return self.prices.p_write
 
 
 @dataclass(slots=True)
@@ -415,7 +411,7 @@ class _Meter:
         self.read, self.input, self.write = self.read + read, self.input + fresh_input, self.write + fresh_write
         self.output += output * prices.p_out
         self.loss += carried * prices.p_cache
-        self.floor += prompt * min(prices.p_cache, prices.p_input, self.params.p_uncached) + output * prices.p_out
+        self.floor += prompt * min(prices.p_cache, prices.p_input, prices.p_write) + output * prices.p_out
         self.cached = prompt
 
     def summarize(self, head_prompt: int, kept_prefix: int, carried: int) -> None:
@@ -530,5 +526,5 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
 def prefix_floor_usd(rec: Recording, params: ReplayParams) -> float:
     """A floor for every policy, $: each call reads at least V from cache and pays its recorded output."""
     prices = params.prices
-    per_token = min(prices.p_cache, prices.p_input, params.p_uncached)
+    per_token = min(prices.p_cache, prices.p_input, prices.p_write)
     return float(rec.n_calls * params.v_tokens * per_token + int(rec.output_tokens.sum()) * prices.p_out) / 1e6

@@ -147,6 +147,9 @@ def _solve(rec: Recording, params: ReplayParams, *, window: float) -> OracleSche
             prev_use[u] = last_use.get(m, -1)
             last_use[m] = int(np.searchsorted(use_calls, q))
     bounds = np.searchsorted(rec.use_calls, np.arange(calls + 1))
+    # carried[s, k]: refetched tokens in the context at the current call (messages < s whose latest
+    # use so far has index >= k); built for the last call, then peeled off call by call going back
+    carried = _rectangles(n + 1, cols, [(m, -1, q, tokens[m]) for m, q in last_use.items()])
 
     later = np.zeros((n + 1, cols))  # value from call j + 1 on, per state (s, k)
     decisions: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]] = [None] * calls  # type: ignore[list-item]
@@ -164,8 +167,8 @@ def _solve(rec: Recording, params: ReplayParams, *, window: float) -> OracleSche
             first = [(int(rec.use_messages[u]), int(prev_use[u]), k_now, 1.0) for u in here]
             weighted = [(m, lo, hi, tokens[m]) for m, lo, hi, _ in first]
             count, fresh = _rectangles(n + 1, cols, first), _rectangles(n + 1, cols, weighted)
-            seen = [(m, -1, q, tokens[m]) for m, q in _latest_uses(rec, use_calls, j - 1)]
-            carried_before = _rectangles(n + 1, cols, seen)
+            carried_before = carried - fresh  # what the previous call carried
+            carried = carried_before
             loss_now = (count * (prompt[:, None] * p_cache + REFETCH_OUTPUT_TOKENS * p_out) + fresh * p_write
                         + (carried_before + fresh) * p_cache)
         keep = call_cost[:, None] + loss_now + later
@@ -200,15 +203,6 @@ def _solve(rec: Recording, params: ReplayParams, *, window: float) -> OracleSche
             s, k = int(best_cut[s]), int(np.searchsorted(use_calls, j))
             schedule.append((j, s))
     return OracleSchedule(total_usd=total / 1e6, schedule=tuple(schedule))
-
-
-def _latest_uses(rec: Recording, use_calls: npt.NDArray[np.int64], last_call: int) -> list[tuple[int, int]]:
-    """``(message, index in use_calls of its latest use at a call <= last_call)`` for each message used so far."""
-    upto = int(np.searchsorted(rec.use_calls, last_call, side="right"))
-    latest: dict[int, int] = {}
-    for m, q in zip(rec.use_messages[:upto].tolist(), rec.use_calls[:upto].tolist(), strict=True):
-        latest[m] = q
-    return [(m, int(np.searchsorted(use_calls, q))) for m, q in latest.items()]
 
 
 def _best_cuts(after: Floats, candidates: npt.NDArray[np.bool_], lo: npt.NDArray[np.int64]) -> tuple[Floats, npt.NDArray[np.int64]]:

@@ -80,9 +80,8 @@ SESSION_SUFFIXES = frozenset({".json", ".jsonl", ".traj"})
 Progress = Callable[[int, int, str], None]
 
 
-def replay_history(session: Session) -> tuple[Message, ...]:
-    """The messages a replay appends (:func:`dp_compact.sessions.common.recorded_history`)."""
-    return recorded_history(session)
+#: The messages a replay appends (:func:`dp_compact.sessions.common.recorded_history`).
+replay_history = recorded_history
 
 
 def recorded_calls(
@@ -170,15 +169,16 @@ def summary_tokens(tool: str, settings: Settings) -> int:
 Parsed = Policy | str
 
 
-def parse_policies(specs: Sequence[str], settings: Settings) -> tuple[Policy, ...]:
-    """Every ``--policy`` spec parsed once per run (:func:`~dp_compact.replay.policies.parse_policy`).
+def parse_policies(policies: Sequence[Parsed], settings: Settings) -> tuple[Policy, ...]:
+    """Policies as given, ``--policy`` spec strings parsed (:func:`~dp_compact.replay.policies.parse_policy`);
+    done once per run.
 
     Raises
     ------
     SettingsError
         An unknown policy spec.
     """
-    return tuple(parse_policy(spec, settings) for spec in specs)
+    return tuple(parse_policy(p, settings) if isinstance(p, str) else p for p in policies)
 
 
 @dataclass(frozen=True)
@@ -313,7 +313,7 @@ def replay_session(
     UnknownProfileError
         As :func:`~dp_compact.api.choose_prices`.
     """
-    parsed = tuple(parse_policy(p, settings) if isinstance(p, str) else p for p in policies)
+    parsed = parse_policies(policies, settings)
     params, notes = replay_params(session, settings, cache_ttl_s, loss)
     if session.skipped_lines:
         notes = (*notes, f"skipped {session.skipped_lines} malformed line(s) (--lenient)")
@@ -340,9 +340,7 @@ def replay_file(
     SettingsError, UnknownProfileError
         As :func:`replay_session`.
     """
-    parsed = parse_policies([p for p in policies if isinstance(p, str)], settings)
-    chosen = iter(parsed)
-    resolved = tuple(next(chosen) if isinstance(p, str) else p for p in policies)
+    resolved = parse_policies(policies, settings)  # bad specs fail before the file is read
     session = read_session(path, lenient=lenient)
     return replay_session(session, settings, resolved, cache_ttl_s=cache_ttl_s, use_cache=use_cache, loss=loss)
 
