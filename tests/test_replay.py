@@ -421,3 +421,17 @@ def test_cli_replay_json_reports_the_oracle_ratio_and_the_assumption(tmp_path):
     assert data["loss"] == "refetch" and "taken as fixed" in data["assumption"]
     ratios = {p["policy"]: p["vs_oracle"] for p in data["policies"]}
     assert ratios["oracle"] == 1.0 and ratios["never"] >= 1.0
+
+
+def test_codex_preset_compacts_where_codex_did_on_a_recorded_session():
+    """Windows from evidence: the codex preset fires within a few calls of the recorded Codex compactions."""
+    session = read_session(need(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl"))
+    report = replay_file(session.path, load_settings(), ["codex"])
+    assert report.params.window == 258_400  # the window the rollout records
+    history = replay_history(session)
+    lines = np.array([m.line for m in history])
+    positions = np.flatnonzero([m.role == "assistant" for m in history])  # one call per assistant message
+    recorded = [int(np.searchsorted(positions, np.searchsorted(lines, r.line))) for r in session.compaction_records]
+    fired = [call for call, _ in report.results[0].schedule]
+    assert len(fired) == len(recorded) == 2
+    assert all(abs(a - b) <= 15 for a, b in zip(fired, recorded, strict=True)), (fired, recorded)
