@@ -327,7 +327,7 @@ def compact(
     except DpCompactError as exc:
         raise _fail(exc) from None
     for note in result.notes:
-        typer.echo(f"dp-compact: warning: {note}", err=True)
+        typer.echo(f"dp-compact: note: {note}", err=True)
     data = result.to_dict()
     typer.echo(json.dumps(data, ensure_ascii=False) if as_json else render_compaction(data))
 
