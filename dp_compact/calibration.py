@@ -186,7 +186,11 @@ class Calibration:
     recorded_summaries: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (``calibration/results.json``)."""
+        """JSON-ready data (``calibration/results.json``); a value that could not be measured (NaN) is None."""
+        return _finite(self._raw_dict())
+
+    def _raw_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` before NaN values become None."""
         def est(e: Estimate | None) -> dict[str, float | int] | None:
             return None if e is None else e.to_dict()
 
@@ -207,6 +211,17 @@ class Calibration:
             "recorded_summaries": {tool: {"tokens": list(n), "mean": sum(n) / len(n)} for tool, n in self.recorded_summaries.items()},
             "sessions": [s.row() for s in self.sessions], "skipped": list(self.skipped),
         }
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with every non-finite float replaced by None (strict JSON has no NaN)."""
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_finite(value) for value in data]
+    if isinstance(data, float) and not np.isfinite(data):
+        return None
+    return data
 
 
 def session_paths(paths: Iterable[Path | str]) -> list[Path]:
@@ -414,7 +429,11 @@ def calibrate(
 def env_lines(calibration: Calibration) -> list[str]:
     """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family)."""
     _, q0, tau = calibration.recall_fits[calibration.recall_age]
-    lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}", f"export DP_RECALL_TAU={tau.value:.3g}"]
+    if np.isfinite(q0.value) and np.isfinite(tau.value):
+        lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}",
+                 f"export DP_RECALL_TAU={tau.value:.3g}"]
+    else:
+        lines = ["# DP_RECALL_AGE, DP_RECALL_Q0, DP_RECALL_TAU: no recall fit (too few observed ages); shipped values kept"]
     if calibration.v_tokens is not None:
         lines.append(f"export DP_V={round(calibration.v_tokens.value, -2):.0f}")
     if calibration.calls_per_turn is not None:  # the L the rounds unit was measured with (0: per session)
@@ -427,9 +446,16 @@ def env_lines(calibration: Calibration) -> list[str]:
 
 def _fmt(e: Estimate | None, spec: str = ",.0f") -> str:
     """``value ± std [p05, p95] (n)``."""
-    if e is None:
-        return "no data"
+    if e is None or not np.isfinite(e.value):
+        return "not measured"
+    if e.n < 2 or not np.isfinite(e.std):
+        return f"{e.value:{spec}}  (n = {e.n}: one session, no spread; a weak estimate)"
     return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
+
+
+def _real(value: float) -> float | None:
+    """``value``, or None when it is not finite (not measured)."""
+    return value if np.isfinite(value) else None
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -454,10 +480,10 @@ def format_report(calibration: Calibration) -> str:
     for unit in AGE_UNITS:
         fit, q0, tau = c.recall_fits[unit]
         scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"
-        mark = "  <- chosen" if unit == c.recall_age else ""
+        mark = "  <- chosen" if unit == c.recall_age and np.isfinite(q0.value) else ""
         lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')} (chance a message of age 0 is used later: DP_RECALL_Q0)")
-        lines.append(f"                 tau = {_fmt(tau, '.2f')} {scale}; R² pooled {fit.r_squared:.2f}, per session"
-                     f" {c.recall_session_r2[unit]:.2f}{mark}")
+        lines.append(f"                 tau = {_fmt(tau, '.2f')} {scale}; R² pooled {_num(_real(fit.r_squared), '.2f')},"
+                     f" per session {_num(_real(c.recall_session_r2[unit]), '.2f')}{mark}")
     lines.append("per session:")
     lines.append(f"  {'file':<40} {'family':<9} {'turns':>5} {'calls':>5} {'V':>7} {'L':>6} {'avg':>8} {'ratio':>6}")
     for s in c.sessions:

@@ -111,7 +111,7 @@ def _draw_prefix(ax: Axes, calibration: Calibration) -> None:
         v = calibration.v_tokens
         ax.axvline(v.value / 1000, color="black", lw=1.5, label=f"median V = {v.value:,.0f} [{v.p05:,.0f}–{v.p95:,.0f}]")
         ax.axvspan(v.p05 / 1000, v.p95 / 1000, color="black", alpha=0.08)
-    ax.axvline(5.0, color="#d62728", lw=1.2, ls="--", label="DESIGN §3 default V = 5,000")
+    ax.axvline(5.0, color="#d62728", lw=1.2, ls="--", label="provisional default V = 5,000")
     ax.set_yticks(positions, names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, max(values, default=1.0) * 1.45)

@@ -314,3 +314,14 @@ def test_judged_messages_drop_recorded_compaction_insertions():
     assert judged[-1] == session.history[-1]
     plain = read_session(need(SESSIONS / "claude_code" / "cc_task43_develop.jsonl"))
     assert judged_messages(plain) == plain.messages
+
+
+def test_calibrate_one_session_never_prints_nan(tmp_path: Path):
+    """A single short session has no recall fit: text says so, --env keeps the shipped values, JSON has null."""
+    path = need(SESSIONS / "codex" / "codex_raze.jsonl")
+    result = calibrate([path], bootstrap=20)
+    assert "nan" not in format_report(result).lower() and "weak estimate" in format_report(result)
+    env = env_lines(result)
+    assert not any("nan" in line.lower() for line in env) and env[0].startswith("# DP_RECALL_AGE")
+    text = json.dumps(result.to_dict(), allow_nan=False)  # raises on NaN
+    assert json.loads(text)["recall"]["turns"]["q0"]["value"] is None

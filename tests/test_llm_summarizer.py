@@ -410,3 +410,21 @@ def test_compact_cli_llm_failure_leaves_no_output(server, tmp_path, monkeypatch)
     assert result.exit_code == 2 and "dp-compact:" in result.stderr
     assert not out.exists() and session.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if "out" in p.name] == []
+
+
+def test_compact_cli_anthropic_without_a_key_is_one_line_and_sends_nothing(server, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    session = _write_jsonl(tmp_path / "s.jsonl", anthropic_rows(turns=4))
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, [
+        "compact", str(session), "-o", str(out), "--keep", "4", "--summarizer", "llm", "--llm-api", "anthropic",
+        "--llm-model", "claude-test", "--llm-base-url", server.base,
+    ])
+    assert result.exit_code == 2 and "no API key" in result.output and "Traceback" not in result.output
+    assert not out.exists() and server.received == []

@@ -435,3 +435,8 @@ def test_codex_preset_compacts_where_codex_did_on_a_recorded_session():
     fired = [call for call, _ in report.results[0].schedule]
     assert len(fired) == len(recorded) == 2
     assert all(abs(a - b) <= 15 for a, b in zip(fired, recorded, strict=True)), (fired, recorded)
+
+
+def test_cli_replay_empty_folder_exits_2(tmp_path):
+    done = CliRunner().invoke(app, ["replay", str(tmp_path)])
+    assert done.exit_code == 2 and "no session file" in done.output

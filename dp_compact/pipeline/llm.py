@@ -294,6 +294,9 @@ class LLMSummarizer:
             client = factory(api_key=self._api_key, base_url=self._base_url, timeout=self.timeout, max_retries=self.max_retries)
         except (sdk.AnthropicError if self.api == "anthropic" else sdk.OpenAIError) as exc:
             raise CompactionError(f"cannot set up the {self.api} client: {exc}") from exc
+        if self.api == "anthropic" and not (getattr(client, "api_key", None) or getattr(client, "auth_token", None)):
+            client.close()  # the Anthropic SDK only notices a missing key when the request is sent, as a TypeError
+            raise CompactionError("cannot set up the anthropic client: no API key (set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN)")
         with client:
             yield client
 

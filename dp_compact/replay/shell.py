@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from dp_compact.api import choose_prices, session_tokens
 from dp_compact.cuts import message_arrays
-from dp_compact.errors import DpCompactError
+from dp_compact.errors import DpCompactError, SessionError
 from dp_compact.history import call_message_counts
 from dp_compact.replay.meter import (
     FIXED_RECORDING,
@@ -402,10 +402,14 @@ def replay_directory(
     ------
     SettingsError
         An unknown policy spec.
+    SessionError
+        When the folder holds no session file.
     """
     specs = tuple(policies)
     parsed = parse_policies(specs, settings)
     files = session_files(folder)
+    if not files:
+        raise SessionError(folder, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
     options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
     count = max(1, min(workers or os.cpu_count() or 1, len(files)))
     done: dict[Path, SessionReplay | str] = {}
