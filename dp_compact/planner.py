@@ -31,9 +31,15 @@ _TERM_NAMES = ("savings", "cache_miss", "compact_cost", "info_loss", "quality", 
 _NO_TERMS = dict.fromkeys(_TERM_NAMES, 0.0)
 
 
-def min_keep(n_messages: int, ratio: float) -> int:
-    """``clamp(floor(N · ratio + 0.5), 3, N)`` (DESIGN §2 decision 1: half rounds up, as the seed)."""
-    return int(min(max(int(np.floor(n_messages * ratio + 0.5)), 3), n_messages))
+def min_keep(n_messages: int, ratio: float, earlier_messages: int = 0) -> int:
+    """``clamp(floor(N · ratio + 0.5), 3, N)`` (DESIGN §2 decision 1: half rounds up, as the seed).
+
+    The share is taken of the N the conversation had before a summary of ours replaced
+    ``earlier_messages`` of them by one message (``Session.earlier_messages``), so that planning
+    the output of a compaction keeps what the first plan kept: a compaction is a fixed point.
+    """
+    whole = n_messages - 1 + earlier_messages if earlier_messages else n_messages
+    return int(min(max(int(np.floor(whole * ratio + 0.5)), 3), n_messages))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +189,7 @@ def forced_cut(result: Plan) -> int | None:
     if terms is None or terms.cut.size == 0:
         return None
     keep = result.n_messages - terms.cut
-    target = max(3, int(np.floor(result.n_messages * result.settings["min_keep_ratio"] + 0.5)))
+    target = max(3, result.min_keep)
     index = _pick_forced(terms, keep, target, result.estimates.context_tokens, result.settings["s"], result.force_threshold_tokens)
     return int(terms.cut[index])
 
@@ -239,7 +245,7 @@ def plan(
     total = int(prefix[-1])
     est = estimate(session, settings, total_tokens=total)
     threshold = settings.force_ratio * prices.max_context_tokens
-    least = min_keep(n, settings.min_keep_ratio) if n else 0
+    least = min_keep(n, settings.min_keep_ratio, session.earlier_messages) if n else 0
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
@@ -274,7 +280,7 @@ def plan(
         chosen, rule = best, RULE_BENEFIT
         why = f"NetBenefit is positive (${terms.net[best]:.4f}) at the best feasible cut"
     elif est.context_tokens > threshold and cuts.size:
-        target = max(3, int(np.floor(n * settings.min_keep_ratio + 0.5)))
+        target = max(3, least)
         chosen, rule = _pick_forced(terms, keep, target, est.context_tokens, settings.s, threshold), RULE_FORCE  # = forced_cut()
         why = (f"context {est.context_tokens:,} tokens is above {settings.force_ratio:g} x {prices.max_context_tokens:,}"
                f" and NetBenefit is not positive: forced compaction near {target} kept messages")

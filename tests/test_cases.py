@@ -21,7 +21,6 @@ KNOWN_FAILURES = {
     "18-codex-stale-usage-after-tool-output": "the current context is the last usage record, not that plus what was added since",
     "20-summary-request-repeats-both-system-messages": "the LLM summary request merges the two system messages",
     "22-pdf-document-pages": "a PDF block counts as one image, not by its pages",
-    "24-compaction-refires-on-its-own-output": "re-planning the compacted output advises another compaction",
 }
 
 

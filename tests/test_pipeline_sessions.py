@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dp_compact.api import plan_session
 from dp_compact.errors import NoFeasibleCutError, NotASessionError
 from dp_compact.pipeline.compact import compact_session
 from dp_compact.pipeline.io import validate_file, write_messages
@@ -81,6 +82,23 @@ def test_real_session_compacts_and_validates_at_planned_and_forced_cuts(path: Pa
                 continue
             assert result.k >= keep
             _check_output(result, tmp_path, f"keep{keep}-{to}")
+
+
+@pytest.mark.parametrize("path", _sessions(), ids=lambda p: p.name)
+def test_compaction_is_a_fixed_point_of_the_planner(path: Path, tmp_path: Path) -> None:
+    """Planning the file a planned compaction wrote, with nothing new, keeps it; c and N carry over."""
+    session = _read(path)
+    settings = load_settings()
+    result = compact_session(session, settings, archiver=FakeArchiver(), use_cache=False)
+    if result.decision != "compact":
+        pytest.skip(f"the planner keeps {path.name} as it is")
+    out = tmp_path / "compacted.jsonl"
+    write_messages(out, list(result.messages), result.api, source=result.path)
+    again = read_session(out)
+    replanned = plan_session(again, settings, use_cache=False)
+    assert replanned.decision == "keep", replanned.explanation
+    assert again.compactions == session.compactions + 1
+    assert again.earlier_messages == result.cut
 
 
 def test_cline_ui_log_is_not_a_session() -> None:

@@ -154,3 +154,10 @@ def test_min_keep_rounds_half_up_and_clamps():
     assert min_keep(50, 0.25) == 13  # 12.5 rounds up, not to even
     assert min_keep(2, 0.25) == 2
     assert min_keep(1000, 0.001) == 3
+
+
+def test_min_keep_takes_its_share_of_the_messages_before_our_summary():
+    # 16 messages compacted to a summary + 5: the share is still of 16 (25 % -> 4), not of 6 (-> 3)
+    assert min_keep(6, 0.25, earlier_messages=11) == 4
+    assert min_keep(6, 0.25) == 3
+    assert min_keep(4, 0.5, earlier_messages=40) == 4  # never more than N

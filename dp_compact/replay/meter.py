@@ -204,7 +204,8 @@ class Live:
     """The live conversation: ``history[:pinned] + [carry block] + history[start:end]``; ``compactions`` so far.
 
     ``kept``: head messages the block holds verbatim (Codex's user messages); ``refetched``:
-    dropped messages fetched again since the last compaction, and their ``refetched_tokens``.
+    dropped messages fetched again since the last compaction, and their ``refetched_tokens``;
+    ``head_messages``: messages the last compaction replaced (a block among them counts as one).
     """
 
     pinned: int = 0
@@ -215,6 +216,7 @@ class Live:
     kept: frozenset[int] = frozenset()
     refetched: set[int] = field(default_factory=set)
     refetched_tokens: int = 0
+    head_messages: int = 0
 
     def dropped(self, message: int) -> bool:
         """True when history message ``message`` is in no part of the live context."""
@@ -437,6 +439,7 @@ def _apply(ctx: CallContext, meter: _Meter, compaction: Compaction) -> None:
     head_prompt = v + live.tokens(rec) - int(rec.prefix_tokens[live.end] - rec.prefix_tokens[compaction.cut])
     kept_prefix = v + int(rec.prefix_tokens[compaction.pinned])
     if compaction.summarize:
+        live.head_messages = compaction.cut - live.start + (live.carry_tokens > 0)
         meter.summarize(head_prompt, kept_prefix, live.refetched_tokens)
         meter.schedule.append((ctx.call, compaction.cut))
         live.compactions += 1

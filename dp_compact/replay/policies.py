@@ -287,7 +287,7 @@ class PlannerPolicy:
         arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
         turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user messages so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
-                          llm_calls=len(usage), compactions=live.compactions)
+                          llm_calls=len(usage), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
         result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays)
         if result.decision != "compact":
             return None

@@ -204,21 +204,27 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
 
 
 _SUMMARY_COUNTS = re.compile(
-    r"\(\d[\d,]* messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)\)"
+    r"\((\d[\d,]*) messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)\)"
 )
 
 
-def summary_counts(text: str) -> tuple[int, int, int]:
-    """(user turns, LLM calls, compaction number) that a summary of ours states; zeros otherwise.
+def summary_counts(text: str) -> tuple[int, int, int, int]:
+    """(messages, user turns, LLM calls, compaction number) that a summary of ours states; zeros otherwise.
 
     Our summary message opens with ``[summary]`` and an intro line "(N messages, T user turns,
     C LLM calls, about H tokens) were compacted by dp-compact (compaction c)"
-    (``pipeline/prompts.toml``), so that t, L and c of DESIGN §2 survive compaction.
+    (``pipeline/prompts.toml``), so that t, L and c of DESIGN §2 survive compaction (they include
+    what earlier summaries in the head stood for) and N, the messages of that head (an earlier
+    summary among them counts as one), gives the planner the share it kept.
+
+    >>> summary_counts("[summary]\\nEarlier messages (1,204 messages, 9 user turns, 88 LLM calls, about 1 tokens) "
+    ...                "were compacted by dp-compact (compaction 2).")
+    (1204, 9, 88, 2)
     """
     if not text.lstrip().startswith("[summary]"):
-        return 0, 0, 0
+        return 0, 0, 0, 0
     found = _SUMMARY_COUNTS.search(text[:500])
-    return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0)  # type: ignore[return-value]
+    return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0, 0)  # type: ignore[return-value]
 
 
 def _last_own_summary(messages: Sequence[Message]) -> int | None:
@@ -227,22 +233,29 @@ def _last_own_summary(messages: Sequence[Message]) -> int | None:
     return found[-1] if found else None
 
 
+def _is_typed(message: Message) -> bool:
+    """A user message that is not a summary."""
+    return message.role == "user" and not is_summary_text(message.text)
+
+
+def _carried(messages: Sequence[Message], field: int, counted: Any) -> int:
+    """What the last of our summaries states (``summary_counts`` field) plus ``counted`` over the messages after it."""
+    last = _last_own_summary(messages)
+    start = 0 if last is None else last + 1
+    carried = 0 if last is None else summary_counts(messages[last].text)[field]
+    return carried + sum(1 for m in messages[start:] if counted(m))
+
+
 def count_user_turns(messages: Sequence[Message]) -> int:
     """User turns in ``messages``: user messages that are not summaries, the turns before the last
     of our summaries counted by what it states (they are gone from the file)."""
-    last = _last_own_summary(messages)
-    start = 0 if last is None else last + 1
-    carried = 0 if last is None else summary_counts(messages[last].text)[0]
-    return carried + sum(1 for m in messages[start:] if m.role == "user" and not is_summary_text(m.text))
+    return _carried(messages, 1, _is_typed)
 
 
 def count_llm_calls(messages: Sequence[Message]) -> int:
     """LLM calls behind ``messages``: assistant messages, those before the last of our summaries
     counted by what it states."""
-    last = _last_own_summary(messages)
-    start = 0 if last is None else last + 1
-    carried = 0 if last is None else summary_counts(messages[last].text)[1]
-    return carried + sum(1 for m in messages[start:] if m.role == "assistant")
+    return _carried(messages, 2, lambda m: m.role == "assistant")
 
 
 def build_session(
@@ -267,13 +280,19 @@ def build_session(
     """
     usage = tuple(usage)
     all_messages = tuple(messages)
+    last = _last_own_summary(all_messages)
     if user_turns is None:
         user_turns = count_user_turns(all_messages)
+    elif last is not None:  # the reader's own count, with the turns our summary stands for in place of those before it
+        before = sum(1 for m in all_messages[:last] if _is_typed(m))
+        user_turns = max(user_turns - before, 0) + summary_counts(all_messages[last].text)[1]
     if llm_calls is None:
         llm_calls = len(usage) or count_llm_calls(all_messages)
-    last = _last_own_summary(all_messages)
+    earlier = 0
     if last is not None:
-        compactions = max(compactions, summary_counts(all_messages[last].text)[2])
+        stated = summary_counts(all_messages[last].text)
+        compactions = max(compactions, stated[3])
+        earlier = stated[0] if last >= live_start else 0
     return Session(
         path=path,
         format=format,
@@ -282,6 +301,7 @@ def build_session(
         user_turns=user_turns,
         llm_calls=llm_calls,
         compactions=compactions,
+        earlier_messages=earlier,
         history=all_messages,
         **extra,  # type: ignore[arg-type]
     )

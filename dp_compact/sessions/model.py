@@ -175,6 +175,11 @@ class Session:
         Lines skipped with ``lenient=True``.
     stats : SeedStats or None
         The seed agent's counters when given (``--stats``).
+    earlier_messages : int
+        Messages that the last summary of ours in the live conversation replaced, as it states
+        them (its head; an earlier summary there counts as one message; 0 without one): with
+        ``messages`` they make the N the conversation had when it was compacted, which the
+        planner's least kept share is taken of, so that a compacted file re-plans as before.
     system_messages : tuple
         The source's system / developer messages as read (raw dicts, in order), which belong
         to the fixed prefix and are written back unchanged by the pipeline.
@@ -202,6 +207,7 @@ class Session:
     context_window: int | None = None
     skipped_lines: int = 0
     stats: SeedStats | None = None
+    earlier_messages: int = 0
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)
