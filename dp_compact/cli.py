@@ -487,7 +487,8 @@ def timeline(
     advised = int(line.compact.sum())
     if line.window_source:
         typer.echo(window_note(line.prices.max_context_tokens, line.window_source))
-    typer.echo(f"{len(line.call)} calls, compaction advised at {advised}; wrote {out}")
+    advice = f"compaction advised at {advised} of them" if advised else "compaction never advised"
+    typer.echo(f"{len(line.call)} calls, {advice}; wrote {out}")
 
 
 @app.command()

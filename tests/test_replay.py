@@ -278,6 +278,8 @@ def test_replay_directory_lists_every_session_and_skips_non_sessions():
     readable = [p for p in session_files() if _readable(p)]
     assert [Path(s.path) for s in report.sessions] == readable
     assert [Path(p).name for p, _ in report.skipped] == ["cline_ui_messages_cardgame.json"]
+    ((path, reason),) = report.skipped
+    assert "Cline UI log" in reason and path not in reason  # the row names the file once
     totals = {row["policy"]: row for row in report.totals()}
     assert totals["never"]["vs_best_fixed"] == 1.0
     assert totals["dp"]["calls"] == sum(s.n_calls for s in report.sessions)

@@ -356,7 +356,9 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
     try:
         return replay_file(path, settings, policies, **options)
     except DpCompactError as exc:
-        return f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, SessionError):  # the path is already on the row
+            return exc.rule if exc.line is None else f"line {exc.line}: {exc.rule}"
+        return str(exc)
 
 
 def _process_context() -> BaseContext:
