@@ -32,6 +32,15 @@ The replay model (README "Replay"):
 The recording is taken as fixed (:data:`FIXED_RECORDING`): later messages, tool outputs and
 output tokens are the same under every policy.
 
+7. What the recorded tool counted: a transcript does not show everything its tool sent (Claude
+   Code's attachments, task notifications and reminders, tool schemas loaded on demand), and the
+   provider's tokenizer is not ours. Costs are measured on the transcript's messages, the same for
+   every policy; but a preset that stands for a tool triggering on the provider's usage (Claude
+   Code, Codex) must fire where that tool did, so it sees the prompt *as the provider counted it*
+   (:attr:`CallContext.counted_tokens`): each message as the usage records counted it
+   (:func:`counted_tokens_per_message`: what arrived unseen is counted with the messages it
+   arrived with, and is gone when they are dropped).
+
 Everything here is pure: :func:`replay` maps a :class:`Recording`, a policy and
 :class:`ReplayParams` to a :class:`PolicyResult`. Files are read in
 :mod:`dp_compact.replay.shell`; the policies live in :mod:`dp_compact.replay.policies`, the
@@ -67,6 +76,7 @@ __all__ = [
     "replay",
     "tail_cut_mask",
     "truncation",
+    "counted_tokens_per_message",
 ]
 
 Int64s = npt.NDArray[np.int64]
@@ -107,6 +117,15 @@ class Recording:
         call ``use_calls[u]`` (``use_messages[u] < call_positions[use_calls[u]]``); sorted by call.
     path, format : str
         Where it comes from.
+    counted_prefix : ndarray[int64], shape (N + 1,)
+        Tokens of messages ``[0, i)`` as the recorded tool's provider counted them (module
+        docstring, point 7; :func:`counted_tokens_per_message`); ``prefix_tokens`` without usage.
+    counted_v : int or None
+        The fixed prefix as the provider counted it (the first recorded prompt less its
+        messages), tokens; None = V.
+    tool_compactions : tuple[tuple[str, int], ...]
+        ``(tool, context tokens when it fired)`` of each compaction the file records that was not
+        started by hand (``RecordedCompaction.trigger != "manual"`` with a known size).
     """
 
     messages: tuple[Message, ...]
@@ -121,6 +140,9 @@ class Recording:
     use_calls: Int64s
     path: str = ""
     format: str = ""
+    counted_prefix: Int64s | None = None
+    counted_v: int | None = None
+    tool_compactions: tuple[tuple[str, int], ...] = ()
 
     @property
     def n_calls(self) -> int:
@@ -139,11 +161,15 @@ def make_recording(
     uses: tuple[Int64s, Int64s] | None = None,
     path: str = "",
     format: str = "",  # noqa: A002 - the Session field's name
+    counted: tuple[Int64s, int | None] | None = None,
+    tool_compactions: tuple[tuple[str, int], ...] = (),
 ) -> Recording:
     """A :class:`Recording` with its cumulative sums (arrays made read-only).
 
     ``uses`` is ``(messages, calls)``: message ``messages[u]`` is used by call ``calls[u]``
     (pairs whose message is not in that call's prompt are dropped); None = no uses.
+    ``counted`` is ``(tokens per message as the provider counted them, shape (N,), counted V)``
+    from :func:`counted_tokens_per_message`; None = our counts.
 
     Raises
     ------
@@ -169,9 +195,78 @@ def make_recording(
     keep = used < positions[users] if users.size else np.zeros(0, bool)
     order = np.lexsort((used[keep], users[keep]))
     used, users = used[keep][order], users[keep][order]
-    for array in (tokens, prefix, user, positions, outputs, times, used, users):
+    per_message, counted_v = (tokens, None) if counted is None else (np.asarray(counted[0], np.int64), counted[1])
+    if per_message.shape != (n,):
+        raise ValueError("counted tokens need N entries")
+    counted_prefix = prefix if counted is None else np.concatenate(([0], np.cumsum(per_message)))
+    for array in (tokens, prefix, user, positions, outputs, times, used, users, counted_prefix):
         array.setflags(write=False)
-    return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, used, users, path, format)
+    return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, used, users, path, format,
+                     counted_prefix, counted_v, tuple(tool_compactions))
+
+
+def counted_tokens_per_message(
+    message_tokens: Int64s, positions: Int64s, recorded_prompts: Int64s, compacted: npt.NDArray[np.bool_] | None = None
+) -> tuple[Int64s, int | None]:
+    """Each message's tokens as the recorded tool's provider counted them (module point 7).
+
+    Parameters
+    ----------
+    message_tokens : ndarray[int64], shape (N,)
+        Our tokens per message.
+    positions : ndarray[int64], shape (K,)
+        ``p`` of each call whose usage is recorded (its prompt held messages ``[0, p)``), in order.
+    recorded_prompts : ndarray[int64], shape (K,)
+        Those calls' prompts as the provider reported them, tokens.
+    compacted : ndarray[bool], shape (K,), optional
+        True where the tool recorded a compaction between call ``j − 1`` and call ``j``.
+
+    Returns
+    -------
+    (ndarray[int64] of shape (N,), int or None)
+        Counted tokens per message (ours where the usage does not tell), and the fixed prefix as
+        counted (the first recorded prompt less our tokens of its messages; None without usage).
+
+    Notes
+    -----
+    Between two recorded calls the prompt grew by ``ΔR`` (the provider's count) while the
+    messages added between them hold ``ΔT`` of our tokens:
+
+    - ``ΔR ≥ ΔT``: the difference arrived unseen (injected context, tool schemas loaded on demand)
+      and is counted with the last of those messages;
+    - ``0 ≤ ΔR < ΔT``: the tool sent less than the transcript holds (a truncated tool output, a
+      tokenizer that counts fewer): each of them is scaled by ``ΔR / ΔT``;
+    - ``ΔR < 0`` without a recorded compaction: the tool trimmed its prompt (Codex drops earlier
+      turns' reasoning): the new messages count 0 but the last, which counts the shrink
+      (negative: what was trimmed is not known, only how much);
+    - across a recorded compaction the tool's prompt stops holding the whole history: a new
+      segment begins and those messages keep our count.
+
+    So within a segment the counted prompt equals every recorded one; in the first segment
+    (before any recorded compaction) that is exactly the prompt the tool saw. Counts are
+    non-negative but for a trim's last message.
+    """
+    counted = np.asarray(message_tokens, dtype=np.int64).copy()
+    if positions.size == 0:
+        return counted, None
+    for j in range(1, positions.size):
+        lo, hi = int(positions[j - 1]), int(positions[j])
+        grown = int(recorded_prompts[j]) - int(recorded_prompts[j - 1])
+        if compacted is not None and compacted[j]:
+            continue
+        if hi <= lo:
+            continue
+        ours = int(counted[lo:hi].sum())
+        if grown >= ours:
+            counted[hi - 1] += grown - ours
+        elif grown >= 0:
+            scaled = np.floor(counted[lo:hi] * (grown / ours)).astype(np.int64)
+            scaled[int(np.argmax(counted[lo:hi]))] += grown - int(scaled.sum())
+            counted[lo:hi] = scaled
+        else:
+            counted[lo:hi] = 0
+            counted[hi - 1] = grown
+    return counted, int(recorded_prompts[0] - message_tokens[: positions[0]].sum())
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +322,11 @@ class Live:
         p = rec.prefix_tokens
         return int(p[self.pinned] + self.carry_tokens + p[self.end] - p[self.start])
 
+    def counted(self, rec: Recording) -> int:
+        """Tokens of the live messages as the recorded tool's provider counted them (module point 7)."""
+        c = rec.prefix_tokens if rec.counted_prefix is None else rec.counted_prefix
+        return int(c[self.pinned] + self.carry_tokens + c[self.end] - c[self.start])
+
 
 @dataclass(frozen=True, slots=True)
 class Compaction:
@@ -259,6 +359,14 @@ class CallContext:
     call: int = 0
     prompt_tokens: int = 0
     prompts: list[int] = field(default_factory=list)
+
+    @property
+    def counted_tokens(self) -> int:
+        """The prompt about to be sent as the recorded tool's provider would count it, tokens
+        (module point 7): the fixed prefix as counted, the live messages and what arrived unseen
+        with them. Equals :attr:`prompt_tokens` when the recording has no usage records."""
+        counted_v = self.params.v_tokens if self.rec.counted_v is None else self.rec.counted_v
+        return max(counted_v + self.live.counted(self.rec), 0)
 
 
 class Policy(Protocol):

@@ -91,6 +91,26 @@ SUMMARY_TOKENS: dict[str, int] = {"dp_compact": 780, "claude-code": 6_579, "code
 _SUMMARY = Message("user", "[summary]", raw={"role": "user", "content": "[summary]"})
 
 
+#: A recorded compaction below this share of the window is not taken as the tool's automatic
+#: trigger (a Codex ``/compact`` typed by hand is not marked as such in the rollout).
+OBSERVED_TRIGGER_MIN_SHARE = 0.5
+
+
+def observed_trigger(ctx: CallContext, tool: str, rule: float) -> float:
+    """A tool's trigger, tokens as its provider counts them: its documented ``rule``, or lower
+    where the recording shows the tool firing earlier (DESIGN §6 "the presets act where the real
+    tools acted").
+
+    The real limit can differ from the documented default (Codex sets
+    ``model_auto_compact_token_limit`` per model and per configuration): the smallest context
+    at which the file records ``tool`` compacting automatically, when it is at least
+    :data:`OBSERVED_TRIGGER_MIN_SHARE` of the window, caps the rule.
+    """
+    floor = OBSERVED_TRIGGER_MIN_SHARE * ctx.params.window
+    seen = [x for name, x in ctx.rec.tool_compactions if name == tool and floor <= x]
+    return min([rule, *seen])
+
+
 def _summary_only(ctx: CallContext, carry: int | None = None, kept: frozenset[int] = frozenset()) -> Compaction | None:
     """Drop every live message but the last API round into one block (S tokens unless ``carry`` is given).
 
@@ -130,7 +150,9 @@ class Threshold:
     """Compact when the prompt reaches ``ratio`` · M (or M − ``reserve_tokens``); keep a share or budget.
 
     ``keep``: None = summary only; ≤ 1 = share of the live tokens; > 1 = tokens. The tail kept is
-    the largest feasible one within the budget, else the smallest feasible one.
+    the largest feasible one within the budget, else the smallest feasible one. ``counted``: the
+    trigger reads the prompt as the provider counted it (:attr:`CallContext.counted_tokens`), as a
+    tool that triggers on the provider's usage does (Claude Code); else the replayed prompt.
     """
 
     name: str
@@ -139,14 +161,17 @@ class Threshold:
     reserve_tokens: int | None = None
     fixed: bool = True
     tool: str = ""
+    counted: bool = False
 
     def threshold(self, ctx: CallContext) -> float:
-        """The trigger, tokens."""
+        """The trigger, tokens (a tool's preset: no later than where the recording shows it fired)."""
         window = ctx.params.window
-        return window - self.reserve_tokens if self.reserve_tokens is not None else self.ratio * window
+        rule = window - self.reserve_tokens if self.reserve_tokens is not None else self.ratio * window
+        return observed_trigger(ctx, self.tool, rule) if self.counted else rule
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
-        return self.compaction(ctx) if ctx.prompt_tokens >= self.threshold(ctx) else None
+        size = ctx.counted_tokens if self.counted else ctx.prompt_tokens
+        return self.compaction(ctx) if size >= self.threshold(ctx) else None
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
         return self.compaction(ctx)
@@ -166,21 +191,25 @@ class Threshold:
 
 
 def _claude_code() -> Threshold:
-    """Claude Code's auto-compact: at M − min(max output, 20k) − 13k tokens, summary only."""
+    """Claude Code's auto-compact: at M − min(max output, 20k) − 13k tokens of the context as the
+    provider's usage counts it (its ``tokenCountWithEstimation``: the last usage plus estimates), summary only."""
     return Threshold(name="claude-code", reserve_tokens=CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS,
-                     tool="claude-code")
+                     tool="claude-code", counted=True)
 
 
 @dataclass(frozen=True)
 class Codex:
-    """Codex: compact at 90 % of M into the summary plus the latest user messages (≤ 20,000 tokens)."""
+    """Codex: compact at 90 % of M into the summary plus the latest user messages (≤ 20,000 tokens).
+
+    The trigger reads the context as the provider counted it (Codex compares the last
+    ``token_count`` with its limit): :attr:`CallContext.counted_tokens`."""
 
     name: str = "codex"
     fixed: bool = True
     tool: str = "codex"
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
-        if ctx.prompt_tokens >= CODEX_AUTO_COMPACT_RATIO * ctx.params.window:
+        if ctx.counted_tokens >= observed_trigger(ctx, self.tool, CODEX_AUTO_COMPACT_RATIO * ctx.params.window):
             return self.on_overflow(ctx)
         return None
 

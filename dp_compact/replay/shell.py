@@ -48,6 +48,7 @@ from dp_compact.replay.meter import (
     make_recording,
     prefix_floor_usd,
     replay,
+    counted_tokens_per_message,
 )
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.reuse import find_uses
@@ -86,24 +87,28 @@ replay_history = recorded_history
 
 def recorded_calls(
     messages: Sequence[Message], message_tokens: npt.NDArray[np.int64], usage: Sequence[Usage]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], str]:
-    """Positions (index of each assistant message) and output tokens of the calls, and their source.
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], str, npt.NDArray[np.int64]]:
+    """Positions (index of each assistant message) and output tokens of the calls, their source,
+    and the recorded prompt of each call.
 
     Usage records are placed on assistant messages by :func:`~dp_compact.history.call_message_counts`
-    (when every record has a source line). Returns ``(positions, output_tokens, source)``, arrays
-    of shape (C,); source ``"usage"`` when a record was placed, else ``"messages"``.
+    (when every record has a source line). Returns ``(positions, output_tokens, source, prompts)``,
+    arrays of shape (C,); source ``"usage"`` when a record was placed, else ``"messages"``;
+    ``prompts`` is the placed record's ``prompt_tokens``, ``-1`` for a call without one.
     """
     positions = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
     outputs = message_tokens[positions].copy()
+    prompts = np.full(positions.shape, -1, dtype=np.int64)
     if not usage or any(u.line <= 0 for u in usage):
-        return positions, outputs, "messages"
+        return positions, outputs, "messages", prompts
     placed = call_message_counts(messages, usage)
     found = np.flatnonzero(placed >= 0)
     if found.size == 0:
-        return positions, outputs, "messages"
+        return positions, outputs, "messages", prompts
     slots = np.searchsorted(positions, placed[found])
     outputs[slots] = [usage[int(k)].output_tokens for k in found]
-    return positions, outputs, "usage"
+    prompts[slots] = [usage[int(k)].prompt_tokens for k in found]
+    return positions, outputs, "usage", prompts
 
 
 def _seconds(value: object) -> float:
@@ -138,14 +143,24 @@ def load_recording(
     messages = replay_history(session)
     probe = replace(session, messages=messages)
     tokens = session_tokens(probe, settings, use_cache=use_cache)
-    positions, outputs, source = recorded_calls(messages, tokens, session.usage)
+    positions, outputs, source, prompts = recorded_calls(messages, tokens, session.usage)
     times = call_times(session.path, messages, positions) if with_times else None
     uses = find_uses(messages)
     use_calls = np.searchsorted(positions, uses.at, side="right") - 1
     found = use_calls >= 0
+    placed = prompts > 0
+    call_lines = np.array([messages[int(p)].line for p in positions[placed]], dtype=np.int64)
+    compacted = np.zeros(call_lines.shape, dtype=bool)
+    for record in session.compaction_records:
+        after = int(np.searchsorted(call_lines, record.line))
+        if 0 < after < compacted.size:
+            compacted[after] = True
     recording = make_recording(
         messages, tokens, message_arrays(messages), positions, outputs, times,
         uses=(uses.message[found], use_calls[found]), path=session.path, format=session.format,
+        counted=counted_tokens_per_message(tokens, positions[placed], prompts[placed], compacted),
+        tool_compactions=tuple((r.tool, int(r.pre_tokens)) for r in session.compaction_records
+                               if r.trigger != "manual" and r.pre_tokens),
     )
     return recording, source
 
