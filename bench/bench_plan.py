@@ -71,15 +71,17 @@ def _synthetic(n: int) -> tuple[Session, np.ndarray]:
 
 
 def _row(name: str, session: Session, message_tokens: np.ndarray, read_ms: float | None, repeat: int) -> str:
-    settings = load_settings()
+    settings = load_settings(planner="lookahead")
+    myopic = load_settings(planner="myopic")
     prices = resolve_prices(settings, session.model)
     arrays = message_arrays(session.messages)
     cuts = np.flatnonzero(feasible_cut_mask(arrays))
-    plan_ms = median_ms(lambda: plan(session, message_tokens, settings, prices, arrays=arrays), repeat)
-    ref_ms, estimated = _reference_ms(session, message_tokens, settings, prices, cuts)
+    ahead_ms = median_ms(lambda: plan(session, message_tokens, settings, prices, arrays=arrays), repeat)
+    plan_ms = median_ms(lambda: plan(session, message_tokens, myopic, prices, arrays=arrays), repeat)
+    ref_ms, estimated = _reference_ms(session, message_tokens, myopic, prices, cuts)
     read = f"{read_ms:10.1f}" if read_ms is not None else f"{'-':>10}"
     mark = "~" if estimated else " "
-    return (f"{name:<38} {len(session.messages):>8} {cuts.size:>8} {read} {plan_ms:9.2f} "
+    return (f"{name:<38} {len(session.messages):>8} {cuts.size:>8} {read} {ahead_ms:9.2f} {plan_ms:9.2f} "
             f"{mark}{ref_ms:12.1f} {ref_ms / plan_ms:9.0f}x")
 
 
@@ -139,7 +141,7 @@ def _end_to_end(largest: Path, repeat: int) -> list[str]:
 def main() -> None:
     args = parse_args(__doc__, repeat=7)
     print(machine_line())
-    print(f"{'session':<38} {'messages':>8} {'cuts':>8} {'read_ms':>10} {'plan_ms':>9} {'per_cut_ref_ms':>13} {'speedup':>10}")
+    print(f"{'session':<38} {'messages':>8} {'cuts':>8} {'read_ms':>10} {'ahead_ms':>9} {'plan_ms':>9} {'per_cut_ref_ms':>13} {'speedup':>10}")
     files = sorted(p for p in args.sessions.rglob("*") if p.suffix in {".json", ".jsonl", ".traj"} and p.name != "manifest.json") if args.sessions.exists() else []
     for path in files:
         try:

@@ -24,7 +24,7 @@ def is_feasible_cut(messages: Sequence[Message], cut: int, *, user_turns_only: b
     first = messages[cut]
     if user_turns_only:
         raw = first.raw
-        if first.role != "user" or (isinstance(raw, dict) and isinstance(raw.get("content"), list)):
+        if not first.is_user_turn or (isinstance(raw, dict) and isinstance(raw.get("content"), list)):
             return False
     elif first.role == "tool":
         return False

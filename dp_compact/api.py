@@ -143,12 +143,18 @@ def session_tokens(session: Session, settings: Settings, *, use_cache: bool = Tr
 
 
 def plan_session(session: Session, settings: Settings, *, use_cache: bool = True) -> Plan:
-    """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`."""
+    """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`.
+
+    The plan's notes say how prices, window and token scale were chosen and how the current
+    context was obtained (:func:`~dp_compact.estimation.current_context`).
+    """
     prices, notes = choose_prices(settings, session)
     message_tokens, ratio, source = _scaled_tokens(session, settings, use_cache)
     if ratio != 1.0:
         notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
+    if result.estimates.context_note:
+        notes = (*notes, result.estimates.context_note)
     return replace(result, notes=notes + result.notes) if notes else result
 
 

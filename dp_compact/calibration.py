@@ -39,6 +39,7 @@ __all__ = [
     "SessionMeasures",
     "calibrate",
     "env_lines",
+    "fit_survival",
     "format_report",
     "judged_messages",
     "measure_session",
@@ -167,6 +168,9 @@ class Calibration:
         Per tool (``claude-code``, ``codex``, ...): provider tokens of each compaction summary the
         files record (:func:`dp_compact.evidence.recorded_summary_tokens`); the replay charges
         each tool their mean (DESIGN §6).
+    survival : (Estimate, Estimate) or None
+        Lomax shape and scale (calls) of the sessions' lengths in LLM calls (:func:`fit_survival`;
+        DESIGN §7: ``DP_SURVIVAL_ALPHA``, ``DP_SURVIVAL_SCALE``), with bootstrap spreads.
     """
 
     sessions: tuple[SessionMeasures, ...]
@@ -184,6 +188,7 @@ class Calibration:
     bootstrap: int
     recall_draws: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict, repr=False)
     recorded_summaries: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    survival: tuple[Estimate, Estimate] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``calibration/results.json``); a value that could not be measured (NaN) is None."""
@@ -209,6 +214,10 @@ class Calibration:
             "recall_age": self.recall_age, "recall_l": self.recall_l, "recall": recall, "recall_detector": RECALL_DETECTOR,
             "bootstrap": self.bootstrap,
             "recorded_summaries": {tool: {"tokens": list(n), "mean": sum(n) / len(n)} for tool, n in self.recorded_summaries.items()},
+            "survival": None if self.survival is None else {
+                "alpha": self.survival[0].to_dict(), "scale_calls": self.survival[1].to_dict(),
+                "lengths_calls": [s.llm_calls for s in self.sessions],
+            },
             "sessions": [s.row() for s in self.sessions], "skipped": list(self.skipped),
         }
 
@@ -358,6 +367,55 @@ def _bootstrap_fits(point: float, draws: list[float], n: int) -> Estimate:
     return Estimate(point, float(values.std()), float(p05), float(p95), n)
 
 
+#: Scales (calls) tried by the survival fit's profile likelihood, log-spaced.
+_SURVIVAL_SCALES = np.geomspace(0.5, 1e5, 600)
+
+
+def fit_survival(lengths: Sequence[float]) -> tuple[float, float]:
+    """Lomax fit of session lengths (DESIGN §7 survival curve): ``(alpha, scale)``, scale in calls.
+
+    ``P(length > n) = (1 + n / scale) ** −alpha``; maximum likelihood, the shape in closed form for
+    each scale (``alpha = m / Σ log(1 + x_i / scale)``) and the scale by a log-spaced search.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two positive lengths.
+
+    >>> alpha, scale = fit_survival([47, 71, 184, 34, 3, 325, 4, 77, 349, 18, 10, 353, 13, 30, 21, 28])
+    >>> round(alpha, 2), round(scale)
+    (1.55, 72)
+    """
+    x = np.asarray([v for v in lengths if v > 0], dtype=np.float64)
+    if x.size < 2:
+        raise ValueError("the survival fit needs at least two session lengths")
+    logs = np.log1p(x[None, :] / _SURVIVAL_SCALES[:, None]).sum(axis=1)
+    alphas = x.size / logs
+    likelihood = x.size * np.log(alphas / _SURVIVAL_SCALES) - (alphas + 1.0) * logs
+    best = int(np.argmax(likelihood))
+    return float(alphas[best]), float(_SURVIVAL_SCALES[best])
+
+
+def _survival(lengths: Sequence[float], resamples: int, rng: np.random.Generator) -> tuple[Estimate, Estimate] | None:
+    """The survival fit and its bootstrap spreads over sessions, or None with too few sessions."""
+    if sum(1 for v in lengths if v > 0) < 2:
+        return None
+    alpha, scale = fit_survival(lengths)
+    draws = []
+    for _ in range(resamples):
+        sample = rng.choice(np.asarray(lengths, dtype=np.float64), size=len(lengths))
+        if np.count_nonzero(sample > 0) >= 2 and np.unique(sample).size > 1:
+            draws.append(fit_survival(sample))
+    columns = np.array(draws, dtype=np.float64).reshape(-1, 2)
+
+    def spread(point: float, values: npt.NDArray[np.float64]) -> Estimate:
+        if values.size == 0:
+            return Estimate(point, float("nan"), float("nan"), float("nan"), len(lengths))
+        return Estimate(point, float(values.std()), float(np.percentile(values, 5)), float(np.percentile(values, 95)), len(lengths))
+
+    return spread(alpha, columns[:, 0]), spread(scale, columns[:, 1])
+
+
 def calibrate(
     paths: Iterable[Path | str], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recall_l: float | None = None
 ) -> Calibration:
@@ -413,6 +471,7 @@ def calibrate(
         if (e := _bootstrap(values, np.median, bootstrap, rng)) is not None:
             ratios[family] = e
     pooled, fits, r2, draws = _recall_fits(sessions, bootstrap, rng)
+    survival = _survival([float(s.llm_calls) for s in sessions], bootstrap, rng)
     scores = {u: (r2[u] if np.isfinite(r2[u]) else -np.inf) for u in AGE_UNITS}
     return Calibration(
         sessions=tuple(sessions), skipped=tuple(skipped),
@@ -422,7 +481,7 @@ def calibrate(
         summary_tokens=_bootstrap([n for s in sessions for n in s.summary_tokens], np.median, bootstrap, rng),
         token_ratios=ratios, recall_l=l_used, recall=pooled, recall_fits=fits, recall_session_r2=r2,
         recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap, recall_draws=draws,
-        recorded_summaries={tool: tuple(n) for tool, n in sorted(summaries.items())},
+        recorded_summaries={tool: tuple(n) for tool, n in sorted(summaries.items())}, survival=survival,
     )
 
 
@@ -441,6 +500,9 @@ def env_lines(calibration: Calibration) -> list[str]:
     if len(calibration.token_ratios) == 1:
         (ratio,) = calibration.token_ratios.values()
         lines.append(f"export DP_TOKEN_RATIO={ratio.value:.3g}")
+    if calibration.survival is not None:
+        alpha, scale = calibration.survival
+        lines += [f"export DP_SURVIVAL_ALPHA={alpha.value:.3g}", f"export DP_SURVIVAL_SCALE={scale.value:.3g}"]
     return lines
 
 
@@ -477,6 +539,10 @@ def format_report(calibration: Calibration) -> str:
         lines.append(f"summary   {tool:<11} {sum(tokens) / len(tokens):,.0f} tokens on average ({listed}): the summaries its recorded compactions wrote")
     for family, e in c.token_ratios.items():
         lines.append(f"ratio     {family:<10} {_fmt(e, '.3f')} reported / cl100k tokens")
+    if c.survival is not None:
+        alpha, scale = c.survival
+        lines.append(f"survival  alpha = {_fmt(alpha, '.2f')}, scale = {_fmt(scale, ',.1f')} calls: P(a session lasts more than"
+                     " n calls) = (1 + n / scale) ** -alpha (DP_SURVIVAL_ALPHA, DP_SURVIVAL_SCALE)")
     for unit in AGE_UNITS:
         fit, q0, tau = c.recall_fits[unit]
         scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"

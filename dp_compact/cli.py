@@ -84,8 +84,21 @@ def render_plan(data: dict) -> str:
     )
     if data.get("window_source"):
         lines.append(f"window    {window:,} tokens: {data['window_source']}")
+    ahead = data.get("lookahead")
+    if ahead:
+        waits = ahead["next_compaction_calls"]
+        when = "never within the horizon" if waits is None else f"in about {waits:.0f} call{'s' if waits != 1 else ''}"
+        saves = "keeping is not allowed" if ahead["saves_usd"] is None else f"compacting now saves ${ahead['saves_usd']:+.4f}"
+        lines.append(
+            f"ahead     expected cost from now on: keep ${ahead['keep_usd']:.4f}, compact at the best cut"
+            f" ${ahead['compact_usd']:.4f} ({saves}); if it waits, the best schedule compacts {when};"
+            f" growth {ahead['growth_tokens']:,.0f} tokens/call, about {ahead['expected_calls']:.0f} calls to come,"
+            f" S = {ahead['summary_tokens']:,.0f}"
+        )
     if data["decision"] == "compact" or data["best_candidate"]:
         where = "chosen cut" if data["decision"] == "compact" else "best candidate"
+        if ahead:
+            where += ", the single-step model's terms for reference"
         lines.append(f"terms at the {where} ($):")
         for key, label, sign in _TERM_LABELS:
             lines.append(f"  {label:<32} {sign}{data['terms'][key]:.6f}")
@@ -98,8 +111,8 @@ def render_plan(data: dict) -> str:
     write = f", write {_money(prices['p_cache_write'])}" if prices["p_cache_write"] is not None else ""
     lines.append(
         f"profile   {prices['name']}: input {_money(prices['p_input'])} / cache {_money(prices['p_cache'])} /"
-        f" output {_money(prices['p_out'])} $/MTok{write}; window {window:,}; model {data['settings']['model']},"
-        f" tokenizer {data['settings']['tokenizer']}"
+        f" output {_money(prices['p_out'])} $/MTok{write}; window {window:,}; planner {data.get('planner', 'myopic')},"
+        f" model {data['settings']['model']}, tokenizer {data['settings']['tokenizer']}"
     )
     shown = window_note(window, data["window_source"]) if data.get("window_source") else None
     lines.extend(f"note      {note}" for note in data["notes"] if note != shown)
@@ -127,6 +140,7 @@ def plan(
     max_context_tokens: Annotated[Optional[int], typer.Option("--max-context-tokens", help="Context window M, tokens.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Cost model: recall or seed.")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tiktoken or bytes4.")] = None,
+    planner: Annotated[Optional[str], typer.Option("--planner", help="lookahead (default), myopic or seed.")] = None,
 ) -> None:
     """Decide whether to compact SESSION now and how many recent messages to keep."""
     from dp_compact.api import plan_file
@@ -136,7 +150,7 @@ def plan(
         settings = load_settings(
             provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
             max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer, force_ratio=force_ratio,
-            v=prefix_tokens, s=summary_tokens,
+            v=prefix_tokens, s=summary_tokens, planner=planner,
         )
         result = plan_file(session, settings, lenient=lenient, stats=stats, use_cache=not no_cache)
     except DpCompactError as exc:
@@ -230,6 +244,7 @@ MinKeepRatioOpt = Annotated[Optional[float], typer.Option("--min-keep-ratio", he
 MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context-tokens", help="Context window M, tokens.")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Cost model: recall or seed.")]
 TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="tiktoken or bytes4.")]
+PlannerOpt = Annotated[Optional[str], typer.Option("--planner", help="lookahead (default), myopic or seed.")]
 ToOpt = Annotated[Optional[str], typer.Option("--to", help="Output API: anthropic or openai (default: the input's own).")]
 LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning count).")]
 #: Exit status of `validate` when the file breaks a rule of the API.
@@ -280,6 +295,9 @@ def compact(
     llm_api: Annotated[str, typer.Option("--llm-api", help="With --summarizer llm: anthropic or openai.")] = "anthropic",
     llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="With --summarizer llm: the model to ask.")] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="With --summarizer llm: API endpoint.")] = None,
+    llm_context_window: Annotated[Optional[int], typer.Option(
+        "--llm-context-window", min=1, help="With --summarizer llm: the model's window in tokens (default: the price database's)."
+    )] = None,
     lenient: LenientOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")] = False,
     provider: ProviderOpt = None,
@@ -293,6 +311,7 @@ def compact(
     max_context_tokens: MaxContextOpt = None,
     model: ModelOpt = None,
     tokenizer: TokenizerOpt = None,
+    planner: PlannerOpt = None,
 ) -> None:
     """Compact SESSION at the planner's cut (or --keep K / --force) and write the result to OUTPUT."""
     from dp_compact.pipeline.breaker import CircuitBreaker
@@ -310,7 +329,7 @@ def compact(
         settings = load_settings(
             provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
             max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer, force_ratio=force_ratio,
-            v=prefix_tokens, s=summary_tokens,
+            v=prefix_tokens, s=summary_tokens, planner=planner,
         )
         if reset_breaker:
             breaker.reset(session)
@@ -318,7 +337,7 @@ def compact(
         if summarizer == "llm":
             from dp_compact.pipeline.llm import LLMSummarizer
 
-            chosen = LLMSummarizer(llm_api, llm_model, base_url=llm_base_url)
+            chosen = LLMSummarizer(llm_api, llm_model, base_url=llm_base_url, context_window=llm_context_window)
         result = compact_file(
             session, settings, output=output or Path(), keep=keep, force=force, to=to, dry_run=dry_run,
             summarizer=chosen, archiver=None if dry_run else _default_archiver(), breaker=breaker, lenient=lenient,
@@ -326,7 +345,10 @@ def compact(
         )
     except DpCompactError as exc:
         raise _fail(exc) from None
-    for note in result.notes:
+    notes = list(result.notes)
+    if chosen is not None and result.decision == "compact":
+        notes.append(f"summary request sized for a {chosen.context_window:,}-token window: {chosen.window_source}")
+    for note in notes:
         typer.echo(f"dp-compact: note: {note}", err=True)
     data = result.to_dict()
     typer.echo(json.dumps(data, ensure_ascii=False) if as_json else render_compaction(data))

@@ -3,11 +3,14 @@
 A cut ``i`` splits the messages into the head ``[0, i)`` (summarized) and the tail ``[i, N)``
 (kept verbatim, ``k = N - i`` messages). A cut is feasible when
 
-1. the tail starts at a user turn or at an assistant message (which opens an API round), never
-   at a tool-result message; with ``user_turns_only`` (``DP_MODEL=seed``) only at a user turn;
+1. the tail starts at a user turn (:attr:`Message.is_user_turn`, the readers' rule) or at an
+   assistant message (which opens an API round), never at a tool-result message; with
+   ``user_turns_only`` (``DP_MODEL=seed``) only at a user turn;
 2. every tool result in the tail has its tool call in the tail, so the results of parallel calls
    stay with their assistant message;
-3. a pending tool call (no result yet) needs nothing: the tail always holds the last message.
+3. a tool call no message answers needs nothing: a pending call at the end (the tail always
+   holds the last message), an interrupted one, or a server tool answered inside its own
+   assistant message; the user turn after it is a cut like any other.
 
 Signed thinking blocks: the tail is copied verbatim, so kept blocks stay byte-identical and in
 order. Anthropic's extended-thinking guide ("Preserving thinking blocks") requires the thinking
@@ -71,10 +74,9 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
     call_index = np.full(n, -1, dtype=np.int64)
     where_called: dict[str, int] = {}
     for index, message in enumerate(messages):
-        role = message.role
-        if role == "user":
+        if message.is_user_turn:
             plain_user[index] = _has_string_content(message.raw)
-        elif role == "assistant":
+        elif message.role == "assistant":
             roles[index] = ROLE_ASSISTANT
             for call in message.tool_calls:
                 where_called.setdefault(call.id, index)

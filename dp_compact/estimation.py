@@ -16,11 +16,15 @@ from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 
 __all__ = [
+    "CONTRADICTION_MIN_TOKENS",
+    "CONTRADICTION_SHARE",
     "DEFAULT_AVG_TOKENS",
     "DEFAULT_CALLS_PER_TURN",
     "DEFAULT_E",
     "MIN_RATIO_GROWTH_TOKENS",
+    "CurrentContext",
     "Estimates",
+    "current_context",
     "estimate",
     "measured_token_ratio",
 ]
@@ -39,6 +43,16 @@ RATIO_BOUNDS = (0.5, 4.0)
 
 #: DESIGN §2: E when neither DP_E_FIXED nor DP_BASELINE_E is set (user turns).
 DEFAULT_E = 2.0
+
+#: A usage record whose prompt is below this share of the tokens counted in the messages it was
+#: sent contradicts them: a prompt holds at least the messages it carries (plus the prefix V).
+#: The message tokens are already in the provider's tokens (scaled by the session's measured or
+#: its family's calibrated ratio, ``calibration/README.md``), whose spread between sessions stays
+#: well inside a factor 2, so half is a contradiction, not tokenizer noise.
+CONTRADICTION_SHARE = 0.5
+#: Least tokens sent to a call for that check (tokens): below it the per-message framing and
+#: the tokenizer difference dominate the comparison.
+CONTRADICTION_MIN_TOKENS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +74,15 @@ class Estimates:
     compactions : int
         c, compactions already made.
     context_tokens : int
-        The current context, tokens: the last call's prompt size, else V + T.
+        The current context, tokens (:func:`current_context`): the last call's prompt plus what
+        was appended after that call, else V + T.
     context_source : str
         ``"usage"``, ``"stats"`` or ``"estimate"`` (V + T).
     l_source, avg_source : str
         Where L and avg come from (``"setting"``, ``"measured"``, ``"stats"``, ``"default"``).
+    context_note : str
+        How the current context was obtained, when it is more than a figure read as is (the
+        tokens added since the last call, a usage record not trusted); ``""`` otherwise.
     """
 
     user_turns: int
@@ -77,6 +95,7 @@ class Estimates:
     context_source: str
     l_source: str
     avg_source: str
+    context_note: str = ""
 
 
 def _expected_turns(settings: Settings, user_turns: int) -> float:
@@ -89,7 +108,140 @@ def _expected_turns(settings: Settings, user_turns: int) -> float:
     return DEFAULT_E
 
 
-def estimate(session: Session, settings: Settings, *, total_tokens: int) -> Estimates:
+@dataclass(frozen=True, slots=True)
+class CurrentContext:
+    """The current context of DESIGN §2: what the next call will carry, in tokens.
+
+    Attributes
+    ----------
+    tokens : int
+        The current context, tokens (V included).
+    source : {"usage", "stats", "estimate"}
+        A usage record (plus what was appended since), the seed agent's counter, or V + T.
+    appended_tokens : int
+        Tokens of the messages appended after the call the last usage record measured (its
+        response and the tool results after it), on the scale of T; 0 when none is known.
+    note : str
+        One sentence for the plan's notes; ``""`` when a figure is taken as it is.
+    """
+
+    tokens: int
+    source: str
+    appended_tokens: int = 0
+    note: str = ""
+
+
+def _answered_by(session: Session) -> int | None:
+    """Index of the live message that answers the call of the last usage record, None when unplaced."""
+    from dp_compact.history import call_message_counts
+
+    last = session.usage[-1]
+    if last.line <= 0 or not session.messages:
+        return None
+    first_line = session.messages[0].line
+    usage = [u for u in session.usage if u.line >= first_line]
+    index = int(call_message_counts(session.messages, usage)[-1]) if usage else -1
+    return index if index >= 0 and session.messages[index].line > 0 else None
+
+
+def _sent_tokens(session: Session, settings: Settings, n: int, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None) -> int:
+    """Tokens of ``messages[:n]`` on the scale of ``total_tokens``.
+
+    Without ``message_tokens`` the messages are counted here with the settings' tokenizer and
+    their share of T is taken, which is exact for T counted the same way and whatever scale
+    (provider token ratio) T was put on.
+    """
+    if message_tokens is not None:
+        return int(np.asarray(message_tokens, dtype=np.int64)[:n].sum())
+    from dp_compact.tokens import count_message_tokens
+
+    counted = count_message_tokens(session.messages, tokenizer=settings.tokenizer)
+    whole = int(counted.sum())
+    return round(total_tokens * int(counted[:n].sum()) / whole) if whole else 0
+
+
+def _conventions_note(session: Session) -> str:
+    """A sentence when the live usage records mix Anthropic- and OpenAI-style usage objects."""
+    first_line = session.messages[0].line if session.messages else 0
+    found = {u.convention for u in session.usage if u.line >= first_line and u.convention}
+    if len(found) < 2:
+        return ""
+    return ("the usage records mix Anthropic-style objects (input_tokens excludes the cache reads, which are added)"
+            " and OpenAI-style ones (input_tokens already includes the cached tokens): each was read by its own keys")
+
+
+def current_context(
+    session: Session, settings: Settings, *, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None = None
+) -> CurrentContext:
+    """The current context: the size of the prompt the next call will send (DESIGN §2).
+
+    A usage record measures the prompt of the call that produced it, before that call's
+    response and the results of its tool calls were appended; the next call carries them too.
+    So, for every format:
+
+    1. the seed agent's ``current_context_tokens`` (``--stats``) when given;
+    2. without usage records: V + T;
+    3. when the last record predates the live conversation (its line is before the first
+       live message: a compaction since): V + T;
+    4. when it cannot be placed among the messages (no source line, or no assistant message
+       of its own at or before its line, as :func:`~dp_compact.history.call_message_counts`
+       places calls): its prompt as reported;
+    5. when its prompt is below ``CONTRADICTION_SHARE`` of the tokens counted in the messages
+       that call was sent (at least ``CONTRADICTION_MIN_TOKENS``): the record contradicts the
+       messages and V + T is used, with a note;
+    6. else the record's prompt plus the tokens of the messages from the call's response on.
+
+    Parameters
+    ----------
+    session : Session
+        Live messages (with source lines) and usage records.
+    settings : Settings
+        V, tokens, and the tokenizer (used only without ``message_tokens``).
+    total_tokens : int
+        T, tokens of the live messages on the scale the planner uses.
+    message_tokens : ndarray[int64], shape (N,), optional
+        Tokens per live message summing to T. Without it the messages are counted here
+        (:func:`_sent_tokens`) and the split is taken as a share of T.
+
+    Returns
+    -------
+    CurrentContext
+        Tokens, source, tokens appended since the last call and a note saying which figure was
+        used (the record's line and convention, or why it was not trusted).
+    """
+    stats = session.stats
+    if stats and stats.current_context_tokens is not None:
+        return CurrentContext(stats.current_context_tokens, "stats")
+    estimated = settings.v + total_tokens
+    if not session.usage:
+        return CurrentContext(estimated, "estimate")
+    last = session.usage[-1]
+    mixed = _conventions_note(session)
+    first_line = session.messages[0].line if session.messages else 0
+    if 0 < last.line < first_line:
+        note = (f"the last usage record (line {last.line}) predates the live conversation (a compaction since):"
+                f" the current context is V + T = {estimated:,} tokens")
+        return CurrentContext(estimated, "estimate", note=note)
+    n = _answered_by(session)
+    if n is None:
+        return CurrentContext(last.prompt_tokens, "usage", note=mixed)
+    sent = _sent_tokens(session, settings, n, total_tokens, message_tokens)
+    appended = max(total_tokens - sent, 0)
+    if sent >= CONTRADICTION_MIN_TOKENS and last.prompt_tokens < CONTRADICTION_SHARE * sent:
+        note = (f"the last usage record (line {last.line}) reports a prompt of {last.prompt_tokens:,} tokens, less than"
+                f" {CONTRADICTION_SHARE:.0%} of the {sent:,} tokens counted in the {n} messages that call was sent:"
+                f" it contradicts the messages and is not used; the current context is V + T = {estimated:,} tokens")
+        return CurrentContext(estimated, "estimate", appended, "; ".join(filter(None, (note, mixed))))
+    style = {"openai": f", OpenAI-style usage: input includes {last.cache_read_tokens:,} cached",
+             "anthropic": ", Anthropic-style usage: input + cache reads + cache writes"}.get(last.convention, "")
+    note = (f"current context = the last call's prompt ({last.prompt_tokens:,} tokens, line {last.line}{style})"
+            f" + {appended:,} tokens of the {len(session.messages) - n} messages appended after it (its response and tool results)")
+    return CurrentContext(last.prompt_tokens + appended, "usage", appended, "; ".join(filter(None, (note, mixed))))
+
+
+def estimate(
+    session: Session, settings: Settings, *, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None = None
+) -> Estimates:
     """Estimate E, L, R, avg, c and the current context (DESIGN §2).
 
     Parameters
@@ -97,7 +249,10 @@ def estimate(session: Session, settings: Settings, *, total_tokens: int) -> Esti
     session : Session
     settings : Settings
     total_tokens : int
-        T, tokens of the live messages (for the V + T fallback of the current context).
+        T, tokens of the live messages.
+    message_tokens : ndarray[int64], shape (N,), optional
+        Tokens per live message (summing to T), for the current context
+        (:func:`current_context`); counted there when not given.
 
     Returns
     -------
@@ -123,12 +278,7 @@ def estimate(session: Session, settings: Settings, *, total_tokens: int) -> Esti
     else:
         avg, avg_source = DEFAULT_AVG_TOKENS, "default"
 
-    if stats and stats.current_context_tokens is not None:
-        context, context_source = stats.current_context_tokens, "stats"
-    elif session.usage:
-        context, context_source = session.usage[-1].prompt_tokens, "usage"
-    else:
-        context, context_source = settings.v + total_tokens, "estimate"
+    context = current_context(session, settings, total_tokens=total_tokens, message_tokens=message_tokens)
     compactions = stats.compact_request_count if stats and stats.compact_request_count is not None else session.compactions
     return Estimates(
         user_turns=int(user_turns),
@@ -137,10 +287,11 @@ def estimate(session: Session, settings: Settings, *, total_tokens: int) -> Esti
         remaining_calls=expected_turns * calls_per_turn,
         avg_tokens=float(avg),
         compactions=int(compactions),
-        context_tokens=int(context),
-        context_source=context_source,
+        context_tokens=int(context.tokens),
+        context_source=context.source,
         l_source=l_source,
         avg_source=avg_source,
+        context_note=context.note,
     )
 
 

@@ -6,6 +6,7 @@ and returns a :class:`Plan`. Reading files and resolving prices live in :mod:`dp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -15,14 +16,26 @@ import numpy.typing as npt
 from dp_compact.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
 from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_arrays
 from dp_compact.estimation import Estimates, estimate
+from dp_compact.lookahead import Forecast, look_ahead
 from dp_compact.pricing import Prices
 from dp_compact.recall import message_ages
 from dp_compact.sessions.model import Session
 from dp_compact.settings import Settings
 
-__all__ = ["RULE_BENEFIT", "RULE_FORCE", "Plan", "forced_cut", "min_keep", "plan"]
+__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "RULE_BENEFIT", "RULE_FORCE", "RULE_LOOKAHEAD", "RULE_WAIT", "Plan",
+           "forced_cut", "growth_per_call", "min_keep", "plan", "summary_tokens"]
+
+#: What the extractive summarizer writes, tokens: median over the shared sessions of
+#: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
+#: per policy"). The look-ahead planner expects this S unless ``DP_S`` is given.
+EXTRACTIVE_SUMMARY_TOKENS = 780
+#: Calls whose prompt growth gives the forecast's growth per call (DESIGN §7 "recent median").
+GROWTH_WINDOW_CALLS = 20
 
 RULE_BENEFIT = "benefit"  # DESIGN §2 decision 2: best NetBenefit > 0
+RULE_LOOKAHEAD = "lookahead"  # DESIGN §7: compacting now costs less than the best schedule that waits
+RULE_WAIT = "wait"  # DESIGN §7: the best schedule keeps now
+RULE_FIXED_POINT = "just-compacted"  # nothing added since our own compaction: it already chose this cut
 RULE_FORCE = "force"  # DESIGN §2 decision 3: context above DP_FORCE_RATIO · M
 RULE_NO_BENEFIT = "no-benefit"  # decision 4: no positive benefit, context under the threshold
 RULE_EMPTY = "empty"  # no messages
@@ -79,6 +92,17 @@ class Plan:
         window, a forced cut below min_keep, defaults used for avg or L).
     benefit : BenefitTerms or None
         All terms at every feasible cut (for curves); not serialized.
+    planner : {"lookahead", "myopic", "seed"}
+        Which decision rule was used (``DP_PLANNER``).
+    lookahead : dict or None
+        The look-ahead values (DESIGN §7), $ and calls: ``keep_usd``, ``compact_usd`` (at the
+        chosen or best cut), ``saves_usd`` (compacting now against the best schedule that waits),
+        ``next_compaction_calls``, ``expected_calls``, ``horizon_calls``, ``growth_tokens``,
+        ``summary_tokens``; None for the other planners.
+    context_after_tokens : int
+        The prompt right after the decision (V + S + K when compacting, the context otherwise), tokens.
+    lookahead_usd : ndarray or None
+        Expected cost of compacting now at every feasible cut (for curves), $; not serialized.
     """
 
     decision: str
@@ -103,6 +127,10 @@ class Plan:
     skipped_lines: int = 0
     notes: tuple[str, ...] = ()
     benefit: BenefitTerms | None = field(default=None, compare=False, repr=False)
+    planner: str = "myopic"
+    lookahead: dict[str, float | None] | None = None
+    context_after_tokens: int = 0
+    lookahead_usd: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
@@ -137,6 +165,9 @@ class Plan:
             "settings": dict(self.settings),
             "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines},
             "notes": list(self.notes),
+            "planner": self.planner,
+            "lookahead": None if self.lookahead is None else dict(self.lookahead),
+            "context_after_tokens": self.context_after_tokens,
         }
 
 
@@ -202,7 +233,7 @@ def plan(
     *,
     arrays: MessageArrays | None = None,
 ) -> Plan:
-    """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2).
+    """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2, §7).
 
     Parameters
     ----------
@@ -229,7 +260,15 @@ def plan(
 
     Notes
     -----
-    Rules, in order (DESIGN §2 "Decision"): candidates are feasible cuts keeping at least
+    ``DP_PLANNER=lookahead`` (the default, with ``DP_MODEL=recall``): candidates are the feasible
+    cuts keeping at least one API round; compact at the one whose expected cost from now on
+    (:func:`~dp_compact.lookahead.look_ahead`) is lowest when it is below the cost of the best
+    schedule that waits, or whenever the context exceeds DP_FORCE_RATIO · M; else keep. A
+    conversation that is our own compaction's output with nothing added since
+    (``Session.messages_since_compaction == 0``) is kept below the threshold: the plan that
+    compacted it already chose (a compaction is a fixed point).
+
+    ``myopic`` and ``seed``: rules, in order (DESIGN §2 "Decision"): candidates are feasible cuts keeping at least
     ``min_keep`` messages and dropping at least one; compact at the best if its NetBenefit > 0
     (ties: smaller k); else, if the current context exceeds DP_FORCE_RATIO · M, compact at the
     feasible cut nearest to ``max(3, floor(N · ratio + 0.5))`` kept, or at the deepest one when
@@ -237,23 +276,28 @@ def plan(
     """
     tokens = np.asarray(message_tokens, dtype=np.int64)
     n = len(session.messages)
+    if settings.planner == "seed":
+        settings = settings.model_copy(update={"model": "seed"})
     if settings.model == "seed":  # the seed's ② has no cache-write price (DESIGN §2, seed 004)
         prices = replace(prices, p_cache_write=None)
     if tokens.shape != (n,) or (n and tokens.min() < 0):
         raise ValueError(f"message_tokens must have shape ({n},) and be non-negative")
     prefix = np.concatenate(([0], np.cumsum(tokens)))
     total = int(prefix[-1])
-    est = estimate(session, settings, total_tokens=total)
+    est = estimate(session, settings, total_tokens=total, message_tokens=tokens)
     threshold = settings.force_ratio * prices.max_context_tokens
     least = min_keep(n, settings.min_keep_ratio, session.earlier_messages) if n else 0
+    if settings.planner == "lookahead" and settings.model == "recall":
+        least = _round_keep(session)
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
-        skipped_lines=session.skipped_lines,
+        skipped_lines=session.skipped_lines, planner="seed" if settings.model == "seed" else "myopic",
     )
     if n == 0:
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
-                    head_tokens=0, terms=dict(_NO_TERMS), best_candidate=None, n_feasible_cuts=0, **common)
+                    head_tokens=0, terms=dict(_NO_TERMS), best_candidate=None, n_feasible_cuts=0,
+                    context_after_tokens=est.context_tokens, **common)
 
     if arrays is None:
         arrays = message_arrays(session.messages)
@@ -273,6 +317,8 @@ def plan(
     terms = net_benefit(cuts, total - prefix[cuts], prices=prices, inputs=inputs, head_recall_cost=head_recall)
     keep = n - cuts
     common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens))
+    if settings.planner == "lookahead" and settings.model == "recall":
+        return _plan_ahead(session, tokens, arrays, cuts, terms, inputs, est, settings, prices, common)
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}
@@ -294,8 +340,124 @@ def plan(
             rule = RULE_NO_BENEFIT
             why = (f"NetBenefit is not positive (best ${terms.net[best]:.4f} at k={int(keep[best])}) and the context"
                    f" ({est.context_tokens:,} tokens) is under the forced threshold ({threshold:,.0f})")
-        return Plan("keep", rule, why, n, 0, tail_tokens=total, head_tokens=0, terms=at_best, best_candidate=best_info, **common)
+        return Plan("keep", rule, why, n, 0, tail_tokens=total, head_tokens=0, terms=at_best, best_candidate=best_info,
+                    context_after_tokens=est.context_tokens, **common)
     return Plan(
         "compact", rule, why, int(keep[chosen]), int(cuts[chosen]), tail_tokens=int(terms.tail_tokens[chosen]),
-        head_tokens=int(terms.head_tokens[chosen]), terms=terms.at(chosen), best_candidate=best_info, **common,
+        head_tokens=int(terms.head_tokens[chosen]), terms=terms.at(chosen), best_candidate=best_info,
+        context_after_tokens=settings.v + settings.s + int(terms.tail_tokens[chosen]), **common,
     )
+
+
+def summary_tokens(settings: Settings) -> int:
+    """S the look-ahead planner expects: ``DP_S`` when given, else what the extractive summarizer
+    writes (:data:`EXTRACTIVE_SUMMARY_TOKENS`), tokens."""
+    return settings.s if "s" in settings.model_fields_set else EXTRACTIVE_SUMMARY_TOKENS
+
+
+def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> float:
+    """g of DESIGN §7, tokens per call: the median growth of the last ``GROWTH_WINDOW_CALLS``
+    recorded prompts (shrinking steps, i.e. compactions, left out); without two prompts, the
+    messages' tokens per call so far; at least 1.
+
+    >>> growth_per_call([1000, 1500, 1600, 800, 2000], 0, 5)
+    500.0
+    """
+    recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
+    grown = recent[recent >= 0]
+    if grown.size:
+        return max(float(np.median(grown)), 1.0)
+    return max(total_tokens / max(calls, 1), 1.0)
+
+
+def _round_keep(session: Session) -> int:
+    """The least the look-ahead keeps (DESIGN §7 "at least one API round"), messages: from the
+    last assistant message that made tool calls (its results are what the agent is working
+    from; a final answer after them belongs with them), else from the last assistant message."""
+    messages = session.messages
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+    if last is None:
+        return min(len(messages), 1)
+    calling = next((i for i in range(last, -1, -1) if messages[i].role == "assistant" and messages[i].tool_calls), last)
+    return len(messages) - calling
+
+
+def _plan_ahead(
+    session: Session, tokens: npt.NDArray[np.int64], arrays: MessageArrays, cuts: npt.NDArray[np.int64],
+    terms: BenefitTerms, inputs: BenefitInputs, est: Estimates, settings: Settings, prices: Prices,
+    common: dict[str, Any],
+) -> Plan:
+    """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round."""
+    common = {**common, "planner": "lookahead"}
+    n, total = len(session.messages), int(common["total_tokens"])
+    s, v, window = summary_tokens(settings), settings.v, prices.max_context_tokens
+    threshold = float(common["force_threshold_tokens"])
+    context = est.context_tokens
+    prompts = [u.prompt_tokens for u in session.usage]
+    calls = max(len(prompts), session.llm_calls)
+    g = growth_per_call(prompts, total, calls)
+    alpha, scale = settings.survival_alpha, settings.survival_scale
+    known = est.remaining_calls if settings.e_fixed > 0 else None  # the user said how long it goes on
+    expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")
+    carry = max(1.0, min(expected_left, max(context - v, 0) / g))  # calls a refetched message is carried
+    ages = _ages(arrays, settings.recall_age, est.calls_per_turn)
+    la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
+    per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau)
+    lost = np.concatenate(([0.0], np.cumsum(per_message)))
+    prefix = np.concatenate(([0], np.cumsum(tokens)))
+    allowed = np.flatnonzero(n - cuts >= common["min_keep"])
+    if allowed.size == 0:
+        why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
+        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(_NO_TERMS),
+                    best_candidate=None, context_after_tokens=context, **common)
+    # tails as the look-ahead counts them (the context less V and the head) when cutting at N, N−1, ..., 0
+    from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)
+    worth = (lost[-1] - lost[::-1]).astype(np.float64)  # what those tails hold, $
+    forecast = Forecast(growth_tokens=g, calls_so_far=calls, survival_alpha=alpha, survival_scale=scale,
+                        loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known)
+    heads = prefix[cuts[allowed]]
+    ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold)
+    values = np.full(cuts.shape, np.inf)
+    values[allowed] = ahead.compact_usd
+    best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[-1])
+    compact_value = float(values[best])
+    info: dict[str, float | None] = {
+        "keep_usd": ahead.keep_usd, "compact_usd": compact_value, "saves_usd": ahead.keep_usd - compact_value
+        if np.isfinite(ahead.keep_usd) else None, "next_compaction_calls": ahead.next_compaction_calls,
+        "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
+        "summary_tokens": float(s),
+    }
+    best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
+                 "saves_usd": info["saves_usd"]}
+    forced = context > threshold
+    share = f"{context / window:.0%} of the {window:,}-token window"
+    if not forced and session.messages_since_compaction == 0:
+        why = ("nothing was added since dp-compact compacted this conversation: the plan that compacted it weighed every"
+               f" cut that is left (a compaction is a fixed point); context {context:,} tokens, {share}")
+        return Plan("keep", RULE_FIXED_POINT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
+                    best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
+    if not forced and not compact_value < ahead.keep_usd:
+        when = ahead.next_compaction_calls
+        later = (f"the best schedule compacts in about {when:.0f} call{'s' if when != 1 else ''}" if when is not None
+                 else f"the best schedule does not compact in the about {ahead.expected_calls:.0f} calls the session is expected to go on")
+        why = (f"waiting is cheaper: compacting now would cost ${compact_value - ahead.keep_usd:.4f} more than the best"
+               f" schedule that waits ({later}); context {context:,} tokens, {share}")
+        return Plan("keep", RULE_WAIT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
+                    best_candidate=best_info, lookahead=info, context_after_tokens=context,
+                    lookahead_usd=values, **common)
+    head = int(prefix[cuts[best]])
+    tail = total - head
+    after = v + s + tail
+    if forced:
+        rule = RULE_FORCE
+        why = (f"context {context:,} tokens is above {settings.force_ratio:g} x {window:,}: compacting now at the cut"
+               f" with the lowest expected cost")
+    else:
+        rule = RULE_LOOKAHEAD
+        why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits; the dropped"
+               f" {head:,} tokens would otherwise be read again on each of the about {ahead.expected_calls:.0f} calls the"
+               f" session is expected to go on")
+    why += f"; context {context:,} tokens ({share}), about {after:,} after compacting ({after / window:.0%})"
+    return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
+                terms=terms.at(best), best_candidate=best_info, lookahead=info,
+                context_after_tokens=after, lookahead_usd=values, **common)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dp_compact.errors import OutputError
 from dp_compact.planner import Plan
@@ -36,6 +37,7 @@ __all__ = [
     "calibration_figure",
     "curve_plans",
     "plan_label",
+    "plan_values",
     "save_figure",
     "timeline_figure",
     "write_curve",
@@ -132,16 +134,31 @@ def _draw_net(ax: Axes, plans: Sequence[Plan]) -> None:
         k = p.n_messages - p.benefit.cut
         style = "--" if p.settings["model"] == "seed" else "-"
         verdict = f"compact, keep k = {p.k} ({p.rule})" if p.decision == "compact" else f"keep all ({p.rule})"
-        (line,) = ax.plot(k, p.benefit.net, style, color=color, lw=1.8, marker=".", ms=3.5, label=f"{label}: {verdict}")
+        values = plan_values(p)
+        what = "saving over the best schedule that waits" if p.lookahead_usd is not None else "NetBenefit"
+        (line,) = ax.plot(k, values, style, color=color, lw=1.8, marker=".", ms=3.5, label=f"{label} ({what}): {verdict}")
         line.set_gid(f"net:{label}")
         at = _chosen_index(p)
-        if at is not None:
+        if at is not None and np.isfinite(values[at]):
             filled = p.decision == "compact"
             marker = "D" if p.settings["model"] == "seed" else "*"
-            (star,) = ax.plot(k[at], p.benefit.net[at], marker, ms=17 if marker == "*" else 10, color=color if filled else "white",
+            (star,) = ax.plot(k[at], values[at], marker, ms=17 if marker == "*" else 10, color=color if filled else "white",
                               mec="black", mew=1.2, zorder=5)
             star.set_gid(f"chosen:{label}")
     ax.axhline(0.0, color="0.35", lw=0.9)
+
+
+def plan_values(p: Plan) -> npt.NDArray[np.float64]:
+    """What the plan compared per feasible cut, $: for the look-ahead (DESIGN §7), what compacting
+    now at each cut saves over the best schedule that waits (against the best cut when keeping is
+    not allowed; −inf where the cut keeps less than one API round); else NetBenefit (DESIGN §2)."""
+    assert p.benefit is not None
+    if p.lookahead_usd is None or p.lookahead is None:
+        return np.asarray(p.benefit.net, dtype=np.float64)
+    keep = p.lookahead["keep_usd"]
+    finite = p.lookahead_usd[np.isfinite(p.lookahead_usd)]
+    base = keep if keep is not None and np.isfinite(keep) else (finite.min() if finite.size else 0.0)
+    return np.where(np.isfinite(p.lookahead_usd), base - p.lookahead_usd, -np.inf)
 
 
 def _chosen_index(p: Plan) -> int | None:
@@ -216,7 +233,7 @@ def benefit_figure(plans: Sequence[Plan], *, title: str | None = None) -> Figure
     ax.text(least, 1.0, f" min_keep = {least}", transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=9, color="0.3")
     ax.set_xlim(0, first.n_messages + 1)
     ax.set_xlabel("k: messages kept (the tail); the head of N − k messages is summarized")
-    ax.set_ylabel("NetBenefit ($)")
+    ax.set_ylabel("NetBenefit, or look-ahead saving ($)")
     handles, _ = ax.get_legend_handles_labels()
     if first.benefit is not None and first.benefit.cut.size:
         handles += _draw_tokens(ax.twinx(), plans)
@@ -260,7 +277,8 @@ def timeline_figure(line: Timeline, *, title: str | None = None) -> Figure:
     -------
     matplotlib.figure.Figure
         Top: context per call (tokens), the window M, the forced threshold, the compactions
-        recorded in the file, and markers where the planner advises compacting (by rule).
+        recorded in the file, markers where the planner advises compacting (by rule), and the
+        context had every advice been taken (when the replay matches the file's calls).
         Bottom: messages sent per call and k, the messages the advised compaction keeps.
     """
     figure = _figure(14, 8.5)
@@ -276,7 +294,10 @@ def timeline_figure(line: Timeline, *, title: str | None = None) -> Figure:
     top.axhline(m, color="black", lw=1.2, label=f"window M = {m:,} tokens{off}: {why}").set_gid("window")
     top.axhline(line.force_threshold_tokens, color="#d62728", lw=1.1, ls="--",
                 label=f"forced threshold = {line.force_threshold_tokens:,.0f} tokens{off}").set_gid("force_threshold")
-    for rule, marker, color in (("benefit", "v", "#2ca02c"), ("force", "X", "#d62728")):
+    if line.followed_context_tokens is not None:
+        top.plot(calls, line.followed_context_tokens, color="#2ca02c", lw=1.3, ls="-",
+                 label="context had every advice been taken (replay of the planner)")[0].set_gid("followed")
+    for rule, marker, color in (("lookahead", "v", "#2ca02c"), ("benefit", "v", "#2ca02c"), ("force", "X", "#d62728")):
         where = np.array([r == rule for r in line.rule], dtype=bool) & line.compact
         if where.any():
             top.plot(calls[where], line.context_tokens[where], marker, ls="none", ms=6, color=color, mec="black", mew=0.4,

@@ -70,6 +70,12 @@ class Settings(BaseSettings):
     min_keep_ratio: float = Field(0.25, gt=0, le=1, description="least share of messages kept")
     force_ratio: float = Field(0.9, gt=0, le=1, description="forced-compaction share of M")
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
+    planner: Literal["lookahead", "myopic", "seed"] = Field(
+        "lookahead", description="decision: look ahead over the expected future (DESIGN §7), §2 as is, or the seed's model"
+    )
+    # calibration/results.json, survival (dp-compact calibrate ../shared/sessions): Lomax fit of session lengths
+    survival_alpha: float = Field(1.79, gt=0, description="survival of session lengths: Lomax shape (calibrated)")
+    survival_scale: float = Field(96.0, gt=0, description="survival of session lengths: Lomax scale, calls (calibrated)")
     # calibration/results.json, recall.rounds (dp-compact calibrate ../shared/sessions): q0 0.0394, τ 2.05
     recall_q0: float = Field(0.0394, ge=0, le=1, description="chance a message of age 0 is used later (calibrated)")
     recall_tau: float = Field(2.05, gt=0, description="recall decay, age units (calibrated)")

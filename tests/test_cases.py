@@ -16,11 +16,12 @@ from tests.conftest import CASES, need
 
 
 #: Cases whose fault is not fixed yet, each with what is wrong; they still run and report.
-KNOWN_FAILURES = {
-    "17-server-tool-round-then-user-turn": "a user message after an unanswered tool call is not yet a user turn",
-    "18-codex-stale-usage-after-tool-output": "the current context is the last usage record, not that plus what was added since",
-    "20-summary-request-repeats-both-system-messages": "the LLM summary request merges the two system messages",
-    "22-pdf-document-pages": "a PDF block counts as one image, not by its pages",
+KNOWN_FAILURES: dict[str, str] = {
+    "24-compaction-refires-on-its-own-output": (
+        "the look-ahead planner does not compact this input (with DP_E_FIXED=40 and 1.5k tokens of growth per call its"
+        " best schedule compacts in about 6 calls), so there is no first compaction to re-plan; the fixed point holds"
+        " for the compactions it makes (tests/test_pipeline_sessions.py, tests/test_lookahead.py)"
+    ),
 }
 
 

@@ -71,3 +71,27 @@ def test_feasible_cuts_pending_call_at_end_allows_cut_before_it():
 
 def test_feasible_cuts_none_for_single_message():
     assert not feasible_cut_mask(message_arrays([Message("user", "hi")])).any()
+
+
+def _anthropic(rows: list[dict]) -> list[Message]:
+    from dp_compact.sessions.anthropic import message_from_anthropic
+
+    return [message_from_anthropic(row) for row in rows]
+
+
+def test_feasible_cuts_user_turn_after_server_tool_round_or_interrupted_call_is_a_cut():
+    """A server tool answered inside its assistant message, or an interrupted call, leaves nothing open."""
+    search = [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+              {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}]
+    messages = _anthropic([
+        {"role": "user", "content": "question"},
+        {"role": "assistant", "content": [{"type": "text", "text": "searching"}, *search]},
+        {"role": "user", "content": "then change the Dockerfile"},  # 2: a user turn
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]},
+        {"role": "user", "content": "stop, read ci.yml instead"},  # 4: interrupts toolu_1, a user turn
+        {"role": "assistant", "content": "ok"},
+    ])
+    assert [m.is_user_turn for m in messages] == [True, False, True, False, True, False]
+    mask = feasible_cut_mask(message_arrays(messages))
+    assert np.flatnonzero(mask).tolist() == [1, 2, 3, 4, 5]
+    assert np.flatnonzero(feasible_cut_mask(message_arrays(messages), user_turns_only=True)).tolist() == [2, 4]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dp_compact.errors import CompactionError, SummaryTooShortError
-from dp_compact.pipeline.llm import LLMSummarizer, count_request_tokens
+from dp_compact.pipeline.llm import DEFAULT_CONTEXT_WINDOWS, LLMSummarizer, count_request_tokens, summary_context_window
 from dp_compact.pipeline.shrink import shrink_messages
 from dp_compact.pipeline.summarize import SummaryRequest
 from dp_compact.sessions import Message, read_session
@@ -270,7 +270,92 @@ def test_llm_connection_refused_raises_compaction_error(anthropic_head):
         llm(request_for(anthropic_head))
 
 
+POLICY = "Refunds over 200 EUR need a supervisor ticket."
+
+
+def _two_system_rows(turns: int = 2) -> list[dict[str, Any]]:
+    """openai_rows with a second system message (shared case 20's shape)."""
+    rows = openai_rows(turns)
+    return [rows[0], {"role": "system", "content": POLICY}, *rows[1:]]
+
+
+def _request_with_systems(tmp_path: Path) -> SummaryRequest:
+    session = read_session(_write_jsonl(tmp_path / "two.jsonl", _two_system_rows()))
+    return SummaryRequest(
+        head=session.messages, shrunk_head=shrink_messages(session.messages), previous_summary=None, target_tokens=500,
+        max_tokens=1000, system_text=session.system_text, system_messages=session.system_messages,
+    )
+
+
+def test_llm_openai_request_repeats_every_system_message_unmerged(server, tmp_path):
+    server.responder = openai_reply(SUMMARY)
+    summarizer("openai", server)(_request_with_systems(tmp_path))
+    messages = server.received[0][1]["messages"]
+    rows = _two_system_rows()
+    assert messages[:2] == rows[:2]  # two system messages stay two, in order, unchanged
+    assert messages[2:-1] == rows[2:]  # then the head as sent before
+    assert messages[-1]["role"] == "user" and "Summarize" in messages[-1]["content"]
+
+
+def test_llm_anthropic_request_keeps_several_system_messages_apart(server, tmp_path):
+    server.responder = anthropic_reply(SUMMARY)
+    summarizer("anthropic", server)(_request_with_systems(tmp_path))
+    assert server.received[0][1]["system"] == [{"type": "text", "text": SYSTEM}, {"type": "text", "text": POLICY}]
+
+
+def test_compact_cli_llm_openai_request_opens_with_both_system_messages(server, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    server.responder = openai_reply(SUMMARY)
+    rows = _two_system_rows(turns=4)
+    session = _write_jsonl(tmp_path / "s.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, [
+        "compact", str(session), "-o", str(out), "--keep", "4", "--summarizer", "llm", "--llm-api", "openai",
+        "--llm-model", "gpt-4.1", "--llm-base-url", f"{server.base}/v1",
+    ])
+    assert result.exit_code == 0, result.output
+    sent = server.received[0][1]["messages"]
+    assert sent[:2] == rows[:2] and sent[2:-1] == rows[2:len(sent) - 1]
+    assert "1,000,000-token window: the price database's window for gpt-4.1" in result.stderr
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert written[:2] == rows[:2]
+
+
 # --- sizing ------------------------------------------------------------------------------------
+
+
+def test_llm_summary_window_is_the_models_own():
+    """Not a fixed size: the price database's window for the model asked, an explicit one winning."""
+    assert summary_context_window("openai", "gpt-4.1")[0] == 1_000_000
+    assert summary_context_window("openai", "gpt-4")[0] == 8_192
+    assert summary_context_window("openai", "gpt-4o-mini")[0] == 128_000
+    assert summary_context_window("anthropic", "claude-opus-4-6")[0] == 200_000  # 1M is opt-in (windows.CLAUDE_WINDOWS)
+    assert summary_context_window("openai", "gpt-4", explicit=32_000) == (32_000, "given with the summarizer (--llm-context-window)")
+    window, source = summary_context_window("openai", "local-model-x")
+    assert window == DEFAULT_CONTEXT_WINDOWS["openai"] and "not in the price database" in source
+    assert LLMSummarizer("openai", "gpt-4.1").context_window == 1_000_000
+    assert LLMSummarizer("anthropic", "claude-sonnet-4", context_window=50_000).context_window == 50_000
+    with pytest.raises(ValueError, match="> 0 tokens"):
+        summary_context_window("openai", "gpt-4", explicit=0)
+
+
+def test_llm_request_is_sized_for_the_models_window(server, tmp_path):
+    """A head of ~12K tokens fits gpt-4.1's window as it is, but is cut down for gpt-4's 8,192 tokens."""
+    rows = openai_rows(3, 16_000)
+    head = read_session(_write_jsonl(tmp_path / "s.jsonl", rows)).messages
+    server.responder = openai_reply(SUMMARY)
+    for model in ("gpt-4.1", "gpt-4"):
+        LLMSummarizer("openai", model, base_url=f"{server.base}/v1", api_key="k", timeout=10, max_retries=0)(request_for(head))
+    (_, large), (_, small) = server.received
+    assert large["messages"][1:-1] == rows[1:]
+    assert count_request_tokens(None, large.get("tools", []), large["messages"]) > 8_192
+    assert count_request_tokens(None, small.get("tools", []), small["messages"]) + small["max_completion_tokens"] <= 8_192
+
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])

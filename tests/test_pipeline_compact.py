@@ -47,7 +47,7 @@ def _digest(path: Path) -> str:
 def test_compact_keep_decision_and_empty_file_write_nothing(tmp_path: Path):
     out = tmp_path / "out.jsonl"
     result = compact_file(_session(tmp_path, turns=2, lines=2), load_settings(), output=out)
-    assert result.decision == "keep" and result.rule == "no-benefit" and not out.exists() and not result.written
+    assert result.decision == "keep" and result.rule == "wait" and not out.exists() and not result.written
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     result = compact_file(empty, load_settings(), output=out, force=True)
@@ -176,3 +176,20 @@ def test_cli_shrink_replaces_old_long_results_and_keeps_recent_turns(tmp_path: P
     assert validate_messages(after, "anthropic") == ()
     result = CliRunner().invoke(app, ["shrink", str(source), "-o", str(tmp_path / "none.jsonl"), "--keep-turns", "9"])
     assert result.exit_code == 0 and "nothing to shrink" in result.stdout and not (tmp_path / "none.jsonl").exists()
+
+
+def test_compact_user_turns_after_server_tool_rounds_reach_the_summary(tmp_path: Path):
+    """Shared case 17's shape: web_search runs inside the assistant message; the next user messages are turns."""
+    search = [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "python eol"}},
+              {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}]
+    rows = [
+        {"role": "user", "content": "Is Python 3.9 still supported?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me check."}, *search, {"type": "text", "text": "It is not."}]},
+        {"role": "user", "content": "Then move to 3.12 and keep the image tag names exactly as they are."},
+        *_turn(0)[1:], *_turn(1), *_turn(2),  # 14 messages; user turns at 0, 2, 6 and 10
+    ]
+    session = write_jsonl(tmp_path / "s.jsonl", rows)
+    result = compact_file(session, load_settings(), output=tmp_path / "out.jsonl", keep=4, archiver=FakeArchiver())
+    assert result.decision == "compact" and (result.cut, result.k) == (10, 4)
+    assert "keep the image tag names" in result.summary
+    assert "(10 messages, 3 user turns," in result.summary  # the head's user turns, as the summary states them

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dp_compact import _reference
-from dp_compact.api import plan_session
+from dp_compact.api import plan_session, session_tokens
 from dp_compact.errors import NotASessionError
+from dp_compact.history import call_message_counts
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 from tests.conftest import SESSIONS, session_files
@@ -17,18 +18,25 @@ FILES = session_files()
 @pytest.mark.skipif(not FILES, reason="../shared/sessions is absent")
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 @pytest.mark.parametrize("model", ["recall", "seed"])
-def test_real_session_plans_and_context_is_last_call_prompt(path, model):
+def test_real_session_plans_and_context_is_last_prompt_plus_what_followed(path, model):
     try:
         session = read_session(path)
     except NotASessionError as exc:
         assert "ui" in str(exc).lower() and str(path) in str(exc)
         return
-    plan = plan_session(session, load_settings(model=model), use_cache=False)
+    settings = load_settings(model=model)
+    plan = plan_session(session, settings, use_cache=False)
     assert plan.n_messages == len(session.messages) > 0
     assert plan.decision in {"compact", "keep"}
     if session.usage:
-        assert plan.estimates.context_tokens == session.usage[-1].prompt_tokens
+        # the last call's prompt, plus its response and any tool results appended after it
+        answered = int(call_message_counts(session.messages, session.usage)[-1])
+        assert answered >= 0
+        appended = int(session_tokens(session, settings, use_cache=False)[answered:].sum())
+        # the planner passes T only, so the split is T's share (rounding: half a token per message at most)
+        assert plan.estimates.context_tokens == pytest.approx(session.usage[-1].prompt_tokens + appended, abs=len(session.messages) / 2 + 1)
         assert plan.estimates.context_source == "usage"
+        assert any(note.startswith("current context = the last call's prompt") for note in plan.notes)
         assert plan.estimates.avg_tokens == pytest.approx(sum(u.prompt_tokens for u in session.usage) / len(session.usage))
     if plan.decision == "compact":
         assert _reference.is_feasible_cut(session.messages, plan.cut, user_turns_only=model == "seed")

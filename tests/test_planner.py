@@ -16,6 +16,12 @@ from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Us
 from dp_compact.settings import load_settings
 from tests.strategies import conversations, session_of
 
+
+@pytest.fixture(autouse=True)
+def _myopic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These are DESIGN §2's decision rules: DP_PLANNER=myopic (the look-ahead has tests/test_lookahead.py)."""
+    monkeypatch.setenv("DP_PLANNER", "myopic")
+
 PRICES = Prices("test", 3.0, 0.30, 15.0, None, 200_000, "DESIGN §2")
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from dp_compact.api import session_tokens
 from dp_compact.cli import app
 from dp_compact.history import read_history
-from dp_compact.plot import TERMS, benefit_figure, curve_plans, plan_label, save_figure, timeline_figure
+from dp_compact.plot import TERMS, benefit_figure, curve_plans, plan_label, plan_values, save_figure, timeline_figure
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 from dp_compact.timeline import timeline
@@ -61,14 +61,23 @@ def test_benefit_figure_has_net_and_term_lines_per_plan_and_chosen_markers(examp
         (net,) = gids[f"net:{label}"]
         k = p.n_messages - p.benefit.cut
         np.testing.assert_array_equal(net.get_xdata(), k)
-        np.testing.assert_allclose(net.get_ydata(), p.benefit.net)
+        np.testing.assert_allclose(net.get_ydata(), plan_values(p))
+        if p.lookahead_usd is None:  # DESIGN §2: the line is NetBenefit
+            np.testing.assert_allclose(net.get_ydata(), p.benefit.net)
+        else:  # DESIGN §7: what compacting now at each cut saves over the best schedule that waits
+            finite = np.isfinite(p.lookahead_usd)
+            keep = p.lookahead["keep_usd"]  # inf above the forced threshold: then against the best cut
+            base = keep if np.isfinite(keep) else p.lookahead_usd[finite].min()
+            np.testing.assert_allclose(net.get_ydata()[finite], base - p.lookahead_usd[finite])
+            assert p.decision != "compact" or k[np.nanargmax(np.where(finite, net.get_ydata(), np.nan))] == p.k
         for name, _, _ in TERMS:
             (line,) = gids[f"term:{name}:{label}"]
             np.testing.assert_allclose(line.get_ydata(), getattr(p.benefit, name))
         (star,) = gids[f"chosen:{label}"]
         assert p.decision == "compact"
         assert star.get_xdata()[0] == p.k
-        assert star.get_ydata()[0] == pytest.approx(p.terms["net"])
+        expected = p.terms["net"] if p.lookahead is None else plan_values(p)[np.flatnonzero(k == p.k)[0]]
+        assert star.get_ydata()[0] == pytest.approx(expected)
     assert "min_keep" in gids and "context" in gids
     assert len(gids["force_threshold"]) == 2  # one per profile (windows differ)
     # gpt-4o's 128,000 cannot hold the example's accepted 152,557-token prompt: rounded up to 153,000 (DESIGN §6)
@@ -138,9 +147,16 @@ def test_timeline_figure_has_context_window_threshold_and_advice_markers():
     np.testing.assert_array_equal(context.get_ydata(), line.context_tokens)
     assert gids["window"][0].get_ydata()[0] == line.prices.max_context_tokens
     assert gids["force_threshold"][0].get_ydata()[0] == pytest.approx(line.force_threshold_tokens)
-    advised = line.compact & np.array([r == "benefit" for r in line.rule])
-    (markers,) = gids["advised:benefit"]
-    np.testing.assert_array_equal(markers.get_xdata(), line.call[advised])
+    rules = {r for r, c in zip(line.rule, line.compact, strict=True) if c}
+    assert rules  # the example session is advised to compact somewhere
+    for rule in rules:
+        advised = line.compact & np.array([r == rule for r in line.rule])
+        (markers,) = gids[f"advised:{rule}"]
+        np.testing.assert_array_equal(markers.get_xdata(), line.call[advised])
+    (followed,) = gids["followed"]  # the context had every advice been taken
+    assert line.followed_context_tokens is not None
+    np.testing.assert_array_equal(followed.get_ydata(), line.followed_context_tokens)
+    assert followed.get_ydata().max() < line.context_tokens.max()  # following the advice keeps the context smaller
 
 
 def test_timeline_figure_window_label_says_where_the_window_came_from():

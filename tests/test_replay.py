@@ -83,7 +83,8 @@ def _recording(times: list[float] | None = None):
 
 
 def _settings(**flags):
-    return load_settings(v=1000, s=100, **flags)
+    """Small V and S; DESIGN §2's decision (``myopic``) so that the arithmetic below can be followed by hand."""
+    return load_settings(v=1000, s=100, **{"planner": "myopic", **flags})
 
 
 def _total(result) -> float:
@@ -166,18 +167,36 @@ def test_replay_langchain_keeps_the_last_messages_at_a_feasible_cut():
     assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 6390) + 2100 + 2421
 
 
-@pytest.mark.parametrize("name", ["dp", "seed"])
-def test_replay_planner_forced_rule_compacts_where_the_context_passes_the_threshold(name):
-    # R = E · L = 1 and QP = 0: NetBenefit is never positive, only the forced rule (0.2 · 10,000) acts.
+def test_replay_planner_forced_rule_compacts_where_the_context_passes_the_threshold():
+    # R = E · L = 1 and QP = 0: NetBenefit is never positive, only the forced rule (0.2 · 10,000) acts,
+    # on the prompt about to be sent (the replay knows it exactly).
     settings = _settings(e_fixed=1, l=1, quality_penalty=0, force_ratio=0.2)
-    result = replay(_recording(), parse_policy(name, settings), _params())
-    # call 2: last prompt 2,150 > 2,000 -> forced; keeping 3 (cut 1) would leave 2,150 - 100 + 100 > 2,000,
-    #   so the deepest feasible cut 4 (seed: the only plain-user cut, 2,150 - 1,170 + 100 fits)
-    #   request over V + 1,170 = 2,170: 2,150 read · 0.3 = 645, 20 new · 3 = 60, 210, 1,500 -> 2,415
-    #   call 2 prompt 1,000 + 100 + 200 = 1,300: 300 read, 300 new · 3 = 900, output 450
-    # call 3: prompt 1,300 + 30 + 2,000 = 3,330: 1,300 read · 0.3 = 390, 2,030 new · 3 = 6,090, output 600
-    assert _total(result) == (330 + 300 + 390) + (3300 + 3150 + 900 + 6090) + 2100 + 2415
-    assert result.compactions == 1
+    result = replay(_recording(), parse_policy("dp", settings), _params())
+    # call 0: 1,100 new · 3 = 3,300, output 750
+    # call 1: prompt 2,150 > 2,000 -> forced at the only cut, 1 (drop message 0):
+    #   request over V + 100 = 1,100, cached: 330 + 210 + 1,500 = 2,040
+    #   prompt 1,000 + 100 + 1,050 = 2,150: 1,000 read = 300, 1,150 new · 3 = 3,450, output 300
+    # call 2: prompt 1,000 + 100 + 1,270 = 2,370 > 2,000; keeping 4 (the nearest to 3) leaves it there,
+    #   so the deepest cut, 4 (the user message): request over V + 1,170 = 2,170: 2,150 read = 645,
+    #   20 new · 3 = 60, 210, 1,500 -> 2,415; prompt 1,300: 300 read, 300 new · 3 = 900, output 450
+    # call 3: prompt 1,000 + 100 + 2,230 = 3,330 > 2,000 -> the deepest cut, 5: request over
+    #   V + 300 = 1,300 cached: 390 + 210 + 1,500 = 2,100; prompt 3,130: 300 read, 2,130 new · 3 = 6,390, output 600
+    assert _total(result) == (3300 + 750) + (2040 + 300 + 3450 + 300) + (2415 + 300 + 900 + 450) + (2100 + 300 + 6390 + 600)
+    assert result.compactions == 3
+
+
+def test_replay_seed_planner_forced_rule_cuts_only_at_plain_user_turns():
+    settings = _settings(e_fixed=1, l=1, quality_penalty=0, force_ratio=0.2)
+    result = replay(_recording(), parse_policy("seed", settings), _params())
+    # call 1: prompt 2,150 > 2,000 but no plain-user cut drops anything: sent as it is
+    #   (1,100 read = 330, 1,050 new · 3 = 3,150, output 300)
+    # call 2: forced at the user message 4: request over V + 1,170 = 2,170: 645 + 60 + 210 + 1,500 = 2,415;
+    #   prompt 1,300: 300 + 900, output 450
+    # call 3: prompt 3,330 > 2,000; the only plain-user cut (message 4) drops just the summary:
+    #   request over V + 100 = 1,100 cached: 330 + 210 + 1,500 = 2,040; prompt 3,330: 300 read,
+    #   2,330 new · 3 = 6,990, output 600
+    assert _total(result) == (3300 + 750) + (330 + 3150 + 300) + (2415 + 300 + 900 + 450) + (2040 + 300 + 6990 + 600)
+    assert result.compactions == 2
 
 
 def test_replay_never_overflow_is_counted_and_hard_truncated_at_a_feasible_cut():

@@ -743,3 +743,85 @@ def test_codex_compacted_without_message_takes_the_summary_of_its_replacement_hi
     ])
     (record,) = read_session(path).compaction_records
     assert (record.line, record.pre_tokens, record.summary_text) == (3, None, summary)
+
+
+# --------------------------------------------------------------------------- Anthropic: user turns after a tool call
+
+
+def _search_round(text: str, n: int) -> dict[str, Any]:
+    """An assistant message that ran web_search on the server: call and result in the one message."""
+    call_id = f"srvtoolu_{n:02d}"
+    return {"role": "assistant", "content": [
+        {"type": "text", "text": text},
+        {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": "python 3.9 end of life"}},
+        {"type": "web_search_tool_result", "tool_use_id": call_id, "content": [
+            {"type": "web_search_result", "url": "https://devguide.python.org/versions/", "title": "Status", "encrypted_content": "Eo8C"}]},
+        {"type": "text", "text": "3.9 is end of life."},
+    ]}
+
+
+def _client_round(call_id: str, name: str = "Edit") -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name, "input": {"file_path": "Dockerfile"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "updated"}]},
+    ]
+
+
+@pytest.mark.parametrize("typed", [
+    "Move us to 3.12 and keep the image tag names.",
+    [{"type": "text", "text": "Move us to 3.12 and keep the image tag names."}],
+], ids=["string", "text-blocks"])
+def test_anthropic_user_message_after_server_tool_round_is_a_user_turn(tmp_path: Path, typed: Any) -> None:
+    path = _write(tmp_path, [
+        {"role": "user", "content": "Is 3.9 still supported?"},
+        _search_round("Let me check.", 1),
+        {"role": "user", "content": typed},
+        *_client_round("toolu_01"),
+        _search_round("Checking psycopg2 wheels.", 2),
+        {"role": "user", "content": "Good. Update the CI matrix too."},
+        {"role": "assistant", "content": "Done."},
+    ])
+    session = read_session(path)
+    assert [m.role for m in session.messages] == ["user", "assistant", "user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert [i for i, m in enumerate(session.messages) if m.is_user_turn] == [0, 2, 6]
+    assert session.user_turns == 3
+    assert session.messages[1].tool_calls[0].id == "srvtoolu_01" and not session.messages[2].tool_results
+
+
+def test_anthropic_user_message_after_interrupted_call_is_a_user_turn(tmp_path: Path) -> None:
+    """A tool_use nothing answers, then a typed message: the person interrupted the call."""
+    path = _write(tmp_path, [
+        {"role": "user", "content": "Read the Dockerfile."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a", "name": "Read", "input": {"file_path": "Dockerfile"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "Stop, read requirements.txt instead."}]},
+        {"role": "assistant", "content": "Reading requirements.txt."},
+    ])
+    session = read_session(path)
+    assert [m.role for m in session.messages] == ["user", "assistant", "user", "assistant"]
+    assert session.user_turns == 2
+
+
+def test_anthropic_cline_result_is_linked_by_position(tmp_path: Path) -> None:
+    """Cline's API history answers a tool_use with a plain user message opening '[<tool> ...] Result:'."""
+    path = _write(tmp_path, [
+        {"role": "user", "content": [{"type": "text", "text": "<task>Fix the card game.</task>"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "A.cs"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "[read_file for 'A.cs'] Result:\nclass A {}"},
+                                     {"type": "text", "text": "<environment_details>...</environment_details>"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_2", "name": "attempt_completion", "input": {"result": "done"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "[attempt_completion] Result:\nThe user has provided feedback."}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_3", "name": "read_file", "input": {"path": "B.cs"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "Never mind B.cs; look at C.cs."}]},
+    ])
+    session = read_session(path)
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+    assert [r.call_id for r in session.messages[2].tool_results] == ["toolu_1"]
+    assert session.messages[2].tool_results[0].text.startswith("[read_file for 'A.cs'] Result:")
+    assert session.user_turns == 2
+
+
+def test_anthropic_real_cline_history_links_every_result_by_position() -> None:
+    session = read_session(_shared(SESSIONS / "anthropic_messages" / "cline_api_history_cardgame.jsonl"))
+    after_call = [b for a, b in zip(session.messages, session.messages[1:]) if a.tool_calls]
+    assert after_call and all(m.role == "tool" for m in after_call)
+    assert session.user_turns == 1 and not _orphan_results(session)

@@ -53,7 +53,7 @@ def _clip(text: str, limit: int = ANCHOR_SNIPPET_CHARS) -> str:
 
 def _visible_text(message: Message) -> str:
     """Text a person would read in ``message``: text, tool calls and results, never thinking."""
-    parts = [clean_user_text(message.text) if message.role == "user" else message.text]
+    parts = [clean_user_text(message.text) if message.is_user_turn else message.text]
     parts += [f"{c.name} {c.arguments}" for c in message.tool_calls]
     parts += [r.text for r in message.tool_results]
     return "\n".join(p for p in parts if p)
@@ -67,7 +67,7 @@ def score_message(message: Message) -> float:
     """
     text = _visible_text(message)
     score = 0.0
-    if message.role == "user":
+    if message.is_user_turn:
         score += _WEIGHTS["user"] + _WEIGHTS["instruction"] * bool(instruction_sentences(text))
     score += _WEIGHTS["path"] * min(len(paths(text)), 3)
     score += _WEIGHTS["identifier"] * min(len(identifiers(text)), 2)
@@ -89,7 +89,7 @@ def snippet(message: Message, names: dict[str, str]) -> str:
             lines = error_lines(result.text, 1) or [line for line in result.text.splitlines() if line.strip()][:1]
             parts.append(f"{names.get(result.call_id, 'tool')} -> {lines[0] if lines else '(empty)'}")
         return _clip("; ".join(parts))
-    text = clean_user_text(message.text) if message.role == "user" else message.text
+    text = clean_user_text(message.text) if message.is_user_turn else message.text
     calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
     return _clip(" ".join(p for p in (text, calls and f"[calls {calls}]") if p))
 

@@ -162,6 +162,7 @@ def _request(session: Session, head: tuple[Message, ...], settings: Settings, wi
     return SummaryRequest(
         head=head, shrunk_head=shrink_messages(head), previous_summary=head[0].text if is_summary_text(head[0].text) else None,
         target_tokens=target, max_tokens=limit, instructions=tuple(head_instructions(head)), system_text=session.system_text,
+        system_messages=tuple(m for m in session.system_messages if isinstance(m, dict)),
     )
 
 
@@ -208,11 +209,16 @@ def compact_session(
     head_turns, head_calls = count_user_turns(head), count_llm_calls(head)
 
     def assemble(ref: str | None) -> tuple[str, list[dict[str, Any]]]:
-        text = summary_message_text(
-            body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
-            llm_calls=head_calls, compaction=session.compactions + 1,
-        )
-        return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
+        def build(kept: int | None) -> tuple[str, list[dict[str, Any]]]:
+            text = summary_message_text(
+                body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
+                llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=kept,
+            )
+            return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
+
+        _, draft = build(None)  # the messages after the summary: the tail, and the acknowledgement when there is one
+        after = sum(1 for m in draft if m.get("role") not in ("system", "developer")) - 1
+        return build(after)
 
     summary_text, messages = assemble(None)
     violations = validate_messages(messages, api)

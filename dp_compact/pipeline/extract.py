@@ -141,7 +141,7 @@ def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool =
     """``(index, text)`` of the user messages: not summaries; injected context only with ``injected``."""
     out = []
     for index, message in messages:
-        if message.role != "user" or is_summary_text(message.text):
+        if not message.is_user_turn or is_summary_text(message.text):
             continue
         text = clean_user_text(message.text)
         if text and (injected or not is_injected(text)):

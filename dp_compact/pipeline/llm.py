@@ -1,16 +1,20 @@
 """The ``llm`` summarizer: a cache-aligned summary request through the official SDKs (DESIGN §5.5).
 
 The request repeats what the agent sent before, so the provider's prompt cache serves the
-prefix: the session's system prompt, its tools and the head messages as raw API dicts, in order;
-only the summarization instruction (``SUMMARY_INSTRUCTION``: 92 cl100k tokens with the section
-headings, against the L_instr = 70 tokens DESIGN §2 ③ budgets) is new, appended at the end as the
-last user message.
+prefix: the session's system prompt, its tools and the head messages as raw API dicts, in order.
+For OpenAI that is every system / developer message of the session, in order and unchanged (two
+stay two, never merged), then the head; for Anthropic the ``system`` parameter (one text block
+per system message when there are several). Only the summarization instruction
+(``SUMMARY_INSTRUCTION``: 92 cl100k tokens with the section headings, against the L_instr = 70
+tokens DESIGN §2 ③ budgets) is new, appended at the end as the last user message.
 
-The request is sized before it is sent (cl100k counts of the JSON of each message, counted once):
-if head + instruction + output reserve exceed the window, the shrunk head is used instead, then
-its tool results are clipped to ``CLIPPED_RESULT_CHARS``, then the oldest user turns are dropped
-(never leaving a tool result first), until it fits. The SDKs (``pip install 'dp-compact[llm]'``)
-are imported only when a request is sent, so ``import dp_compact`` never loads them.
+The request is sized before it is sent (cl100k counts of the JSON of each message, counted once)
+for the window of the model asked (:func:`summary_context_window`: the price database's window
+for that model, not a fixed size): if head + instruction + output reserve exceed the window, the
+shrunk head is used instead, then its tool results are clipped to ``CLIPPED_RESULT_CHARS``, then
+the oldest user turns are dropped (never leaving a tool result first), until it fits. The SDKs
+(``pip install 'dp-compact[llm]'``) are imported only when a request is sent, so
+``import dp_compact`` never loads them.
 """
 
 from __future__ import annotations
@@ -23,14 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from dp_compact.errors import CompactionError, SummaryTooShortError
+from dp_compact.errors import CompactionError, SummaryTooShortError, UnknownProfileError
+from dp_compact.pipeline.convert import call_ids, message_to_api, system_messages_for
 from dp_compact.pipeline.summarize import SummaryRequest, check_summary
 from dp_compact.pipeline.types import Api
+from dp_compact.sessions.common import text_and_images
 from dp_compact.sessions.model import Message
-from dp_compact.pipeline.convert import call_ids, message_to_api
 from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 
-__all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "count_request_tokens"]
+__all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "count_request_tokens", "summary_context_window"]
 
 #: The summarization instruction, appended as the last user message. ``{sections}`` lists the
 #: headings of ``prompts.toml`` [summary.sections] so LLM and extractive summaries share them.
@@ -44,8 +49,8 @@ PREVIOUS_SUMMARY_NOTE = "\n\nThe previous summary (carry its instructions forwar
 #: Output reserve, tokens, when the request sets no smaller ``max_tokens`` (DESIGN §3: S = 500
 #: summary tokens; the pipeline asks for at most 2·S).
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
-#: Context windows when none is given, tokens: Claude (Anthropic models overview, 200K) and
-#: GPT-4o / GPT-4.1-class chat models (OpenAI model pages, 128K).
+#: Context windows for a model the price database does not know, tokens: Claude (Anthropic
+#: models overview, 200K standard) and GPT-4o-class chat models (OpenAI model pages, 128K).
 DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000}
 #: Share of the window the request may fill. The count is cl100k of the JSON text, not the
 #: provider's own tokenizer (Claude's differs); 15 % headroom is an assumption, not a measurement.
@@ -83,6 +88,66 @@ def count_request_tokens(system: Any, tools: Sequence[Any], messages: Sequence[A
     parts = [_dumps(system) if system else "", _dumps(list(tools)) if tools else ""]
     parts += [_dumps(m) for m in messages]
     return int(count_text_tokens(parts).sum()) + MESSAGE_OVERHEAD_TOKENS * len(messages)
+
+
+def summary_context_window(api: Api, model: str, explicit: int | None = None) -> tuple[int, str]:
+    """The context window a summary request to ``model`` must fit, tokens, and where it comes from.
+
+    Parameters
+    ----------
+    api : {"anthropic", "openai"}
+        The API the request goes to.
+    model : str
+        The model asked (``--llm-model``).
+    explicit : int, optional
+        A window given by the caller (``--llm-context-window``), tokens: wins when set.
+
+    Returns
+    -------
+    (int, str)
+        The window in tokens and one sentence naming its source: the price database's window
+        for ``model`` (:func:`dp_compact.pricing.get_prices`), or the smallest window the model
+        runs with when that one is offered on request only (Claude: 200,000 without the 1M
+        opt-in; GPT-5: 272,000 input tokens; :func:`dp_compact.windows.known_windows`); for a
+        model the database does not know, ``DEFAULT_CONTEXT_WINDOWS[api]``.
+
+    Raises
+    ------
+    ValueError
+        If ``explicit`` is not a positive number of tokens.
+
+    Examples
+    --------
+    >>> summary_context_window("openai", "gpt-4.1")
+    (1000000, "the price database's window for gpt-4.1")
+    >>> summary_context_window("openai", "my-local-model")[0]
+    128000
+    """
+    from dp_compact.pricing import get_prices
+    from dp_compact.windows import known_windows
+
+    if explicit is not None:
+        if explicit <= 0:
+            raise ValueError(f"a context window must be > 0 tokens, not {explicit!r}")
+        return explicit, "given with the summarizer (--llm-context-window)"
+    try:
+        prices = get_prices(model)
+    except UnknownProfileError:
+        window = min(known_windows(model, DEFAULT_CONTEXT_WINDOWS[api]))
+        return window, f"{model} is not in the price database: the smallest window known for its family, else the {api} default"
+    window = min(known_windows(model, prices.max_context_tokens))
+    if window != prices.max_context_tokens:
+        return window, f"the smallest window {prices.name} runs with (the price database lists {prices.max_context_tokens:,})"
+    return window, f"the price database's window for {prices.name}"
+
+
+def _anthropic_system(request: SummaryRequest) -> str | list[dict[str, str]] | None:
+    """The Anthropic ``system`` parameter: one text block per system message when there are several, else the text."""
+    texts = [text_and_images(m.get("content"))[0] for m in request.system_messages if isinstance(m, dict)]
+    texts = [t for t in texts if t.strip()]
+    if len(texts) > 1:
+        return [{"type": "text", "text": t} for t in texts]
+    return request.system_text or (texts[0] if texts else None)
 
 
 def _groups(messages: Sequence[Message], api: Api) -> list[list[dict[str, Any]]]:
@@ -149,7 +214,8 @@ class LLMSummarizer:
     max_output_tokens : int
         Output reserve and ``max_tokens`` of the request, tokens.
     context_window : int, optional
-        Window the request must fit, tokens; default ``DEFAULT_CONTEXT_WINDOWS[api]``.
+        Window the request must fit, tokens; default the model's own window
+        (:func:`summary_context_window`), its source in ``window_source``.
     timeout : float
         Seconds per HTTP request.
     max_retries : int
@@ -186,7 +252,7 @@ class LLMSummarizer:
         self.name = f"llm:{api}:{model}"
         self.tools = list(tools) if tools is not None else None
         self.max_output_tokens = max_output_tokens
-        self.context_window = context_window or DEFAULT_CONTEXT_WINDOWS[api]
+        self.context_window, self.window_source = summary_context_window(api, model, context_window)
         self.timeout, self.max_retries = timeout, max_retries
         self._client, self._base_url, self._api_key = client, base_url, api_key
 
@@ -216,16 +282,16 @@ class LLMSummarizer:
     def build_request(self, request: SummaryRequest) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
         """(system, tools, messages) to send: cache-aligned and sized to fit the window.
 
-        ``system`` is the Anthropic ``system`` string (None for OpenAI, where it is the first
-        message). Raises CompactionError when the head is empty or even its last turn cannot fit.
+        ``system`` is the Anthropic ``system`` parameter (None for OpenAI, where the session's
+        system messages open ``messages``, each unchanged). Raises CompactionError when the head
+        is empty or even its last turn cannot fit.
         """
-        system_text = request.system_text or ""
         head = tuple(request.head)
         if not head:
             raise CompactionError("nothing to summarize: the head is empty")
         budget = int(self.context_window * WINDOW_SAFETY_FACTOR) - self._output_tokens(request)
-        prefix: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text and self.api == "openai" else []
-        system = system_text if system_text and self.api == "anthropic" else None
+        prefix = system_messages_for(request.system_messages, request.system_text or "", self.api)
+        system = _anthropic_system(request) if self.api == "anthropic" else None
         shrunk = tuple(request.shrunk_head or head)
         variants = (head, shrunk, tuple(_clip_results(m) for m in shrunk))
         for step, messages in enumerate(variants):
@@ -256,7 +322,7 @@ class LLMSummarizer:
             return 0
         if not last:
             return None
-        turn_starts = [i for i, m in enumerate(messages) if i > 0 and m.role == "user"]
+        turn_starts = [i for i, m in enumerate(messages) if i > 0 and m.is_user_turn]
         other_starts = [i for i, m in enumerate(messages) if i > 0 and m.role == "assistant"]
         for candidates in (turn_starts, other_starts):
             for i in candidates:

@@ -28,7 +28,7 @@ __all__ = ["acknowledgement_message", "reassemble", "summary_message_text"]
 
 def summary_message_text(
     summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int, user_turns: int = 0,
-    llm_calls: int = 0, compaction: int = 1,
+    llm_calls: int = 0, compaction: int = 1, kept_messages: int | None = None,
 ) -> str:
     """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
 
@@ -47,6 +47,10 @@ def summary_message_text(
         the number of this compaction in the session: stated in the intro line, where the
         session readers count them back (:func:`dp_compact.sessions.common.summary_counts`), so
         that t, L and c of DESIGN §2 survive compaction.
+    kept_messages : int, optional
+        Messages written after the summary (the tail, and the acknowledgement when there is one),
+        stated so that a planner asked again before anything is added knows it
+        (``Session.messages_since_compaction``); None leaves it out.
 
     Examples
     --------
@@ -54,8 +58,10 @@ def summary_message_text(
     [summary]
     """
     t = texts()
+    kept = "" if kept_messages is None else t.kept.format(kept_messages=kept_messages)
     parts = [t.marker, t.intro.format(
-        n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction
+        n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction,
+        kept=kept,
     ), "", summary.strip()]
     if anchors:
         parts += ["", t.anchors_marker, *(a.render() for a in anchors)]

@@ -188,7 +188,7 @@ def _old_boundary(messages: Sequence[Message], keep_turns: int) -> int:
     """Index of the first message of the last ``keep_turns`` user turns (0 when there are fewer)."""
     if keep_turns <= 0:
         return len(messages)
-    users = np.flatnonzero(np.fromiter((m.role == "user" for m in messages), dtype=bool, count=len(messages)))
+    users = np.flatnonzero(np.fromiter((m.is_user_turn for m in messages), dtype=bool, count=len(messages)))
     return int(users[-keep_turns]) if users.size >= keep_turns else 0
 
 

@@ -85,6 +85,10 @@ class SummaryRequest:
         The session's system prompt (part of the fixed prefix V), "" when unknown.
     tools : tuple of dict
         Tool schemas of the session when known (for a cache-aligned LLM request).
+    system_messages : tuple of dict
+        The session's system / developer messages as read (``Session.system_messages``: raw
+        dicts, in order, unmerged), which a cache-aligned request repeats unchanged; () when the
+        source keeps its system prompt elsewhere (then ``system_text`` stands for it).
     """
 
     head: tuple[Message, ...]
@@ -95,6 +99,7 @@ class SummaryRequest:
     instructions: tuple[str, ...] = ()
     system_text: str = ""
     tools: tuple[dict[str, Any], ...] = field(default=())
+    system_messages: tuple[dict[str, Any], ...] = field(default=())
 
 
 class Summarizer(Protocol):
@@ -127,7 +132,7 @@ def _files(head: Sequence[Message]) -> list[str]:
                 counts[path] += 2
                 if _EDIT_TOOL.search(call.name):
                     edited.add(path)
-        if message.role == "user":
+        if message.is_user_turn:
             for path in paths(clean_user_text(message.text)):
                 counts[path] += 3  # named by the user
     for path in [p for p in counts if p.startswith(("/", "~"))]:  # an absolute path and its relative form are one file

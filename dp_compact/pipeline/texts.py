@@ -29,6 +29,7 @@ class Texts:
     anchors_marker: str
     archive_marker: str
     intro: str
+    kept: str
     archive_line: str
     no_archive_line: str
     headings: dict[str, str]
@@ -45,6 +46,7 @@ def texts() -> Texts:
         anchors_marker=summary["anchors_marker"],
         archive_marker=summary["archive_marker"],
         intro=summary["intro"],
+        kept=summary["kept"],
         archive_line=summary["archive_line"],
         no_archive_line=summary["no_archive_line"],
         headings={key: summary["sections"][key] for key in SECTION_KEYS},

@@ -450,6 +450,9 @@ class PolicyResult:
         This policy's prompts all read from cache plus the output, $: its cost is never lower.
     contexts : ndarray[int64], shape (C,)
         Prompt tokens of each call as sent; not serialized.
+    counted_contexts : ndarray[int64], shape (C,)
+        The same prompts as the recorded tool's provider would have counted them (module point
+        7; equal to ``contexts`` without usage records); not serialized.
     schedule : tuple[tuple[int, int], ...]
         ``(call, cut)`` of each compaction, in order; not serialized.
     """
@@ -472,6 +475,7 @@ class PolicyResult:
     mean_context_tokens: float
     floor_usd: float
     contexts: Int64s = field(compare=False, repr=False)
+    counted_contexts: Int64s = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
     schedule: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -605,6 +609,7 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
     ctx = CallContext(rec, live, params)
     meter = _Meter(params)
     contexts = np.zeros(rec.n_calls, dtype=np.int64)
+    counted = np.zeros(rec.n_calls, dtype=np.int64)
     charge_loss = params.loss == "refetch"
     bounds = np.searchsorted(rec.use_calls, np.arange(rec.n_calls + 1))
     for j in range(rec.n_calls):
@@ -621,8 +626,10 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         meter.request(ctx.prompt_tokens, int(rec.output_tokens[j]), live.refetched_tokens)
         meter.last_time = now
         contexts[j] = ctx.prompt_tokens
+        counted[j] = ctx.counted_tokens
         ctx.prompts.append(ctx.prompt_tokens)
     contexts.setflags(write=False)
+    counted.setflags(write=False)
     return PolicyResult(
         policy=policy.name, fixed=policy.fixed, calls=rec.n_calls, cache_read_usd=meter.read / 1e6,
         input_usd=meter.input / 1e6, write_usd=meter.write / 1e6, output_usd=meter.output / 1e6,
@@ -630,7 +637,7 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         overflows=meter.overflows, truncations=meter.truncations, refetches=meter.refetches,
         summary_tokens=params.s_tokens, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
         mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
-        contexts=contexts, schedule=tuple(meter.schedule),
+        contexts=contexts, counted_contexts=counted, schedule=tuple(meter.schedule),
     )
 
 

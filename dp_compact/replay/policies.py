@@ -285,9 +285,9 @@ class PlannerPolicy:
 
     The planner sees the live conversation (the carry block as one user message of its tokens),
     the token counts and message structure sliced from the recording (never re-tokenized), and
-    the usage records of the calls replayed so far (context = the last prompt sent). On an
-    overflow it is asked again with the rejected prompt as the current context, so its forced
-    rule applies.
+    the usage records of the calls replayed so far and the prompt about to be sent (the current
+    context, which the replay knows exactly). On an overflow it is asked again with the rejected
+    prompt as the current context, so its forced rule applies.
     """
 
     settings: Settings
@@ -299,7 +299,7 @@ class PlannerPolicy:
     def before_call(self, ctx: CallContext) -> Compaction | None:
         del self._usage[len(ctx.prompts):]
         self._usage.extend(Usage(p) for p in ctx.prompts[len(self._usage):])
-        return self._ask(ctx, tuple(self._usage))
+        return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))  # the prompt about to be sent is known
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
         return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))
@@ -316,7 +316,7 @@ class PlannerPolicy:
         arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
         turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user messages so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
-                          llm_calls=len(usage), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
+                          llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
         result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays)
         if result.decision != "compact":
             return None

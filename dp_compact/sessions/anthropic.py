@@ -3,10 +3,20 @@
 Also reads Cline's ``api_conversation_history`` (tool results returned as plain text in the
 user message after a ``tool_use``, linked by position) and the seed agent's conversation file
 (real user input has string content; its ``stats.json`` is passed separately).
+
+Which user message is a tool result: one with ``tool_result`` blocks, or, in a Cline history, the
+plain user message right after a ``tool_use`` that opens with Cline's result line
+``[<that tool's name> ...] Result:``. Every other user message is a user turn
+(:attr:`Message.is_user_turn`), even right after a tool call left unanswered there: an
+interrupted call, or a server tool (``server_tool_use``, ``mcp_tool_use``) whose result block
+(``web_search_tool_result``, ``mcp_tool_result``, ...) the API put in the same assistant
+message, which is then a complete API round (Anthropic refuses a client ``tool_result`` for a
+``srvtoolu_`` id).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dp_compact.errors import MalformedLineError
@@ -14,12 +24,18 @@ from dp_compact.sessions.common import build_session, dumps, is_summary_text, su
 from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Record, Source
 
-__all__ = ["FORMAT", "DESCRIPTION", "message_from_anthropic", "read", "sniff"]
+__all__ = ["DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "answers_by_position", "message_from_anthropic", "read", "sniff"]
 
 FORMAT = "anthropic"
 DESCRIPTION = "Anthropic messages (one {role, content} per line or a JSON array; Cline API history; seed agent)"
 
 _IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url"})
+#: Tool calls the API runs itself and answers inside the same assistant message (Messages API
+#: "Server tools"; MCP connector ``mcp_tool_use`` / ``mcp_tool_result``): never answered by a user message.
+SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
+#: The line Cline opens a tool result with, ``[<tool name> for '<argument>'] Result:`` or
+#: ``[<tool name>] Result:`` (Cline ``presentAssistantMessage``; shared/sessions/FORMATS.md (d)).
+_CLINE_RESULT = re.compile(r"\[([\w-]+)(?: for .*?)?\] Result:", re.S)
 
 
 def _result_text(content: Any) -> tuple[str, int]:
@@ -60,7 +76,7 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
             signed = signed or bool(block.get("signature"))
         elif kind == "redacted_thinking":
             signed = True
-        elif kind in ("tool_use", "server_tool_use"):
+        elif kind == "tool_use" or kind in SERVER_CALL_TYPES:
             calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), dumps(block.get("input", {}))))
         elif kind == "tool_result":
             text, n_images = _result_text(block.get("content"))
@@ -128,13 +144,50 @@ def _usage(obj: dict[str, Any], line: int) -> Usage | None:
     return None
 
 
+def _client_calls(message: Message) -> dict[str, str]:
+    """``{id: name}`` of the client ``tool_use`` calls of a message (server tools answer themselves)."""
+    content = message.raw.get("content") if isinstance(message.raw, dict) else None
+    blocks = content if isinstance(content, list) else ()
+    return {str(b.get("id", "")): str(b.get("name", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
+
+
+def answers_by_position(previous: Message | None, message: Message) -> bool:
+    """True when ``message`` is Cline's plain-text result of the client tool call just before it.
+
+    Cline's API history has no ``tool_result`` blocks: the user message after a ``tool_use``
+    answers it, opening with ``[<tool name> ...] Result:`` (``_CLINE_RESULT``) for that call's
+    name. Any other plain user message after a call is a user turn (module docstring).
+
+    Parameters
+    ----------
+    previous : Message or None
+        The message before ``message`` (None at the start).
+    message : Message
+        A message as :func:`message_from_anthropic` reads it.
+
+    Returns
+    -------
+    bool
+        False for a message with ``tool_result`` blocks (linked by id), a string content, or any
+        text that does not open with the result line of one of ``previous``'s ``tool_use`` names.
+    """
+    if message.role != "user" or previous is None or previous.role != "assistant" or not previous.tool_calls:
+        return False
+    content = message.raw.get("content") if isinstance(message.raw, dict) else None
+    first = content[0] if isinstance(content, list) and content else None
+    text = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
+    found = _CLINE_RESULT.match(text) if isinstance(text, str) else None
+    return found is not None and found.group(1) in _client_calls(previous).values()
+
+
 def _link_positional_results(messages: list[Message]) -> list[Message]:
-    """Cline style: a user message right after a ``tool_use`` that has no ``tool_result`` answers it."""
+    """Cline style: a user message that :func:`answers_by_position` becomes the result of every client call before it."""
     out: list[Message] = []
     for message in messages:
         previous = out[-1] if out else None
-        if message.role == "user" and previous is not None and previous.tool_calls:
-            results = tuple(ToolResult(call.id, message.text) for call in previous.tool_calls)
+        if previous is not None and answers_by_position(previous, message):
+            client = _client_calls(previous)
+            results = tuple(ToolResult(call.id, message.text) for call in previous.tool_calls if call.id in client)
             message = Message(
                 role="tool", text="", tool_results=results, thinking=message.thinking, images=message.images,
                 line=message.line, source_bytes=message.source_bytes, source_lines=message.source_lines, raw=message.raw,

@@ -26,6 +26,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source
+from dp_compact.sessions.usage import token_count
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
 
@@ -45,16 +46,20 @@ def sniff(source: Source) -> bool:
 
 
 def _usage(metrics: Any) -> list[Usage]:
-    """One usage record from a step's ``metrics`` (prompt includes cached tokens)."""
-    if not isinstance(metrics, dict) or not int(metrics.get("prompt_tokens") or 0):
+    """One usage record from a step's ``metrics`` (prompt includes cached tokens).
+
+    Raises ValueError for a count that is not a non-negative whole number.
+    """
+    if not isinstance(metrics, dict) or not token_count(metrics.get("prompt_tokens"), "prompt_tokens"):
         return []
     extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
     return [
         Usage(
-            int(metrics["prompt_tokens"]),
-            cache_read_tokens=int(metrics.get("cached_tokens") or 0),
-            cache_write_tokens=int(extra.get("cache_creation_input_tokens") or 0),
-            output_tokens=int(metrics.get("completion_tokens") or 0),
+            token_count(metrics["prompt_tokens"], "prompt_tokens"),
+            cache_read_tokens=token_count(metrics.get("cached_tokens"), "cached_tokens"),
+            cache_write_tokens=token_count(extra.get("cache_creation_input_tokens"), "extra.cache_creation_input_tokens"),
+            output_tokens=token_count(metrics.get("completion_tokens"), "completion_tokens"),
+            convention="openai",
         )
     ]
 

@@ -35,6 +35,7 @@ from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.sessions.common import build_session, is_summary_text, relink
 from dp_compact.sessions.model import Message, RecordedCompaction, Session, Usage
 from dp_compact.sessions.source import Record, Source
+from dp_compact.sessions.usage import usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
 
@@ -94,16 +95,13 @@ def _ordered(records: tuple[Record, ...]) -> list[Record]:
 
 
 def _usage(message: dict[str, Any], line: int) -> Usage | None:
-    """Usage of one API response: prompt = input + cache reads + cache writes (None when all 0)."""
+    """Usage of one API response (None when its prompt is 0): prompt = input + cache reads + cache
+    writes, or the input alone for an OpenAI-style object (:func:`~dp_compact.sessions.usage.usage_from_api`).
+
+    Raises ValueError for a count that is not a non-negative whole number.
+    """
     usage = message.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    read = int(usage.get("cache_read_input_tokens") or 0)
-    write = int(usage.get("cache_creation_input_tokens") or 0)
-    prompt = int(usage.get("input_tokens") or 0) + read + write
-    if prompt <= 0:
-        return None
-    return Usage(prompt, read, write, int(usage.get("output_tokens") or 0), line=line)
+    return usage_from_api(usage, line) if isinstance(usage, dict) else None
 
 
 @dataclass
@@ -225,9 +223,7 @@ class _Reader:
         usage = _usage(message, record.line)
         if usage is not None:
             first = self.usage.get(key)
-            self.usage[key] = usage if first is None else Usage(
-                usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens, first.line
-            )
+            self.usage[key] = usage if first is None else replace(usage, line=first.line)
 
     def user_line(self, record: Record) -> None:
         """A human prompt, an injected user message, or tool results."""

@@ -33,6 +33,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source
+from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "TokenCounts", "read", "sniff"]
 
@@ -76,7 +77,14 @@ class TokenCounts:
         """Add one event (a ``token_count`` payload or its ``info``); True when it added a record.
 
         An event equal to the previous one (same total and last usage) is a repeat and is
-        dropped, as is one whose ``last_token_usage.input_tokens`` is 0.
+        dropped, as is one whose ``last_token_usage.input_tokens`` is 0. The prompt is
+        ``input_tokens`` (cached included, OpenAI's convention) unless the object says otherwise
+        (:func:`~dp_compact.sessions.usage.usage_from_api`).
+
+        Raises
+        ------
+        ValueError
+            If a count is not a non-negative whole number.
         """
         if not isinstance(event, dict):
             return False
@@ -93,16 +101,12 @@ class TokenCounts:
             return False
         self._previous = key
         last = info.get("last_token_usage")
-        if not isinstance(last, dict) or int(last.get("input_tokens") or 0) <= 0:
+        if not isinstance(last, dict) or token_count(last.get("input_tokens"), "input_tokens") <= 0:
             return False
-        self.usage.append(
-            Usage(
-                prompt_tokens=int(last["input_tokens"]),
-                cache_read_tokens=int(last.get("cached_input_tokens") or 0),
-                output_tokens=int(last.get("output_tokens") or 0),
-                line=line,
-            )
-        )
+        usage = usage_from_api(last, line)
+        if usage is None:
+            return False
+        self.usage.append(usage)
         return True
 
 

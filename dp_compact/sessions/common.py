@@ -19,6 +19,7 @@ __all__ = [
     "count_llm_calls",
     "count_user_turns",
     "summary_counts",
+    "summary_kept",
     "count_images",
     "dumps",
     "is_summary_text",
@@ -227,15 +228,31 @@ def summary_counts(text: str) -> tuple[int, int, int, int]:
     return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0, 0)  # type: ignore[return-value]
 
 
+_SUMMARY_KEPT = re.compile(r"about [\d,]+ tokens, (\d[\d,]*) messages follow\) were compacted by dp-compact")
+
+
+def summary_kept(text: str) -> int | None:
+    """Messages a summary of ours states it is followed by (the kept tail and an acknowledgement), or None.
+
+    >>> summary_kept("[summary]\\nEarlier messages (12 messages, 1 user turns, 5 LLM calls, about 900 tokens, "
+    ...              "4 messages follow) were compacted by dp-compact (compaction 1).")
+    4
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return None
+    found = _SUMMARY_KEPT.search(text[:600])
+    return int(found.group(1).replace(",", "")) if found else None
+
+
 def _last_own_summary(messages: Sequence[Message]) -> int | None:
     """Index of the last summary message of ours that states its counts, if any."""
-    found = [i for i, m in enumerate(messages) if m.role == "user" and any(summary_counts(m.text))]
+    found = [i for i, m in enumerate(messages) if m.is_user_turn and any(summary_counts(m.text))]
     return found[-1] if found else None
 
 
 def _is_typed(message: Message) -> bool:
-    """A user message that is not a summary."""
-    return message.role == "user" and not is_summary_text(message.text)
+    """A user turn (:attr:`Message.is_user_turn`) that is not a summary."""
+    return message.is_user_turn and not is_summary_text(message.text)
 
 
 def _carried(messages: Sequence[Message], field: int, counted: Any) -> int:
@@ -288,11 +305,13 @@ def build_session(
         user_turns = max(user_turns - before, 0) + summary_counts(all_messages[last].text)[1]
     if llm_calls is None:
         llm_calls = len(usage) or count_llm_calls(all_messages)
-    earlier = 0
+    earlier, since = 0, None
     if last is not None:
         stated = summary_counts(all_messages[last].text)
         compactions = max(compactions, stated[3])
         earlier = stated[0] if last >= live_start else 0
+        kept = summary_kept(all_messages[last].text) if last >= live_start else None
+        since = None if kept is None else len(all_messages) - last - 1 - kept
     return Session(
         path=path,
         format=format,
@@ -302,6 +321,7 @@ def build_session(
         llm_calls=llm_calls,
         compactions=compactions,
         earlier_messages=earlier,
+        messages_since_compaction=since,
         history=all_messages,
         **extra,  # type: ignore[arg-type]
     )

@@ -25,6 +25,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source
+from dp_compact.sessions.usage import token_count
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
 
@@ -133,7 +134,11 @@ def _read_saved_chat(source: Source) -> Session:
                     images += n
                     results.append((ToolResult(call.id, body, spec.get("status") == "error"), call.name))
                 messages.append(_tool(results, images, 0, 0, 0))
-            usage += _saved_usage(item.get("tokens"))
+            try:
+                usage += _saved_usage(item.get("tokens"))
+            except ValueError as exc:
+                if not source.lenient:
+                    raise MalformedLineError(source.path, None, f"message {index}: {exc}") from exc
             model = item.get("model") if isinstance(item.get("model"), str) else model
     return build_session(
         path=source.path, format=FORMAT, messages=relink(messages, live_start), usage=usage, live_start=live_start,
@@ -142,11 +147,15 @@ def _read_saved_chat(source: Source) -> Session:
 
 
 def _saved_usage(tokens: Any) -> list[Usage]:
-    """One usage record from a gemini message's ``tokens`` (output includes thought tokens)."""
-    if not isinstance(tokens, dict) or not int(tokens.get("input") or 0):
+    """One usage record from a gemini message's ``tokens`` (output includes thought tokens).
+
+    Raises ValueError for a count that is not a non-negative whole number.
+    """
+    if not isinstance(tokens, dict) or not token_count(tokens.get("input"), "tokens.input"):
         return []
-    output = int(tokens.get("output") or 0) + int(tokens.get("thoughts") or 0)
-    return [Usage(int(tokens["input"]), cache_read_tokens=int(tokens.get("cached") or 0), output_tokens=output)]
+    output = token_count(tokens.get("output"), "tokens.output") + token_count(tokens.get("thoughts"), "tokens.thoughts")
+    cached = token_count(tokens.get("cached"), "tokens.cached")
+    return [Usage(token_count(tokens["input"], "tokens.input"), cache_read_tokens=cached, output_tokens=output, convention="openai")]
 
 
 class _Stream:

@@ -83,7 +83,17 @@ class Message:
 
     @property
     def is_user_turn(self) -> bool:
-        """True for a user turn: a user message that carries no tool result (DESIGN §1)."""
+        """True for a user turn: a user message that carries no tool result (DESIGN §1).
+
+        The one rule the readers, the cuts (:mod:`dp_compact.cuts`), the counters
+        (:func:`dp_compact.sessions.common.count_user_turns`) and the pipeline share. A reader
+        decides the role: a user message answering no tool call is a user turn even right after
+        a call left unanswered there (an interrupted call, or a server tool whose result the API
+        put in the same assistant message); only a format that answers calls with plain user
+        messages (Cline's history) links one by position, and then makes it a ``"tool"`` message.
+        A summary handed over by a compaction is a user message too (a cut may start there);
+        counts of typed turns leave it out.
+        """
         return self.role == "user"
 
 
@@ -92,7 +102,13 @@ class Usage:
     """Token usage of one LLM call, as the provider reported it.
 
     ``prompt_tokens`` is the whole prompt of the call (uncached input + cache reads + cache
-    writes), in tokens; the other fields split it or give the output.
+    writes), in tokens; the other fields split it or give the output. ``line`` is the 1-based
+    source line of the record (0 when unknown: such a record cannot be placed among the
+    messages). ``convention`` tells how the source's usage object was read
+    (:func:`~dp_compact.sessions.usage.usage_from_api`): ``"anthropic"`` (``input_tokens``
+    excludes the cache reads and writes, which are added), ``"openai"`` (``input_tokens`` /
+    ``prompt_tokens`` already include the cached tokens) or ``""`` (no cache split, or a
+    format with one fixed meaning).
     """
 
     prompt_tokens: int
@@ -100,6 +116,7 @@ class Usage:
     cache_write_tokens: int = 0
     output_tokens: int = 0
     line: int = 0
+    convention: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +197,10 @@ class Session:
         them (its head; an earlier summary there counts as one message; 0 without one): with
         ``messages`` they make the N the conversation had when it was compacted, which the
         planner's least kept share is taken of, so that a compacted file re-plans as before.
+    messages_since_compaction : int or None
+        Messages added after what the last summary of ours in the live conversation states it
+        was followed by (0: the file is that compaction's output, nothing new); None without
+        such a summary.
     system_messages : tuple
         The source's system / developer messages as read (raw dicts, in order), which belong
         to the fixed prefix and are written back unchanged by the pipeline.
@@ -208,6 +229,7 @@ class Session:
     skipped_lines: int = 0
     stats: SeedStats | None = None
     earlier_messages: int = 0
+    messages_since_compaction: int | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)

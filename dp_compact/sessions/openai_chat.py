@@ -286,8 +286,12 @@ def read(source: Source) -> Session:
     meta = document.get("meta") if document is not None else None
     counts = TokenCounts()
     if isinstance(meta, dict) and isinstance(meta.get("token_counts"), list):
-        for event in meta["token_counts"]:
-            counts.add(event)
+        for index, event in enumerate(meta["token_counts"]):
+            try:
+                counts.add(event)
+            except ValueError as exc:
+                if not source.lenient:
+                    raise MalformedLineError(source.path, None, f"meta.token_counts[{index}]: {exc}") from exc
     return build_session(
         path=source.path,
         format=FORMAT,

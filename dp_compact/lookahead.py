@@ -1,0 +1,343 @@
+"""The look-ahead decision of DESIGN §7: compact now, later, or never, by backward induction.
+
+:func:`look_ahead` is pure: it takes the current context, the session's feasible cuts (their
+head and tail tokens and the expected cost of losing each head), a :class:`Forecast` of the
+future, prices and V, S, M, and returns a :class:`LookAhead` with the value of keeping and of
+compacting at every cut.
+
+The model (units: tokens, $/MTok; values in $):
+
+- Time runs in LLM calls. Call 0 is the one about to be made; call n > 0 happens with the
+  probability that the session lasts that long given it reached call 0 (:func:`continuation`,
+  a Lomax survival curve of session lengths fitted by ``dp-compact calibrate``; it replaces the
+  fixed E of DESIGN §2).
+- Before each call the live context ``x`` (tokens beyond V) has grown by ``g`` since the
+  previous call (:attr:`Forecast.growth_tokens`, the recent median growth of the prompt).
+- **Keep**: the call reads ``V + x − g`` from the prompt cache and writes the ``g`` new tokens
+  (``P_write``, else ``P_input``: DESIGN §2 "Cache writes"); next ``x + g``. Keeping is not allowed
+  once ``V + x`` exceeds ``DP_FORCE_RATIO · M`` (the forced rule of DESIGN §2).
+- **Compact to a tail of ``t`` tokens**: the cache-aligned summary request (DESIGN §2 ③: ``V + H``
+  from cache, ``L_INSTR_TOKENS`` at ``P_input``, S output tokens), the expected cost of what is
+  dropped, then the call reads V and writes ``S + t``; next ``S + t + g``. At call 0 the tails
+  are the session's real feasible cuts and the loss is the recall term of their heads (DESIGN §2
+  ④); later, tails of :data:`FUTURE_TAIL_SHARES` of the context, never below the present's
+  smallest tail (one API round, DESIGN §7), and the loss comes from the same recall term by distance from the end
+  (:attr:`Forecast.loss_tail_usd`), so that the present and the future agree.
+- Output tokens are the same under every schedule (the recording's assumption, DESIGN §6) and
+  are left out.
+
+The values are computed on a grid of context sizes (:data:`GRID_POINTS`), backwards from a
+horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_EPSILON` (at most
+:data:`MAX_HORIZON_CALLS` calls), interpolating linearly between grid points. The first
+:data:`BLOCK_DIVISOR` future calls are single steps; later a step covers a block of about
+``n / BLOCK_DIVISOR`` calls, deciding at its first call (the far future is planned coarsely).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.benefit import compaction_request_cost
+from dp_compact.pricing import Prices
+
+__all__ = [
+    "BLOCK_DIVISOR",
+    "BLOCK_GROWTH_SHARE",
+    "FUTURE_TAIL_SHARES",
+    "GRID_POINTS",
+    "MAX_HORIZON_CALLS",
+    "SURVIVAL_EPSILON",
+    "Forecast",
+    "LookAhead",
+    "continuation",
+    "look_ahead",
+]
+
+#: Context sizes of the value grid, from 0 to the forced threshold (tokens beyond V).
+GRID_POINTS = 128
+#: Shares of the live context a future compaction may keep (besides one call's growth): a small
+#: menu is enough for the future; the present decision takes every feasible cut.
+FUTURE_TAIL_SHARES = (0.05, 0.15, 0.3, 0.5)
+#: The horizon ends where the session has gone on with probability below this.
+SURVIVAL_EPSILON = 1e-3
+#: ... or after this many calls (the Lomax tail is long; later calls weigh little).
+MAX_HORIZON_CALLS = 5000
+#: Time steps after the first calls cover about n / BLOCK_DIVISOR calls each (n: calls ahead)...
+BLOCK_DIVISOR = 16
+#: ... and grow the context by at most this share of the room under the forced threshold, so
+#: that a block never outgrows the window between two decisions.
+BLOCK_GROWTH_SHARE = 0.25
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """What the session is expected to do next (DESIGN §7 "Forecast from the session itself").
+
+    Attributes
+    ----------
+    growth_tokens : float
+        g, tokens the prompt grows by per call (recent median; > 0).
+    calls_so_far : int
+        LLM calls the session has made (the survival curve is conditioned on them).
+    survival_alpha, survival_scale : float
+        Lomax survival of session lengths in calls, ``P(length > n) = (1 + n / scale) ** −alpha``
+        (calibrated: ``DP_SURVIVAL_ALPHA``, ``DP_SURVIVAL_SCALE``).
+    loss_tail_tokens, loss_tail_usd : ndarray[float64], shape (P,)
+        The loss profile: keeping only the last ``loss_tail_tokens[i]`` tokens (ascending) loses
+        what the rest would have been used for, and the messages within that many tokens of the
+        end are expected to be worth ``loss_tail_usd[i]`` $ (non-decreasing). A future compaction
+        from ``x`` to a tail of ``t`` tokens loses ``Λ(x) − Λ(t)`` (Λ interpolated, constant
+        beyond the profile: older text is not used): the present's recall term (DESIGN §2 ④), by
+        distance from the end of the conversation. Empty: no loss.
+    remaining_calls : float or None
+        A known length instead of the survival curve: exactly this many calls from now on, the
+        present one included (``DP_E_FIXED`` · L when the user sets E); None = the curve.
+    """
+
+    growth_tokens: float
+    calls_so_far: int
+    survival_alpha: float
+    survival_scale: float
+    loss_tail_tokens: Floats = field(default_factory=lambda: np.zeros(0))
+    loss_tail_usd: Floats = field(default_factory=lambda: np.zeros(0))
+    remaining_calls: float | None = None
+
+    def tail_loss(self, tokens: Floats | float) -> Floats:
+        """Λ(tokens): the expected worth of the last ``tokens`` tokens, $ (module docstring)."""
+        if self.loss_tail_tokens.size == 0:
+            return np.zeros(np.shape(tokens))
+        return np.interp(tokens, self.loss_tail_tokens, self.loss_tail_usd)
+
+
+@dataclass(frozen=True, slots=True)
+class LookAhead:
+    """The values of the present decision (DESIGN §7), in $ of the calls to come (output apart).
+
+    Attributes
+    ----------
+    keep_usd : float
+        Expected cost from now on when the present call keeps everything (inf when keeping is
+        not allowed: the context is above the forced threshold).
+    compact_usd : ndarray[float64], shape (n_cuts,)
+        Expected cost from now on when compacting now at each cut (the request, the loss, the
+        rewritten cache and the best schedule afterwards).
+    action_usd : ndarray[float64], shape (n_cuts,)
+        What the compaction itself costs, the loss apart: its request and the rewritten prompt of
+        the call after it.
+    horizon_calls : int
+        Calls looked ahead.
+    expected_calls : float
+        Expected calls from now on (the present one included), within the horizon.
+    next_compaction_calls : float or None
+        When keeping now, the first future call at which the best schedule compacts (with the
+        session still running); None when it never does within the horizon.
+    """
+
+    keep_usd: float
+    compact_usd: Floats
+    action_usd: Floats
+    horizon_calls: int
+    expected_calls: float
+    next_compaction_calls: float | None = None
+
+    @property
+    def best(self) -> int | None:
+        """Index of the cheapest cut (ties: the first, i.e. the deepest when cuts ascend), or None."""
+        return int(np.argmin(self.compact_usd)) if self.compact_usd.size else None
+
+    @property
+    def saving_usd(self) -> float:
+        """What compacting now at the best cut saves over the best schedule that waits, $ (may be
+        < 0; inf when keeping is not allowed, -inf without a cut)."""
+        if self.best is None:
+            return float("-inf")
+        if np.isinf(self.keep_usd):
+            return float("inf")
+        return float(self.keep_usd - self.compact_usd[self.best])
+
+
+def continuation(calls_so_far: int, alpha: float, scale: float, horizon: int) -> Floats:
+    """Chance that call ``n`` (0 = the one about to be made) happens, for n in [0, horizon).
+
+    ``P(length > j + n) / P(length > j)`` under a Lomax survival ``(1 + n / scale) ** −alpha``
+    conditioned on the ``j = calls_so_far`` calls made; entry 0 is 1.
+
+    >>> continuation(0, 1.0, 10.0, 3).round(3).tolist()
+    [1.0, 0.909, 0.833]
+    """
+    n = np.arange(horizon, dtype=np.float64)
+    base = scale + max(calls_so_far, 0)
+    return (base / (base + n)) ** alpha
+
+
+def _horizon(calls_so_far: int, alpha: float, scale: float) -> int:
+    """Calls until the chance of going on falls below SURVIVAL_EPSILON, at most MAX_HORIZON_CALLS."""
+    base = scale + max(calls_so_far, 0)
+    n = base * (SURVIVAL_EPSILON ** (-1.0 / alpha) - 1.0)
+    return int(min(max(np.ceil(n), 2), MAX_HORIZON_CALLS))
+
+
+def look_ahead(
+    context_tokens: int,
+    head_tokens: npt.NDArray[np.int64],
+    head_loss_usd: Floats,
+    forecast: Forecast,
+    prices: Prices,
+    *,
+    v_tokens: int,
+    s_tokens: int,
+    limit_tokens: float,
+) -> LookAhead:
+    """Expected cost of keeping now and of compacting now at each cut, with the best schedule after.
+
+    Parameters
+    ----------
+    context_tokens : int
+        The prompt about to be sent, V included, tokens.
+    head_tokens : ndarray[int64], shape (n_cuts,)
+        H per feasible cut (tokens dropped); the tail is ``context − V − H``.
+    head_loss_usd : ndarray[float64], shape (n_cuts,)
+        Expected cost of losing each head, $ (DESIGN §2 ④ recall term).
+    forecast : Forecast
+        Growth per call, calls so far, survival curve, future loss per token.
+    prices : Prices
+        $/MTok (``p_write``: the cache-write price, else P_input).
+    v_tokens, s_tokens : int
+        V and S, tokens.
+    limit_tokens : float
+        The forced threshold ``DP_FORCE_RATIO · M``: no prompt is kept above it, tokens.
+
+    Returns
+    -------
+    LookAhead
+
+    Raises
+    ------
+    ValueError
+        If the arrays differ in shape, or growth or the survival parameters are not positive.
+    """
+    heads = np.asarray(head_tokens, dtype=np.float64)
+    losses = np.asarray(head_loss_usd, dtype=np.float64)
+    if heads.shape != losses.shape:
+        raise ValueError("head_tokens and head_loss_usd must have the same shape")
+    if not (forecast.growth_tokens > 0 and forecast.survival_alpha > 0 and forecast.survival_scale > 0):
+        raise ValueError("growth and the survival parameters must be positive")
+    v, s, g = float(v_tokens), float(s_tokens), float(forecast.growth_tokens)
+    pc, pw = prices.p_cache, prices.p_write
+    if forecast.remaining_calls is not None:
+        horizon = int(min(max(np.ceil(forecast.remaining_calls), 2), MAX_HORIZON_CALLS))
+        alive = (np.arange(horizon + 1) < forecast.remaining_calls).astype(np.float64)
+        alive[0] = 1.0
+    else:
+        horizon = _horizon(forecast.calls_so_far, forecast.survival_alpha, forecast.survival_scale)
+        alive = continuation(forecast.calls_so_far, forecast.survival_alpha, forecast.survival_scale, horizon + 1)
+    top = max(limit_tokens - v, s + g)
+    blocks = _blocks(horizon, max(int(BLOCK_GROWTH_SHARE * top / g), 1))
+    grid = np.linspace(0.0, top, GRID_POINTS)
+    x0 = max(float(context_tokens) - v, 0.0)
+    tails = np.maximum(x0 - heads, 0.0)
+    later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails)
+    read_write = (pc * max(v + x0 - g, 0.0) + pw * min(g, v + x0)) / 1e6
+    def after(x: Floats | float) -> Floats:  # the calls after this one, if the session goes on
+        return alive[1] * _at(grid, later, x) if alive[1] > 0 else np.zeros(np.shape(x))
+
+    keep = read_write + float(after(x0 + g)) if v + x0 <= limit_tokens else float("inf")
+    request = compaction_request_cost(v + heads, 0.0, s, prices) / 1e6
+    action = request + (pc * v + pw * (s + tails)) / 1e6
+    compact = action + losses + after(s + tails + g)
+    return LookAhead(
+        keep_usd=float(keep), compact_usd=compact, action_usd=action, horizon_calls=horizon, expected_calls=float(alive[:-1].sum()),
+        next_compaction_calls=_first_compaction(compact_at, blocks, grid, x0, g),
+    )
+
+
+def _at(grid: Floats, values: Floats, x: Floats | float) -> Floats:
+    """Values at contexts ``x`` (linear between grid points); inf beyond the grid."""
+    inside = np.asarray(x) <= grid[-1]
+    return np.where(inside, np.interp(x, grid, values), np.inf)
+
+
+def _blocks(horizon: int, most: int) -> list[tuple[int, int]]:
+    """``(first call, calls)`` of the time steps after call 0: single calls first, then blocks of
+    about ``n / BLOCK_DIVISOR`` calls, at most ``most`` (decisions far ahead are made at coarser times)."""
+    blocks, n = [], 1
+    while n < horizon:
+        b = min(max(1, n // BLOCK_DIVISOR), most, horizon - n)
+        blocks.append((n, b))
+        n += b
+    return blocks
+
+
+def _block_weights(alive: Floats, blocks: list[tuple[int, int]]) -> tuple[Floats, ...]:
+    """Per block, given its first call: Σ w_i, Σ i·w_i, Σ_{i≥1} w_i, Σ_{i≥1} (i − 1)·w_i, and the chance of the next block."""
+    starts = np.array([n for n, _ in blocks], dtype=np.int64)
+    ends = starts + np.array([b for _, b in blocks], dtype=np.int64)
+    k = np.arange(alive.size, dtype=np.float64)
+    s0 = np.concatenate(([0.0], np.cumsum(alive)))
+    s1 = np.concatenate(([0.0], np.cumsum(k * alive)))
+    first = alive[starts]
+    reached = first > 0  # a block the session never reaches costs nothing
+
+    def per_first(values: Floats) -> Floats:
+        return np.divide(values, first, out=np.zeros_like(values), where=reached)
+
+    total = per_first(s0[ends] - s0[starts])
+    ramp = per_first((s1[ends] - s1[starts]) - starts * (s0[ends] - s0[starts]))
+    rest = np.where(reached, total - 1.0, 0.0)
+    ramp_after = ramp - rest  # Σ_{i≥1} (i − 1)·w_i = Σ i·w_i − Σ_{i≥1} w_i
+    return total, ramp, rest, ramp_after, per_first(alive[ends])
+
+
+def _values(
+    grid: Floats, alive: Floats, blocks: list[tuple[int, int]], g: float, v: float, s: float, prices: Prices,
+    forecast: Forecast, limit: float, x0_tails: Floats,
+) -> tuple[Floats, npt.NDArray[np.bool_]]:
+    """W_1 on the grid by backward induction over the blocks, and per block where compacting is best."""
+    pc, pw = prices.p_cache, prices.p_write
+    top = grid[-1]
+    value = np.zeros_like(grid)
+    compact_at = np.zeros((len(blocks), grid.size), dtype=bool)
+    shares = np.array(FUTURE_TAIL_SHARES)[:, None]
+    least = max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)  # the present's smallest tail: one API round
+    tails = np.minimum(np.maximum(np.vstack((np.zeros((1, grid.size)), shares * grid[None, :])), least), grid[None, :])
+    lost = forecast.tail_loss(grid)[None, :] - forecast.tail_loss(tails)
+    first = (compaction_request_cost(v + grid - tails, 0.0, s, prices) / 1e6 + lost
+             + (pc * v + pw * (s + tails)) / 1e6)  # the compacting call itself
+    after = (pc * (v + s + tails) + pw * g) / 1e6  # each later call of the block, before its growth is read
+    keep_call = (pc * (v - g + grid) + pw * g) / 1e6
+    growth_read = pc * g / 1e6
+    totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
+    width = grid.size
+    for index in range(len(blocks) - 1, -1, -1):
+        b = blocks[index][1]
+        going_on = going_ons[index]
+        targets = np.concatenate((grid + b * g, (s + tails + b * g).ravel()))
+        ahead = going_on * np.interp(targets, grid, value)
+        if going_on > 0:
+            ahead[targets > top] = np.inf
+        keep = totals[index] * keep_call + ramps[index] * growth_read + ahead[:width]
+        if b > 1:
+            keep[v + grid + (b - 1) * g > limit] = np.inf
+        else:
+            keep[v + grid > limit] = np.inf
+        compact = first + rests[index] * after + ramps_after[index] * growth_read + ahead[width:].reshape(tails.shape)
+        best = compact.min(axis=0)
+        compact_at[index] = best < keep
+        value = np.minimum(keep, best)
+    return value, compact_at
+
+
+def _first_compaction(
+    compact_at: npt.NDArray[np.bool_], blocks: list[tuple[int, int]], grid: Floats, x0: float, g: float
+) -> float | None:
+    """The first call at which the best schedule compacts after keeping now (the context grows by g a call)."""
+    for index, (n, _) in enumerate(blocks):
+        x = x0 + g * n
+        if x > grid[-1] or compact_at[index, min(int(np.searchsorted(grid, x)), grid.size - 1)]:
+            return float(n)
+    return None

@@ -1,0 +1,115 @@
+"""Providers' usage objects as :class:`~dp_compact.sessions.model.Usage` records (DESIGN §4).
+
+Two conventions exist for the prompt of a call, and a file may mix them (a proxy in front of
+several providers, a converter): Anthropic's ``input_tokens`` excludes the cache reads and
+writes, which are added; OpenAI's ``input_tokens`` / ``prompt_tokens`` (Chat Completions,
+Responses, Codex ``token_count``) already include the cached part. :func:`usage_from_api` tells
+them apart by their keys, record by record, and :func:`token_count` rejects a count that is not
+a non-negative whole number with a ValueError, which the readers turn into a
+:class:`~dp_compact.errors.MalformedLineError` naming ``file:line``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dp_compact.sessions.model import Usage
+
+__all__ = ["token_count", "usage_from_api"]
+
+#: Keys that only an Anthropic-style usage object has: ``input_tokens`` then excludes them.
+_ANTHROPIC_CACHE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
+#: Keys that only an OpenAI-style usage object has (Chat Completions, Responses, Codex
+#: ``token_count``): ``input_tokens`` / ``prompt_tokens`` then already include the cached part.
+_OPENAI_CACHE_KEYS = ("cached_input_tokens", "input_tokens_details", "prompt_tokens_details", "prompt_tokens")
+
+
+def token_count(value: Any, name: str) -> int:
+    """A token count of a usage object as an int; a missing or null value is 0.
+
+    Accepts a non-negative int, a float with no fraction (``1200.0``) or a string of digits.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is anything else (negative, fractional, a bool, non-numeric text, an
+        object); the message names the field ``name`` and the value. Readers turn it into a
+        :class:`~dp_compact.errors.MalformedLineError` naming ``file:line``.
+
+    >>> token_count("1200", "input_tokens"), token_count(None, "output_tokens")
+    (1200, 0)
+    """
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value)
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise ValueError(f"usage field {name!r} must be a non-negative whole number of tokens, not {shown}")
+
+
+def _cached_openai(usage: dict[str, Any]) -> int:
+    """The cached part of an OpenAI-style usage object (``cached_input_tokens`` or ``*_tokens_details.cached_tokens``)."""
+    if "cached_input_tokens" in usage:
+        return token_count(usage["cached_input_tokens"], "cached_input_tokens")
+    for key in ("input_tokens_details", "prompt_tokens_details"):
+        details = usage.get(key)
+        if isinstance(details, dict):
+            return token_count(details.get("cached_tokens"), f"{key}.cached_tokens")
+    return 0
+
+
+def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
+    """One LLM call's :class:`Usage` from a provider's usage object, whichever convention it follows.
+
+    Anthropic (``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens``,
+    the input excluding both) and OpenAI (``input_tokens`` or ``prompt_tokens`` including the
+    ``cached_input_tokens`` / ``*_tokens_details.cached_tokens``) objects are told apart by
+    their keys, record by record, so that a file mixing both (a proxy in front of several
+    providers) is neither halved nor double counted. Two contradictions are resolved and
+    recorded in ``Usage.convention``:
+
+    - an OpenAI-style cached count larger than the input it is said to be part of: the input
+      cannot include it, so it is added (``"anthropic"``);
+    - an object with both key families (a translation layer): when the two cached counts agree
+      and the input is at least that large, the input is taken to include it (``"openai"``),
+      else the Anthropic sum is used.
+
+    Parameters
+    ----------
+    usage : dict
+        The usage object as the source wrote it.
+    line : int
+        1-based source line of the record (0 when unknown).
+
+    Returns
+    -------
+    Usage or None
+        None when the prompt is 0 tokens (no call, or a placeholder).
+
+    Raises
+    ------
+    ValueError
+        If a count is not a non-negative whole number (:func:`token_count`).
+    """
+    source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
+    given = token_count(usage.get(source_input), source_input)
+    output_key = "output_tokens" if "output_tokens" in usage else "completion_tokens"
+    output = token_count(usage.get(output_key), output_key)
+    read = token_count(usage.get("cache_read_input_tokens"), "cache_read_input_tokens")
+    write = token_count(usage.get("cache_creation_input_tokens"), "cache_creation_input_tokens")
+    cached = _cached_openai(usage)
+    anthropic = any(key in usage for key in _ANTHROPIC_CACHE_KEYS)
+    openai = any(key in usage for key in _OPENAI_CACHE_KEYS)
+    if openai and anthropic:
+        openai = cached == read and given >= read
+        anthropic = not openai
+    if openai and cached > given:
+        return Usage(given + cached, cached, 0, output, line=line, convention="anthropic")
+    if openai:
+        return Usage(given, cached, 0, output, line=line, convention="openai") if given else None
+    total = given + read + write
+    return Usage(total, read, write, output, line=line, convention="anthropic" if anthropic else "") if total else None

@@ -1,0 +1,156 @@
+"""The current context (estimation.current_context): the last call's prompt plus what was appended after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dp_compact.api import plan_session
+from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, current_context, estimate
+from dp_compact.sessions import read_session
+from dp_compact.sessions.model import Message, SeedStats, Session, ToolCall, ToolResult, Usage
+from dp_compact.settings import load_settings
+from dp_compact.tokens import count_message_tokens
+
+SETTINGS = load_settings()
+
+
+def _loop(first_line: int = 1) -> tuple[Message, ...]:
+    """user, assistant(call c1), tool, assistant(call c2), tool: lines first_line + 0, 1, 2, 4, 6."""
+    at = [first_line + d for d in (0, 1, 2, 4, 6)]
+    return (
+        Message("user", "run the tests", line=at[0]),
+        Message("assistant", "running", tool_calls=(ToolCall("c1", "bash", '{"cmd": "pytest -x"}'),), line=at[1]),
+        Message("tool", tool_results=(ToolResult("c1", "1 failed " * 40),), line=at[2]),
+        Message("assistant", "again, verbose", tool_calls=(ToolCall("c2", "bash", '{"cmd": "pytest -vv"}'),), line=at[3]),
+        Message("tool", tool_results=(ToolResult("c2", "DEBUG collected item\n" * 400),), line=at[4]),
+    )
+
+
+def _session(usage: tuple[Usage, ...], messages: tuple[Message, ...] | None = None, **extra) -> Session:
+    return Session(path="s.jsonl", format="codex", messages=messages or _loop(), usage=usage, **extra)
+
+
+TOKENS = np.array([1_000, 500, 3_000, 600, 4_000], dtype=np.int64)  # T = 9,100
+
+
+def test_context_is_last_prompt_plus_response_and_tool_results_after_it():
+    # the second call (token_count on line 6) answered with message 3; message 4 came after it
+    session = _session((Usage(8_000, line=3), Usage(9_000, line=6)))
+    ctx = current_context(session, SETTINGS, total_tokens=int(TOKENS.sum()), message_tokens=TOKENS)
+    assert (ctx.tokens, ctx.source, ctx.appended_tokens) == (9_000 + 600 + 4_000, "usage", 4_600)
+    assert "9,000 tokens, line 6" in ctx.note and "4,600 tokens of the 2 messages" in ctx.note
+
+
+def test_context_after_a_final_answer_adds_the_answer():
+    messages = _loop()[:4]  # ends with the response of the call on line 6
+    session = _session((Usage(8_000, line=3), Usage(9_000, line=6)), messages)
+    ctx = current_context(session, SETTINGS, total_tokens=int(TOKENS[:4].sum()), message_tokens=TOKENS[:4])
+    assert ctx.tokens == 9_000 + 600
+
+
+def test_context_without_message_tokens_counts_the_messages_itself():
+    """The planner passes T only: the split is the counted share of T, exact when T was counted alike."""
+    session = _session((Usage(8_000, line=3), Usage(9_000, line=6)))
+    counted = count_message_tokens(session.messages)
+    exact = current_context(session, SETTINGS, total_tokens=int(counted.sum()), message_tokens=counted)
+    shared = current_context(session, SETTINGS, total_tokens=int(counted.sum()))
+    assert shared == exact and exact.appended_tokens == int(counted[3:].sum())
+    scaled = current_context(session, SETTINGS, total_tokens=2 * int(counted.sum()))  # T on a provider's scale
+    assert scaled.appended_tokens == pytest.approx(2 * exact.appended_tokens, abs=1)
+
+
+def test_estimate_carries_the_context_and_its_note():
+    session = _session((Usage(8_000, line=3), Usage(9_000, line=6)))
+    est = estimate(session, SETTINGS, total_tokens=int(TOKENS.sum()), message_tokens=TOKENS)
+    assert (est.context_tokens, est.context_source) == (13_600, "usage")
+    assert est.context_note.startswith("current context = the last call's prompt")
+
+
+def test_record_without_a_source_line_is_taken_as_it_is():
+    session = _session((Usage(150_000),))  # a replay or a synthetic record: nothing to place it by
+    ctx = current_context(session, SETTINGS, total_tokens=int(TOKENS.sum()), message_tokens=TOKENS)
+    assert (ctx.tokens, ctx.source, ctx.appended_tokens, ctx.note) == (150_000, "usage", 0, "")
+
+
+def test_record_that_cannot_be_placed_is_taken_as_it_is():
+    # the timeline's view: the last record's response is not among the messages (already claimed)
+    session = _session((Usage(8_000, line=3), Usage(9_000, line=6)), _loop()[:3])
+    ctx = current_context(session, SETTINGS, total_tokens=4_500, message_tokens=TOKENS[:3])
+    assert (ctx.tokens, ctx.appended_tokens) == (9_000, 0)
+
+
+def test_record_before_the_live_conversation_gives_v_plus_t():
+    session = _session((Usage(90_000, line=5),), _loop(first_line=20))  # a compaction on the lines between
+    ctx = current_context(session, SETTINGS, total_tokens=int(TOKENS.sum()), message_tokens=TOKENS)
+    assert (ctx.tokens, ctx.source) == (SETTINGS.v + int(TOKENS.sum()), "estimate")
+    assert "predates" in ctx.note
+
+
+def test_record_far_below_the_messages_it_was_sent_is_not_trusted():
+    # the call on line 6 was sent messages 0-2, 4,500 counted tokens; a prompt of 2,000 contradicts them
+    session = _session((Usage(8_000, line=3), Usage(2_000, line=6)))
+    ctx = current_context(session, SETTINGS, total_tokens=int(TOKENS.sum()), message_tokens=TOKENS)
+    assert (ctx.tokens, ctx.source) == (SETTINGS.v + 9_100, "estimate")
+    assert "contradicts the messages" in ctx.note and "line 6" in ctx.note and "4,500" in ctx.note
+
+
+def test_small_prompts_are_not_judged_against_the_messages():
+    small = np.array([100, 50, 300, 60, 400], dtype=np.int64)  # 450 sent < CONTRADICTION_MIN_TOKENS
+    assert int(small[:3].sum()) < CONTRADICTION_MIN_TOKENS
+    session = _session((Usage(200, line=6),))
+    ctx = current_context(session, SETTINGS, total_tokens=int(small.sum()), message_tokens=small)
+    assert (ctx.tokens, ctx.source) == (200 + 460, "usage")
+
+
+def test_mixed_usage_conventions_are_named_in_the_note():
+    usage = (Usage(8_000, 7_000, line=3, convention="anthropic"), Usage(9_000, 8_500, line=6, convention="openai"))
+    ctx = current_context(_session(usage), SETTINGS, total_tokens=int(TOKENS.sum()), message_tokens=TOKENS)
+    assert "OpenAI-style usage: input includes 8,500 cached" in ctx.note
+    assert "mix Anthropic-style" in ctx.note
+
+
+def test_seed_stats_counter_wins_and_no_usage_gives_v_plus_t():
+    with_stats = _session((Usage(9_000, line=6),), stats=SeedStats(current_context_tokens=1_234))
+    assert current_context(with_stats, SETTINGS, total_tokens=9_100).tokens == 1_234
+    bare = current_context(_session(()), SETTINGS, total_tokens=9_100)
+    assert (bare.tokens, bare.source) == (SETTINGS.v + 9_100, "estimate")
+
+
+def _codex_rollout(tmp_path: Path, last_output: str) -> Path:
+    """Case 18's shape, small: one call recorded at 26,000 prompt tokens, then a tool output."""
+    def env(kind: str, payload: dict) -> dict:
+        return {"timestamp": "2025-01-01T00:00:00Z", "type": kind, "payload": payload}
+
+    records = [
+        env("session_meta", {"id": "s", "base_instructions": {"text": "You are Codex."}}),
+        env("turn_context", {"model": "gpt-oss:20b"}),
+        env("event_msg", {"type": "task_started", "model_context_window": 32_768}),
+        env("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "make the tests pass"}]}),
+        env("response_item", {"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "pytest -vv"}', "call_id": "c1"}),
+        env("event_msg", {"type": "token_count", "info": {"last_token_usage": {"input_tokens": 26_000, "cached_input_tokens": 0,
+                                                                               "output_tokens": 30}, "model_context_window": 32_768}}),
+        env("response_item", {"type": "function_call_output", "call_id": "c1", "output": last_output}),
+    ]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_plan_compacts_when_the_output_after_the_last_record_crosses_the_threshold(tmp_path):
+    lines = "".join(f"tests/test_mod_{i}.py::test_case_{i} DEBUG fixture setup took {i * 7} ms\n" for i in range(400))
+    session = read_session(_codex_rollout(tmp_path, lines))
+    plan = plan_session(session, SETTINGS, use_cache=False)
+    assert plan.prices.max_context_tokens == 32_768
+    assert plan.estimates.context_tokens > 26_000 + 0.9 * plan.total_tokens > 0.9 * 32_768
+    assert plan.decision == "compact"
+    assert any(note.startswith("current context = the last call's prompt (26,000 tokens") for note in plan.notes)
+
+
+def test_plan_keeps_when_what_followed_is_small(tmp_path):
+    session = read_session(_codex_rollout(tmp_path, "2 passed in 0.10s"))
+    plan = plan_session(session, SETTINGS, use_cache=False)
+    assert 26_000 < plan.estimates.context_tokens < 26_100 < 0.9 * 32_768

@@ -1,0 +1,178 @@
+"""The look-ahead decision of DESIGN §7: its values, its invariants and the plan it gives."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+
+from dp_compact.benefit import compaction_request_cost
+from dp_compact.lookahead import FUTURE_TAIL_SHARES, Forecast, continuation, look_ahead
+from dp_compact.planner import RULE_FIXED_POINT, RULE_LOOKAHEAD, RULE_WAIT, growth_per_call, plan
+from dp_compact.pricing import Prices
+from dp_compact.sessions.model import Message, Usage
+from dp_compact.settings import load_settings
+from tests.strategies import conversations, session_of
+
+PRICES = Prices("test", 3.0, 0.30, 15.0, 3.75, 200_000, "DESIGN §2")
+
+
+def _brute_force(x0: float, heads: np.ndarray, calls: int, g: float, v: float, s: float, limit: float) -> tuple[float, np.ndarray]:
+    """Every schedule over ``calls`` calls (exactly that many, no loss), cheapest by exhaustive recursion:
+    the model of :mod:`dp_compact.lookahead` written out call by call, without a grid."""
+    pc, pw = PRICES.p_cache, PRICES.p_write
+    least = float(np.min(x0 - heads))
+
+    def compact_call(x: float, t: float) -> float:
+        return (compaction_request_cost(v + x - t, 0.0, s, PRICES) + pc * v + pw * (s + t)) / 1e6
+
+    @functools.cache
+    def best(n: int, x: float) -> float:  # the cost from call n on, the context before it being x
+        if n >= calls:
+            return 0.0
+        options = []
+        if v + x <= limit:
+            options.append((pc * (v + x - g) + pw * g) / 1e6 + best(n + 1, x + g))
+        for t in {min(max(share * x, least), x) for share in (0.0, *FUTURE_TAIL_SHARES)}:
+            if s + t + g <= limit - v:
+                options.append(compact_call(x, t) + best(n + 1, s + t + g))
+        return min(options) if options else float("inf")
+
+    keep = (pc * (v + x0 - g) + pw * g) / 1e6 + best(1, x0 + g)
+    compacts = np.array([compact_call(x0, x0 - h) + best(1, s + x0 - h + g) for h in heads])
+    return keep, compacts
+
+
+@hypothesis_settings(max_examples=40, deadline=None)
+@given(st.integers(20_000, 120_000), st.integers(2, 6), st.integers(500, 6_000), st.integers(1, 4))
+def test_values_equal_a_brute_force_over_every_schedule(context, calls, growth, n_cuts):
+    """With a known length (no survival curve, no loss), keep and compact-at-each-cut cost what the
+    cheapest schedule costs, found by trying every sequence of actions (grid error under 0.5 %)."""
+    v, s, limit = 20_000, 800, 180_000
+    x0 = context - v
+    heads = np.linspace(x0 * 0.3, x0 * 0.9, n_cuts).round()
+    forecast = Forecast(growth_tokens=growth, calls_so_far=10, survival_alpha=1.5, survival_scale=50.0, remaining_calls=calls)
+    ahead = look_ahead(context, heads.astype(np.int64), np.zeros(n_cuts), forecast, PRICES, v_tokens=v, s_tokens=s,
+                       limit_tokens=limit)
+    keep, compacts = _brute_force(x0, heads, calls, growth, v, s, limit)
+    assert ahead.keep_usd == pytest.approx(keep, rel=5e-3)
+    np.testing.assert_allclose(ahead.compact_usd, compacts, rtol=5e-3)
+
+
+def test_continuation_is_the_conditioned_lomax_survival():
+    alive = continuation(100, 1.5, 50.0, 4)
+    assert alive[0] == 1.0 and np.all(np.diff(alive) < 0)
+    assert alive[3] == pytest.approx(((50 + 100 + 3) / 150) ** -1.5)
+    assert continuation(400, 1.5, 50.0, 4)[3] > alive[3]  # a longer session is likelier to go on (Lindy)
+
+
+def test_growth_per_call_is_the_recent_median_without_compactions():
+    assert growth_per_call([1_000, 1_500, 1_600, 800, 2_000], 0, 5) == 500.0
+    assert growth_per_call([], 12_000, 4) == 3_000.0  # no prompts: the messages' tokens per call
+    assert growth_per_call([5_000], 0, 0) == 1.0
+
+
+def test_expected_loss_makes_the_planner_keep_more():
+    """The same session with the recall term off and on: what is lost is priced, so the tail grows."""
+    messages = _loop(rounds=30)
+    tokens = np.full(len(messages), 2_000, dtype=np.int64)
+    usage = tuple(Usage(20_800 + 4_000 * i) for i in range(1, 31))
+    session = replace(session_of(messages), usage=usage, llm_calls=30)
+    free = plan(session, tokens, load_settings(recall_q0=0.0), PRICES)
+    priced = plan(session, tokens, load_settings(recall_q0=0.9, recall_tau=50.0), PRICES)
+    assert free.decision == "compact" and free.rule == RULE_LOOKAHEAD
+    assert priced.decision == "keep" or priced.k > free.k
+
+
+def _loop(rounds: int) -> list[Message]:
+    """One user turn, then ``rounds`` tool rounds (assistant call, tool result)."""
+    from dp_compact.sessions.model import ToolCall, ToolResult
+
+    messages = [Message("user", "fix the build", raw={"role": "user", "content": "fix the build"})]
+    for i in range(rounds):
+        call = ToolCall(f"c{i}", "bash", "{}")
+        messages += [Message("assistant", "running", tool_calls=(call,)), Message("tool", tool_results=(ToolResult(f"c{i}", "ok"),))]
+    return messages
+
+
+@hypothesis_settings(max_examples=80, deadline=None)
+@given(conversations(), st.integers(5_000, 400_000), st.floats(0.5, 30))
+def test_plan_keeps_at_least_the_last_api_round_at_a_feasible_cut(messages, window, e_fixed):
+    session = session_of(messages)
+    tokens = np.array([300 + 40 * len(m.text) for m in messages], dtype=np.int64)
+    result = plan(session, tokens, load_settings(e_fixed=e_fixed), replace(PRICES, max_context_tokens=window))
+    assert result.planner == "lookahead"
+    n = len(messages)
+    if result.decision == "compact":
+        assert result.k >= result.min_keep >= 1
+        assert result.cut in result.benefit.cut.tolist()  # a feasible cut
+        last_call = max((i for i, m in enumerate(messages) if m.role == "assistant" and m.tool_calls), default=None)
+        assert last_call is None or result.cut <= last_call  # the last tool call stays with its results
+    else:
+        assert result.k == n and result.cut == 0
+
+
+def test_plan_explains_why_now_what_waiting_costs_and_the_context_after():
+    messages = _loop(rounds=40)
+    tokens = np.full(len(messages), 1_500, dtype=np.int64)
+    usage = tuple(Usage(20_800 + 3_000 * i) for i in range(1, 41))
+    session = replace(session_of(messages), usage=usage, llm_calls=40)
+    result = plan(session, tokens, load_settings(), PRICES)
+    assert result.decision == "compact" and result.rule == RULE_LOOKAHEAD
+    info = result.lookahead
+    assert info["saves_usd"] == pytest.approx(info["keep_usd"] - info["compact_usd"]) and info["saves_usd"] > 0
+    assert f"saves ${info['saves_usd']:.4f} over the best schedule that waits" in result.explanation
+    assert f"the dropped {result.head_tokens:,} tokens" in result.explanation
+    assert result.context_after_tokens == 20_800 + info["summary_tokens"] + result.tail_tokens
+    assert f"about {result.context_after_tokens:,} after compacting" in result.explanation
+    data = result.to_dict()
+    assert data["planner"] == "lookahead" and data["context_after_tokens"] == result.context_after_tokens
+
+
+def test_plan_waits_on_a_small_context_and_says_when_it_would_compact():
+    messages = _loop(rounds=4)
+    tokens = np.full(len(messages), 500, dtype=np.int64)
+    session = replace(session_of(messages), usage=(Usage(21_000), Usage(22_000)), llm_calls=2)
+    result = plan(session, tokens, load_settings(), PRICES)
+    assert result.decision == "keep" and result.rule == RULE_WAIT
+    assert result.explanation.startswith("waiting is cheaper")
+    assert result.lookahead["saves_usd"] < 0
+
+
+def test_forced_threshold_compacts_even_when_waiting_looks_cheaper():
+    messages = _loop(rounds=10)
+    tokens = np.full(len(messages), 9_000, dtype=np.int64)
+    session = replace(session_of(messages), usage=(Usage(215_000),), llm_calls=10)
+    result = plan(session, tokens, load_settings(), replace(PRICES, max_context_tokens=230_000))
+    assert result.decision == "compact" and result.rule == "force"
+    assert result.lookahead["saves_usd"] is None  # keeping is not allowed above the threshold
+
+
+def test_a_known_length_replaces_the_survival_curve():
+    messages = _loop(rounds=10)
+    tokens = np.full(len(messages), 2_000, dtype=np.int64)
+    session = replace(session_of(messages), usage=(Usage(40_000),), llm_calls=10)
+    result = plan(session, tokens, load_settings(e_fixed=3, l=4), PRICES)  # R = E · L = 12 calls
+    assert result.lookahead["expected_calls"] == pytest.approx(12)
+
+
+def test_own_output_with_nothing_new_is_kept_and_anything_new_reopens_the_decision():
+    messages = _loop(rounds=40)
+    tokens = np.full(len(messages), 1_500, dtype=np.int64)
+    usage = tuple(Usage(20_800 + 3_000 * i) for i in range(1, 41))
+    session = replace(session_of(messages), usage=usage, llm_calls=40, messages_since_compaction=0)
+    assert plan(session, tokens, load_settings(), PRICES).rule == RULE_FIXED_POINT
+    moved_on = plan(replace(session, messages_since_compaction=2), tokens, load_settings(), PRICES)
+    assert moved_on.rule == RULE_LOOKAHEAD
+
+
+def test_myopic_and_seed_planners_stay_available():
+    messages = _loop(rounds=10)
+    tokens = np.full(len(messages), 2_000, dtype=np.int64)
+    session = session_of(messages)
+    assert plan(session, tokens, load_settings(planner="myopic"), PRICES).planner == "myopic"
+    seed = plan(session, tokens, load_settings(planner="seed"), PRICES)
+    assert seed.planner == "seed" and seed.lookahead is None
