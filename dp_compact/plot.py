@@ -240,7 +240,8 @@ def benefit_figure(plans: Sequence[Plan], *, title: str | None = None) -> Figure
     ax.legend(handles=handles, loc="best", fontsize=8.5, framealpha=0.92)
     e = first.estimates
     name = Path(first.path).name or "session"
-    figure.suptitle(title or f"Compact {name} now? NetBenefit(k) over the feasible cuts", fontsize=14, fontweight="bold")
+    what = "what compacting at each cut saves over waiting" if first.lookahead_usd is not None else "NetBenefit(k)"
+    figure.suptitle(title or f"Compact {name} now? {what}, over the feasible cuts", fontsize=14, fontweight="bold")
     ax.set_title(f"N = {first.n_messages} messages, T = {first.total_tokens:,} tokens, context {e.context_tokens:,} / "
                  f"{first.prices.max_context_tokens:,}; E = {e.expected_turns:g} turns, L = {e.calls_per_turn:g}, "
                  f"R = {e.remaining_calls:g} calls, avg = {e.avg_tokens:,.0f} tokens", fontsize=10)
