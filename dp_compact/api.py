@@ -15,9 +15,10 @@ from dp_compact.cuts import message_arrays
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.estimation import measured_token_ratio
 from dp_compact.planner import Plan, plan
-from dp_compact.pricing import Prices, get_prices
+from dp_compact.pricing import Prices, base_model_name, get_prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Session
+from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
 from dp_compact.windows import context_window, known_windows, largest_accepted_prompt, window_note
@@ -61,8 +62,10 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
             base = get_prices(model)
             notes.append(f"prices of {base.name}, the model recorded in the session")
         except UnknownProfileError:
-            notes.append(f"the session's model {model!r} has no known prices: using {settings.provider}")
-            unknown_model = True
+            base = _copy_of_known(model, notes)
+            if base is None:
+                notes.append(f"the session's model {model!r} has no known prices: using {settings.provider}")
+                unknown_model = True
     if base is None:
         base = get_prices(settings.provider)
     if "assumed" in base.source:
@@ -146,9 +149,12 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`.
 
     The plan's notes say how prices, window and token scale were chosen and how the current
-    context was obtained (:func:`~dp_compact.estimation.current_context`).
+    context was obtained (:func:`~dp_compact.estimation.current_context`), and name a
+    half-written last line left out of the file (``Session.partial_line``).
     """
     prices, notes = choose_prices(settings, session)
+    if session.partial_line is not None:
+        notes = (partial_line_note(session.path, session.partial_line), *notes)
     message_tokens, ratio, source = _scaled_tokens(session, settings, use_cache)
     if ratio != 1.0:
         notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
@@ -193,3 +199,16 @@ def plan_file(
     """
     session = read_session(path, lenient=lenient, stats=stats)
     return plan_session(session, settings, use_cache=use_cache)
+
+
+def _copy_of_known(model: str, notes: list[str]) -> Prices | None:
+    """Prices of the model that ``model`` is a copy or dated snapshot of (``gpt-5.3-codex-bak``), with a note; else None."""
+    base_name = base_model_name(model)
+    if base_name is None:
+        return None
+    try:
+        base = get_prices(base_name)
+    except UnknownProfileError:
+        return None
+    notes.append(f"prices of {base.name}: the session's model {model!r} is read as {base_name!r} (its suffix names no other model)")
+    return base

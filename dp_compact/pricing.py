@@ -41,6 +41,7 @@ only when a name is not built-in, so importing this module stays cheap.
 from __future__ import annotations
 
 import difflib
+import re
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
     from genai_prices.types import ModelInfo, ModelPrice, TieredPrices
 
-__all__ = ["PROFILES", "Prices", "get_prices", "list_profiles"]
+__all__ = ["PROFILES", "Prices", "base_model_name", "get_prices", "list_profiles"]
 
 #: Window assumed, in tokens, for a genai-prices model listed without ``context_window``
 #: (the gpt-4o window of DESIGN §3; a guess, recorded in the ``source`` of such prices).
@@ -164,6 +165,21 @@ def _normalized(name: str) -> str:
 
 
 _PROFILE_KEYS: dict[str, Prices] = {_normalized(name): prices for name, prices in PROFILES.items()}
+
+
+#: Suffixes that rename a copy of a model rather than name another one: a backup or local copy
+#: (``gpt-5.3-codex-bak``), or a snapshot date (``claude-sonnet-4-20250514``, ``...@2025-05-14``).
+_COPY_SUFFIX = re.compile(r"(?:[-_.@](?:bak|backup|old|orig|copy|tmp|local)|[-@]\d{4}-?\d{2}-?\d{2})$", re.IGNORECASE)
+
+
+def base_model_name(name: str) -> str | None:
+    """``name`` without a suffix that marks a copy or a dated snapshot of a model, or None when it has none.
+
+    >>> base_model_name("gpt-5.3-codex-bak"), base_model_name("claude-opus-4-6@2026-01-01"), base_model_name("gpt-4o")
+    ('gpt-5.3-codex', 'claude-opus-4-6', None)
+    """
+    stripped = _COPY_SUFFIX.sub("", name.strip())
+    return stripped if stripped and stripped != name.strip() else None
 
 
 def list_profiles() -> list[Prices]:

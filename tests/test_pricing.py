@@ -12,7 +12,10 @@ import pytest
 
 from dp_compact import pricing
 from dp_compact.errors import UnknownProfileError
-from dp_compact.pricing import PROFILES, Prices, get_prices, list_profiles
+from dp_compact.api import choose_prices
+from dp_compact.pricing import PROFILES, Prices, base_model_name, get_prices, list_profiles
+from dp_compact.sessions.model import Session
+from dp_compact.settings import load_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,3 +249,22 @@ def test_get_prices_genai_lookup_works_without_network(monkeypatch: pytest.Monke
     assert get_prices("gpt-4o-mini").p_out == 0.6
     with pytest.raises(UnknownProfileError):
         get_prices("claude-sonet-4")
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("gpt-5.3-codex-bak", "gpt-5.3-codex"), ("claude-opus-4-6@2026-01-01", "claude-opus-4-6"),
+    ("claude-sonnet-4-20250514", "claude-sonnet-4"), ("gpt-4o_backup", "gpt-4o"), ("gpt-4o", None), ("bak", None),
+])
+def test_base_model_name_strips_only_copy_and_date_suffixes(name, expected):
+    assert base_model_name(name) == expected
+
+
+def test_a_copy_of_a_known_model_is_priced_as_that_model_with_a_note():
+    """Issue record: a ``-bak`` suffix on a known id is that id (shared codex_pharma session's model)."""
+    session = Session(path="s.jsonl", format="codex", messages=(), model="gpt-5.3-codex-bak")
+    prices, notes = choose_prices(load_settings(), session)
+    assert prices.name == get_prices("gpt-5.3-codex").name and prices.p_input == get_prices("gpt-5.3-codex").p_input
+    assert any("read as 'gpt-5.3-codex'" in note for note in notes)
+    unknown = Session(path="s.jsonl", format="codex", messages=(), model="zz-unknown-model-bak")
+    prices, notes = choose_prices(load_settings(), unknown)
+    assert prices.name == "claude-sonnet-4" and any("has no known prices" in note for note in notes)
