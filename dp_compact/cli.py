@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from dp_compact.errors import DpCompactError
 from dp_compact.windows import window_note
+
+if TYPE_CHECKING:
+    from dp_compact.settings import Settings
 
 app = typer.Typer(
     name="dp-compact",
@@ -53,6 +56,37 @@ def _fail(exc: Exception) -> typer.Exit:
     """Print one error line and return the exit to raise."""
     typer.echo(f"dp-compact: {exc}", err=True)
     return typer.Exit(EXIT_ERROR)
+
+
+def _settings(*, providers: tuple[str, ...] | None = None, **flags: object) -> Settings:
+    """Settings from flags and ``DP_*`` (:func:`~dp_compact.settings.load_settings`), with the
+    provider resolved now, so that an unknown name fails before the session is read: each of
+    ``providers`` when given (``curve --provider``, repeatable), else the ``--provider`` /
+    ``DP_PROVIDER`` / ``.env`` one when there is one.
+
+    Raises
+    ------
+    SettingsError
+        A setting is invalid.
+    UnknownProfileError
+        A provider name is unknown; the message points at ``dp-compact profiles`` and names
+        ``DP_PROVIDER`` when the name came from the environment or ``.env``.
+    """
+    from dp_compact.errors import UnknownProfileError
+    from dp_compact.pricing import get_prices
+    from dp_compact.settings import load_settings
+
+    settings = load_settings(**flags)
+    from_flag = providers is not None or flags.get("provider") is not None
+    names = providers if providers is not None else ((settings.provider,) if settings.explicit_provider() else ())
+    for name in dict.fromkeys(names):
+        try:
+            get_prices(name)
+        except UnknownProfileError as exc:
+            if from_flag:
+                raise
+            raise UnknownProfileError(name, exc.close_matches, variable="DP_PROVIDER") from None
+    return settings
 
 
 def _money(value: float) -> str:
@@ -144,10 +178,9 @@ def plan(
 ) -> None:
     """Decide whether to compact SESSION now and how many recent messages to keep."""
     from dp_compact.api import plan_file
-    from dp_compact.settings import load_settings
 
     try:
-        settings = load_settings(
+        settings = _settings(
             provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
             max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer, force_ratio=force_ratio,
             v=prefix_tokens, s=summary_tokens, planner=planner,
@@ -316,7 +349,6 @@ def compact(
     """Compact SESSION at the planner's cut (or --keep K / --force) and write the result to OUTPUT."""
     from dp_compact.pipeline.breaker import CircuitBreaker
     from dp_compact.pipeline.compact import compact_file
-    from dp_compact.settings import load_settings
 
     if output is None and not dry_run:
         raise _fail(ValueError("-o/--output is required (or give --dry-run)"))
@@ -326,7 +358,7 @@ def compact(
         raise _fail(ValueError("--summarizer llm needs --llm-model"))
     breaker = CircuitBreaker()
     try:
-        settings = load_settings(
+        settings = _settings(
             provider=provider, e_fixed=e_fixed, baseline_e=baseline_e, l=calls_per_turn, min_keep_ratio=min_keep_ratio,
             max_context_tokens=max_context_tokens, model=model, tokenizer=tokenizer, force_ratio=force_ratio,
             v=prefix_tokens, s=summary_tokens, planner=planner,
@@ -440,7 +472,6 @@ def replay(
     from dp_compact.replay.policies import DEFAULT_POLICIES
     from dp_compact.replay.render import plot_contexts, render_directory, render_session
     from dp_compact.replay.shell import replay_file
-    from dp_compact.settings import load_settings
 
     specs = list(policy or DEFAULT_POLICIES)
     if loss not in LOSS_MODES:
@@ -449,7 +480,7 @@ def replay(
     if plot is not None and path.is_dir():
         raise _fail(ValueError("--plot draws one SESSION file, not a folder"))
     try:
-        settings = load_settings(provider=provider, max_context_tokens=max_context_tokens, v=v, s=s, tokenizer=tokenizer)
+        settings = _settings(provider=provider, max_context_tokens=max_context_tokens, v=v, s=s, tokenizer=tokenizer)
         result = _replay_folder(path, settings, specs, workers, **options) if path.is_dir() else replay_file(path, settings, specs, **options)
     except DpCompactError as exc:
         raise _fail(exc) from None
@@ -476,10 +507,10 @@ def curve(
 ) -> None:
     """Draw NetBenefit(k) and its five terms for SESSION, per provider and cost model."""
     from dp_compact.plot import write_curve
-    from dp_compact.settings import load_settings
 
     try:
-        plans = write_curve(session, out, load_settings(), providers=provider or (), models=model or (), lenient=lenient,
+        settings = _settings(providers=tuple(provider) if provider else None)
+        plans = write_curve(session, out, settings, providers=provider or (), models=model or (), lenient=lenient,
                             use_cache=not no_cache)
     except (DpCompactError, ValueError) as exc:
         raise _fail(exc) from None
@@ -500,10 +531,9 @@ def timeline(
 ) -> None:
     """Replay SESSION call by call: its context, the window, and where the planner would compact."""
     from dp_compact.plot import write_timeline
-    from dp_compact.settings import load_settings
 
     try:
-        line = write_timeline(session, out, load_settings(provider=provider), lenient=lenient, use_cache=not no_cache)
+        line = write_timeline(session, out, _settings(provider=provider), lenient=lenient, use_cache=not no_cache)
     except (DpCompactError, ValueError) as exc:
         raise _fail(exc) from None
     advised = int(line.compact.sum())

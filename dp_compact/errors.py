@@ -54,12 +54,16 @@ class SettingsError(DpCompactError, ValueError):
 
 
 class UnknownProfileError(DpCompactError, ValueError):
-    """A pricing profile or model name that neither the built-in profiles nor genai-prices know."""
+    """A pricing profile or model name that neither the built-in profiles nor genai-prices know.
 
-    def __init__(self, name: str, close_matches: list[str]) -> None:
-        self.name, self.close_matches = name, close_matches
+    ``variable`` names where the name came from when it was not a flag (``DP_PROVIDER``).
+    """
+
+    def __init__(self, name: str, close_matches: list[str], *, variable: str | None = None) -> None:
+        self.name, self.close_matches, self.variable = name, close_matches, variable
         hint = f"; close matches: {', '.join(close_matches)}" if close_matches else ""
-        super().__init__(f"unknown provider/model {name!r}{hint} (see `dp-compact profiles`)")
+        what = f"{variable}={name!r}: unknown provider/model" if variable else f"unknown provider/model {name!r}"
+        super().__init__(f"{what}{hint} (see `dp-compact profiles`)")
 
 
 class SessionError(DpCompactError, ValueError):
@@ -84,7 +88,20 @@ class NotASessionError(SessionError):
 
 
 class NoFeasibleCutError(DpCompactError):
-    """No cut satisfies the feasible-cut rules of DESIGN §1 for the requested keep count."""
+    """No cut satisfies the feasible-cut rules of DESIGN §1 for the requested keep count.
+
+    When known, ``path`` and ``line`` name the message that blocks the requested cut (1-based
+    source line, None for a JSON document), ``call_id`` the tool call it would separate from
+    its result, and ``below`` / ``above`` the nearest keep counts that are feasible (None when
+    there is none on that side).
+    """
+
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None, call_id: str | None = None,
+        below: int | None = None, above: int | None = None,
+    ) -> None:
+        self.path, self.line, self.call_id, self.below, self.above = path, line, call_id, below, above
+        super().__init__(message)
 
 
 class ArchiveError(DpCompactError):

@@ -121,3 +121,36 @@ def test_console_script_runs_installed_command():
         pytest.skip("dp-compact console script is not installed in this environment")
     done = subprocess.run([str(exe), "plan", str(EXAMPLE), "--json", "--no-cache"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and json.loads(done.stdout)["N"] > 0
+
+
+UNKNOWN_PROVIDER_COMMANDS = [
+    ["plan"], ["compact", "--dry-run"], ["replay"], ["curve", "-o", "c.png"], ["timeline", "-o", "t.png"],
+]
+
+
+@pytest.mark.parametrize("command", UNKNOWN_PROVIDER_COMMANDS, ids=lambda c: c[0])
+def test_unknown_provider_flag_fails_before_the_session_is_read(tmp_path, command):
+    absent = tmp_path / "absent.jsonl"  # reading it would fail with "cannot read the file"
+    result = runner.invoke(app, [command[0], str(absent), *command[1:], "--provider", "no-such-model"])
+    assert result.exit_code == 2
+    assert result.stderr == "dp-compact: unknown provider/model 'no-such-model' (see `dp-compact profiles`)\n"
+
+
+@pytest.mark.parametrize("command", UNKNOWN_PROVIDER_COMMANDS, ids=lambda c: c[0])
+def test_unknown_dp_provider_fails_before_the_session_is_read_and_names_the_variable(tmp_path, monkeypatch, command):
+    monkeypatch.setenv("DP_PROVIDER", "claude-sonet-4")
+    result = runner.invoke(app, [command[0], str(tmp_path / "absent.jsonl"), *command[1:]])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("dp-compact: DP_PROVIDER='claude-sonet-4': unknown provider/model; close matches: ")
+    assert "claude-sonnet-4" in result.stderr
+    assert result.stderr.endswith("(see `dp-compact profiles`)\n") and result.stderr.count("\n") == 1
+
+
+def test_curve_checks_every_provider_flag_before_reading(tmp_path):
+    result = runner.invoke(app, ["curve", str(tmp_path / "absent.jsonl"), "-o", "c.png", "--provider", "gpt-5", "--provider", "nope-9"])
+    assert result.exit_code == 2 and result.stderr == "dp-compact: unknown provider/model 'nope-9' (see `dp-compact profiles`)\n"
+
+
+def test_known_provider_still_reads_the_session(tmp_path):
+    result = runner.invoke(app, ["plan", str(tmp_path / "absent.jsonl"), "--provider", "gpt-4o"])
+    assert result.exit_code == 2 and "cannot read the file" in result.stderr

@@ -193,3 +193,38 @@ def test_compact_user_turns_after_server_tool_rounds_reach_the_summary(tmp_path:
     assert result.decision == "compact" and (result.cut, result.k) == (10, 4)
     assert "keep the image tag names" in result.summary
     assert "(10 messages, 3 user turns," in result.summary  # the head's user turns, as the summary states them
+
+
+def _opens_on_a_call(tmp_path: Path) -> Path:
+    """A log that opens inside a tool round (what an agent writes after an earlier hand-off)."""
+    lines = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_first", "name": "Bash", "input": {"command": "pytest"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_first", "content": "2 failed"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_fix", "name": "Edit", "input": {"path": "src/vat.py"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_fix", "content": "edited"}]},
+        {"role": "assistant", "content": "Fixed the rounding."},
+        {"role": "user", "content": "Thanks, now the invoices."},
+    ]
+    return write_jsonl(tmp_path / "round.jsonl", lines)
+
+
+def test_cli_compact_keep_moved_says_which_keep_was_used_and_why(tmp_path: Path):
+    path = _opens_on_a_call(tmp_path)
+    result = CliRunner().invoke(app, ["compact", str(path), "--keep", "3", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["k"], data["cut"], data["rule"]) == (4, 2, "keep-flag")
+    assert data["explanation"] == (
+        f"--keep 3 cannot be met exactly: the tail would open on message 3 ({path}:4), the result of tool call toolu_fix"
+        f" made by message 2 ({path}:3); kept 4 instead (nearest feasible keep values: 2 below, 4 above)"
+    )
+
+
+def test_cli_compact_keep_without_feasible_cut_names_the_blocking_call(tmp_path: Path):
+    path, out = _opens_on_a_call(tmp_path), tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["compact", str(path), "--keep", "5", "-o", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == (
+        f"dp-compact: {path}: no feasible cut keeps at least 5 of 6 messages and drops one: the tail would open on"
+        f" message 1 ({path}:2), the result of tool call toolu_first made by message 0 ({path}:1); the nearest feasible keep is 4\n"
+    )

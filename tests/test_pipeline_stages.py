@@ -12,7 +12,7 @@ from dp_compact.errors import NoFeasibleCutError, SummaryTooShortError
 from dp_compact.pipeline.anchors import carried_instructions, head_instructions, select_anchors
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import PREVIEW_MAX_CHARS, PREVIEW_MIN_CHARS, preview, shrink_messages, shrink_session
-from dp_compact.pipeline.split import cut_for_keep, split
+from dp_compact.pipeline.split import cut_blocker, cut_for_keep, keep_moved_note, nearest_feasible_keeps, split
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.texts import parse_sections, texts
 from dp_compact.sessions.anthropic import message_from_anthropic
@@ -49,6 +49,72 @@ def test_cut_for_keep_more_than_droppable_raises():
         cut_for_keep(_loop(2), 5)
     with pytest.raises(NoFeasibleCutError):
         cut_for_keep(_loop(2), 0)
+
+
+def _numbered(messages: list[Message]) -> list[Message]:
+    """The messages with source lines 1..N, as a JSONL reader gives them."""
+    from dataclasses import replace
+
+    return [replace(m, line=i + 1) for i, m in enumerate(messages)]
+
+
+def test_cut_blocker_tail_opening_on_a_tool_result_names_the_result_and_its_call():
+    blocker = cut_blocker(_numbered(_loop(3)), 6, path="s.jsonl")  # U A R A R A R: message 6 is R(t2)
+    assert (blocker.index, blocker.line, blocker.call_id) == (6, 7, "t2")
+    assert blocker.reason == "the tail would open on message 6 (s.jsonl:7), the result of tool call t2 made by message 5 (s.jsonl:6)"
+
+
+def test_cut_blocker_parallel_results_name_the_first_result_cut_from_its_call():
+    use = [{"type": "tool_use", "id": f"p{i}", "name": "Read", "input": {}} for i in range(2)]
+    messages = _numbered([USER, message_from_anthropic({"role": "assistant", "content": use}),
+                          message_from_anthropic({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "p0", "content": "a"}]}),
+                          message_from_anthropic({"role": "assistant", "content": "reading the second"}),
+                          message_from_anthropic({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "p1", "content": "b"}]}),
+                          message_from_anthropic({"role": "assistant", "content": "done"})])
+    blocker = cut_blocker(messages, 3, path="s.jsonl")  # opens on an assistant, but p1's result follows
+    assert (blocker.index, blocker.line, blocker.call_id) == (4, 5, "p1")
+    assert "message 4 (s.jsonl:5) holds the result of tool call p1 made by message 1 (s.jsonl:2)" in blocker.reason
+
+
+def test_cut_blocker_feasible_or_out_of_range_cut_is_none():
+    messages = _loop(2)
+    assert [cut_blocker(messages, cut) for cut in (0, 1, 3, 5)] == [None] * 4
+
+
+def test_nearest_feasible_keeps_on_both_sides():
+    messages = _loop(3)  # N = 7, feasible cuts 1, 3, 5: keeps 6, 4, 2
+    assert nearest_feasible_keeps(messages, 3) == (2, 4)
+    assert nearest_feasible_keeps(messages, 1) == (None, 2)
+    assert nearest_feasible_keeps(messages, 7) == (6, None)
+
+
+def test_keep_moved_note_says_which_keep_was_used_and_why():
+    messages = _numbered(_loop(3))
+    assert keep_moved_note(messages, 4, cut_for_keep(messages, 4), path="s.jsonl") is None  # met exactly
+    note = keep_moved_note(messages, 3, cut_for_keep(messages, 3), path="s.jsonl")
+    assert note == (
+        "--keep 3 cannot be met exactly: the tail would open on message 4 (s.jsonl:5), the result of tool call t1"
+        " made by message 3 (s.jsonl:4); kept 4 instead (nearest feasible keep values: 2 below, 4 above)"
+    )
+
+
+def test_cut_for_keep_error_names_the_blocking_message_and_the_nearest_feasible_keep():
+    messages = _numbered(_loop(3))
+    with pytest.raises(NoFeasibleCutError) as caught:
+        cut_for_keep(messages, 6, user_turns_only=True, path="s.jsonl")  # only cut 0 is a user turn
+    error = caught.value
+    assert str(error) == (
+        "s.jsonl: no feasible cut keeps at least 6 of 7 messages and drops one: message 1 (s.jsonl:2) is not a user"
+        " turn with plain text content, and DP_MODEL=seed cuts only there; no cut at all is feasible"
+    )
+    assert (error.path, error.line, error.call_id, error.below, error.above) == ("s.jsonl", 2, None, None, None)
+    with pytest.raises(NoFeasibleCutError) as caught:
+        cut_for_keep(messages, 5, user_turns_only=True, path="s.jsonl")
+    assert (caught.value.line, caught.value.call_id) == (3, "t0")
+    assert "the tail would open on message 2 (s.jsonl:3), the result of tool call t0 made by message 1 (s.jsonl:2)" in str(caught.value)
+    with pytest.raises(NoFeasibleCutError, match="drops at least one of the 7 messages; the nearest feasible keep is 6") as caught:
+        cut_for_keep(messages, 9, path="s.jsonl")
+    assert (caught.value.below, caught.value.above) == (6, None)
 
 
 def test_split_rejects_an_infeasible_cut_and_splits_a_feasible_one():

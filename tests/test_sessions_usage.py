@@ -127,3 +127,63 @@ def test_bad_usage_line_is_skipped_with_lenient(tmp_path):
 def test_claude_code_openai_style_usage_through_a_proxy_is_not_double_counted(tmp_path):
     session = read_session(_write(tmp_path, _claude_code({"input_tokens": 50_000, "cached_input_tokens": 45_000, "output_tokens": 9})))
     assert (session.usage[0].prompt_tokens, session.usage[0].convention) == (50_000, "openai")
+
+
+def _anthropic(usage: dict[str, Any], key: str = "usage") -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}], key: usage},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "bye", "usage": {"input_tokens": 10, "cache_read_input_tokens": 1_000, "output_tokens": 3}},
+    ]
+
+
+@pytest.mark.parametrize(("usage", "field"), [
+    *BAD_USAGE,
+    ({"input_tokens": [3]}, "input_tokens"),
+    ({"input_tokens": 100, "output_tokens": "many"}, "output_tokens"),
+    ({"input_tokens": 100, "cache_creation_input_tokens": -1}, "cache_creation_input_tokens"),
+])
+def test_anthropic_bad_usage_count_names_file_line_and_field(tmp_path, usage, field):
+    path = _write(tmp_path, _anthropic(usage))
+    with pytest.raises(MalformedLineError, match=f"s.jsonl:2: usage field '{field}'") as caught:
+        read_session(path)
+    assert (caught.value.path, caught.value.line) == (str(path), 2)
+
+
+@pytest.mark.parametrize("tokens", [{"prompt": "lots", "completion": 2}, {"prompt": 100, "cached": -20}, {"prompt": [1]}])
+def test_anthropic_cline_bad_metrics_tokens_name_file_line_and_field(tmp_path, tokens):
+    path = _write(tmp_path, _anthropic({"tokens": tokens}, key="metrics"))
+    with pytest.raises(MalformedLineError, match=r"s\.jsonl:2: usage field 'metrics\.tokens\.(prompt|cached)'"):
+        read_session(path)
+
+
+def test_anthropic_bad_usage_in_a_json_array_names_the_message(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(_anthropic({"input_tokens": -5}), indent=1))
+    with pytest.raises(MalformedLineError, match=r"s\.json: message 1: usage field 'input_tokens'"):
+        read_session(path)
+
+
+def test_anthropic_bad_usage_with_lenient_drops_the_usage_and_counts_the_line(tmp_path):
+    session = read_session(_write(tmp_path, _anthropic({"input_tokens": "abc"})), lenient=True)
+    assert session.skipped_lines == 1
+    assert [u.line for u in session.usage] == [4] and session.usage[0].prompt_tokens == 1_010
+    assert len(session.messages) == 4  # the message itself is kept, as the Claude Code reader does
+
+
+def test_anthropic_usage_is_read_by_the_shared_helper(tmp_path):
+    session = read_session(_write(tmp_path, _anthropic({"input_tokens": "12", "cache_creation_input_tokens": 800.0,
+                                                        "cache_read_input_tokens": 90_000, "output_tokens": 30})))
+    first = session.usage[0]
+    assert (first.prompt_tokens, first.cache_read_tokens, first.cache_write_tokens, first.output_tokens) == (90_812, 90_000, 800, 30)
+    assert (first.line, first.convention) == (2, "anthropic")
+
+
+def test_anthropic_bad_usage_is_a_one_line_cli_error_and_lenient_warns(tmp_path):
+    path = _write(tmp_path, _anthropic({"input_tokens": {"n": 1}}))
+    result = runner.invoke(app, ["plan", str(path), "--json"])
+    assert result.exit_code == 2
+    assert result.stderr == f"dp-compact: {path}:2: usage field 'input_tokens' must be a non-negative whole number of tokens, not {{'n': 1}}\n"
+    result = runner.invoke(app, ["plan", str(path), "--json", "--lenient"])
+    assert result.exit_code == 0 and "skipped 1 malformed line" in result.stderr

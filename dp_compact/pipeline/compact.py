@@ -25,7 +25,7 @@ from dp_compact.pipeline.io import check_output, target_api, write_messages
 from dp_compact.sessions.common import count_llm_calls, count_user_turns
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
-from dp_compact.pipeline.split import cut_for_keep, split
+from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
@@ -34,6 +34,7 @@ from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.sessions.model import Message, Session
+from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 from dp_compact.tokens import count_text_tokens
 
@@ -104,9 +105,10 @@ def _choose_cut(
     if not messages:
         return None, "empty", "the session has no messages: nothing to compact", None
     if keep is not None:
-        cut = cut_for_keep(messages, keep, user_turns_only=settings.model == "seed")
-        moved = "" if len(messages) - cut == keep else f" (moved to the nearest feasible cut: {len(messages) - cut} kept)"
-        return cut, RULE_KEEP_FLAG, f"--keep {keep}{moved}", None
+        seed = settings.model == "seed"
+        cut = cut_for_keep(messages, keep, user_turns_only=seed, path=session.path)
+        moved = keep_moved_note(messages, keep, cut, path=session.path, user_turns_only=seed)
+        return cut, RULE_KEEP_FLAG, moved or f"--keep {keep}", None
     decided = plan(session, tokens, settings, prices)
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
@@ -196,11 +198,12 @@ def compact_session(
     api = target_api(session, to)
     tokens = session_tokens(session, settings, use_cache=use_cache)
     prices, price_notes = choose_prices(settings, session)
+    read_notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
     window = prices.max_context_tokens
     cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
-        return CompactionResult(decision="keep", k=len(session.messages), **base)
+        return CompactionResult(decision="keep", k=len(session.messages), notes=read_notes, **base)
     head, tail = split(session.messages, cut)
     head_tokens, tail_tokens = int(tokens[:cut].sum()), int(tokens[cut:].sum())
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
@@ -234,7 +237,7 @@ def compact_session(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
         summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
         archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
-        notes=price_notes + _notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run),
+        notes=read_notes + price_notes + _notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run),
         messages=tuple(messages), **base,
     )
 

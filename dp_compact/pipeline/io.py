@@ -114,7 +114,7 @@ def read_messages(path: Path | str) -> list[Any]:
     SessionError
         If the file cannot be read or holds something else; ``MalformedLineError`` for a bad line.
     """
-    source = read_source(path)
+    source = read_source(path, partial_last_line=False)  # a file to check must be complete
     if source.records is not None:
         return [r.value for r in source.records]
     document = source.document

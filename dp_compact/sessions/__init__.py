@@ -8,6 +8,7 @@ specific first; the first whose ``sniff`` accepts the file reads it.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -70,10 +71,13 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
     Returns
     -------
     Session
-        An empty file gives a session with no messages (format ``"empty"``).
+        An empty file gives a session with no messages (format ``"empty"``). A half-written
+        last line (an agent still appending) is left out, its number in ``Session.partial_line``.
 
     Raises
     ------
+    SessionError
+        The file cannot be read, or is compressed or binary (the message says which).
     MalformedLineError
         A line is not valid JSON or not a valid record (names ``path:line``).
     UnknownFormatError
@@ -85,14 +89,17 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
     seed_stats = read_seed_stats(stats) if stats is not None else None
     lone = source.records[0].value if source.records is not None and len(source.records) == 1 else None
     if (source.records is not None and not source.records) or source.document in ([], {}, {"messages": []}) or lone == {"messages": []}:
-        return Session(path=str(path), format="empty", messages=(), skipped_lines=source.skipped_lines, stats=seed_stats)
+        return Session(
+            path=str(path), format="empty", messages=(), skipped_lines=source.skipped_lines, stats=seed_stats,
+            partial_line=source.partial_line,
+        )
     for reader in READERS:
         if reader.sniff(source):
             session = reader.read(source)
             if seed_stats is not None:
-                from dataclasses import replace
-
                 session = replace(session, stats=seed_stats)
+            if source.partial_line is not None:
+                session = replace(session, partial_line=source.partial_line)
             return session
     formats = "; ".join(supported_formats())
     raise UnknownFormatError(path, None, f"not a session format dp-compact reads. Supported formats: {formats}")

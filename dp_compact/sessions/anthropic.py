@@ -23,6 +23,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
 from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Record, Source
+from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "answers_by_position", "message_from_anthropic", "read", "sniff"]
 
@@ -130,17 +131,20 @@ def sniff(source: Source) -> bool:
 
 
 def _usage(obj: dict[str, Any], line: int) -> Usage | None:
-    """Usage of an assistant message: Cline ``metrics.tokens`` or an API ``usage`` object."""
+    """Usage of an assistant message: Cline ``metrics.tokens`` (prompt + cached) or an API ``usage``
+    object (:func:`~dp_compact.sessions.usage.usage_from_api`); None when it records no prompt.
+
+    Raises ValueError for a count that is not a non-negative whole number (:func:`token_count`).
+    """
     tokens = (obj.get("metrics") or {}).get("tokens") if isinstance(obj.get("metrics"), dict) else None
     if isinstance(tokens, dict) and (tokens.get("prompt") or tokens.get("cached")):
-        prompt, cached = int(tokens.get("prompt") or 0), int(tokens.get("cached") or 0)
-        return Usage(prompt + cached, cache_read_tokens=cached, output_tokens=int(tokens.get("completion") or 0), line=line)
+        prompt = token_count(tokens.get("prompt"), "metrics.tokens.prompt")
+        cached = token_count(tokens.get("cached"), "metrics.tokens.cached")
+        output = token_count(tokens.get("completion"), "metrics.tokens.completion")
+        return Usage(prompt + cached, cache_read_tokens=cached, output_tokens=output, line=line) if prompt + cached else None
     usage = obj.get("usage")
     if isinstance(usage, dict) and "input_tokens" in usage:
-        read = int(usage.get("cache_read_input_tokens") or 0)
-        write = int(usage.get("cache_creation_input_tokens") or 0)
-        total = int(usage.get("input_tokens") or 0) + read + write
-        return Usage(total, read, write, int(usage.get("output_tokens") or 0), line=line) if total else None
+        return usage_from_api(usage, line)
     return None
 
 
@@ -202,18 +206,26 @@ def read(source: Source) -> Session:
     Raises
     ------
     MalformedLineError
-        If a record is not a valid Anthropic message.
+        If a record is not a valid Anthropic message, or its usage holds a count that is not a
+        non-negative whole number (``path:line``; the message index in a JSON array). With a
+        lenient source the line is counted in ``skipped_lines`` instead: a bad message is left
+        out, a message with a bad usage object is kept without its usage record (as the Claude
+        Code reader does), so that its tool calls still answer their results.
     """
     messages: list[Message] = []
     usage: list[Usage] = []
-    for record in _items(source) or []:
+    skipped = 0
+    for index, record in enumerate(_items(source) or []):
         try:
             message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
+            messages.append(message)
+            if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
+                usage.append(u)
         except ValueError as exc:
-            raise MalformedLineError(source.path, record.line or None, str(exc)) from exc
-        messages.append(message)
-        if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
-            usage.append(u)
+            if not source.lenient:
+                where = "" if record.line else f"message {index}: "
+                raise MalformedLineError(source.path, record.line or None, where + str(exc)) from exc
+            skipped += 1
     messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(
@@ -223,7 +235,7 @@ def read(source: Source) -> Session:
         usage=usage,
         live_start=markers[-1] if markers else 0,
         compactions=len(markers),
-        skipped_lines=source.skipped_lines,
+        skipped_lines=source.skipped_lines + skipped,
         model=_recorded_model(_items(source) or []),
         compaction_records=tuple(
             RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers

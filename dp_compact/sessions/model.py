@@ -190,6 +190,9 @@ class Session:
         The context window the session records (Codex ``model_context_window``), if any.
     skipped_lines : int
         Lines skipped with ``lenient=True``.
+    partial_line : int or None
+        1-based number of a half-written last line left out (the agent was still writing it:
+        no line break after it, not valid JSON), else None. Not counted in ``skipped_lines``.
     stats : SeedStats or None
         The seed agent's counters when given (``--stats``).
     earlier_messages : int
@@ -230,6 +233,7 @@ class Session:
     stats: SeedStats | None = None
     earlier_messages: int = 0
     messages_since_compaction: int | None = None
+    partial_line: int | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)

@@ -2,6 +2,15 @@
 
 A file is either JSONL (one record per line) or one JSON document, decided by content, not
 by the file name: a ``.json`` file may be JSONL and a ``.jsonl`` file may be one document.
+
+Two kinds of input are told apart before any line is parsed, so that the error says what the
+file is rather than "line 1 is not valid JSON": compressed files (gzip, bzip2, xz, zstd, zip,
+by their magic numbers) and binary data (a NUL byte in the first :data:`BINARY_SNIFF_BYTES`).
+
+Agents append to their logs while we read them: a last line that is not valid JSON and has no
+line break after it is an unfinished write, not damage. It is left out and its line number kept
+in :attr:`Source.partial_line` (the commands print a note); a bad line anywhere else is a
+:class:`~dp_compact.errors.MalformedLineError`.
 """
 
 from __future__ import annotations
@@ -14,7 +23,20 @@ import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["Record", "Source", "read_source"]
+__all__ = ["BINARY_SNIFF_BYTES", "Record", "Source", "partial_line_note", "read_source"]
+
+#: Bytes searched for a NUL to call a file binary (git's ``buffer_is_binary`` reads 8,000).
+BINARY_SNIFF_BYTES = 8_000
+#: Magic numbers of compressed files: (prefix, what it is, the command that undoes it).
+_COMPRESSED = (
+    (b"\x1f\x8b", "gzip-compressed", "gunzip"),
+    (b"BZh", "bzip2-compressed", "bunzip2"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "unxz"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd"),
+    (b"PK\x03\x04", "zip archive", "unzip"),
+)
+#: Byte order marks of UTF-16 text, which holds NUL bytes without being binary.
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +56,8 @@ class Source:
     empty file, where ``records`` is empty. ``skipped_lines`` counts lines dropped as malformed
     with ``lenient=True``; ``nbytes`` is the file size. ``lenient`` tells the readers to skip
     records that break their format's rules too (counting them) instead of failing.
+    ``partial_line`` is the 1-based number of a half-written last line left out (module
+    docstring), else None; it is not counted in ``skipped_lines``.
     """
 
     path: str
@@ -42,6 +66,7 @@ class Source:
     nbytes: int = 0
     skipped_lines: int = 0
     lenient: bool = False
+    partial_line: int | None = None
 
     @property
     def is_document(self) -> bool:
@@ -63,7 +88,24 @@ def _as_document(text: bytes) -> Any | None:
     return value
 
 
-def read_source(path: Path | str, *, lenient: bool = False) -> Source:
+def _check_not_binary(path: Path | str, data: bytes) -> None:
+    """Raise SessionError naming what the file is when it is compressed or binary (module docstring)."""
+    for magic, what, command in _COMPRESSED:
+        if data.startswith(magic):
+            raise SessionError(path, None, f"this is a {what} file; decompress it first ({command})")
+    head = data[:BINARY_SNIFF_BYTES]
+    if head.startswith(_UTF16_BOMS):
+        raise SessionError(path, None, "UTF-16 text, not UTF-8; convert it first (iconv -f UTF-16 -t UTF-8)")
+    if b"\x00" in head:
+        raise SessionError(path, None, "binary data, not a JSON/JSONL transcript")
+
+
+def partial_line_note(path: str, line: int) -> str:
+    """The note a command prints for a half-written last line it left out (``path:line: ...``)."""
+    return f"{path}:{line}: half-written last line left out (no line break after it: the agent is still writing it)"
+
+
+def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: bool = True) -> Source:
     """Read ``path`` as JSONL or as one JSON document.
 
     Parameters
@@ -72,6 +114,10 @@ def read_source(path: Path | str, *, lenient: bool = False) -> Source:
         The session file; it is only read, never modified.
     lenient : bool
         Skip malformed JSONL lines (counted in ``skipped_lines``) instead of failing.
+    partial_last_line : bool
+        Leave out a last line that is not valid JSON and has no line break after it (an agent
+        still appending; its number goes to ``Source.partial_line``). False treats it as any
+        other malformed line (a file that should be complete, such as one we wrote).
 
     Returns
     -------
@@ -80,28 +126,47 @@ def read_source(path: Path | str, *, lenient: bool = False) -> Source:
     Raises
     ------
     SessionError
-        If the file cannot be read.
+        If the file cannot be read, or is compressed (names the format and the command that
+        decompresses it), UTF-16 text or binary data.
     MalformedLineError
         If a line is not valid JSON (``path:line``), unless ``lenient``.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     live = pathlib.Path(folder) / "live.jsonl"
+    ...     _ = live.write_bytes(b'{"role": "user", "content": "hi"}\\n{"role": "assi')
+    ...     source = read_source(live)
+    >>> len(source.records), source.partial_line
+    (1, 2)
     """
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise SessionError(path, None, f"cannot read the file: {exc.strerror or exc}") from exc
+    _check_not_binary(path, data)
     document = _as_document(data)
     if document is not None:
         return Source(str(path), None, document, nbytes=len(data), lenient=lenient)
     records: list[Record] = []
     skipped = 0
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    partial: int | None = None
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
+            if partial_last_line and number == len(lines):  # no b"\n" after it: still being written
+                partial = number
+                continue
             if lenient:
                 skipped += 1
                 continue
             raise MalformedLineError(path, number, f"line {number} is not valid JSON ({exc})") from exc
         records.append(Record(number, value, len(raw)))
-    return Source(str(path), tuple(records), None, nbytes=len(data), skipped_lines=skipped, lenient=lenient)
+    return Source(
+        str(path), tuple(records), None, nbytes=len(data), skipped_lines=skipped, lenient=lenient, partial_line=partial
+    )

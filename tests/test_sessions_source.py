@@ -1,0 +1,139 @@
+"""Reading a session file before its format is known: live logs, compressed and binary files."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.cli import app
+from dp_compact.errors import MalformedLineError, SessionError
+from dp_compact.pipeline.io import read_messages
+from dp_compact.sessions import read_session
+from dp_compact.sessions.source import read_source
+
+runner = CliRunner()
+EXAMPLE = Path(__file__).resolve().parents[1] / "dp_compact" / "examples" / "session.jsonl"
+LINES = [
+    {"role": "user", "content": "Fix the VAT rounding."},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1 failed"}]},
+    {"role": "assistant", "content": "Found it."},
+]
+HALF = b'{"role": "user", "content": "and now the inv'
+
+
+def _live(tmp_path: Path, tail: bytes = HALF) -> Path:
+    """A JSONL log whose last line an agent is still writing (no line break after it)."""
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in LINES) + tail)
+    return path
+
+
+# ---------------------------------------------------------------- a live log
+
+
+def test_read_source_half_written_last_line_is_left_out_and_numbered(tmp_path):
+    source = read_source(_live(tmp_path))
+    assert [r.line for r in source.records] == [1, 2, 3, 4]
+    assert (source.partial_line, source.skipped_lines) == (5, 0)
+
+
+def test_read_session_half_written_last_line_keeps_the_complete_messages(tmp_path):
+    session = read_session(_live(tmp_path))
+    assert (len(session.messages), session.partial_line, session.skipped_lines) == (4, 5, 0)
+
+
+def test_read_source_complete_last_line_without_line_break_is_read(tmp_path):
+    source = read_source(_live(tmp_path, b'{"role": "user", "content": "thanks"}'))
+    assert (len(source.records), source.partial_line) == (5, None)
+
+
+def test_read_source_malformed_line_before_the_last_is_still_an_error(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"role": "user", "content": "hi"}\n{"role": "assi\n{"role": "assistant", "content": "ok"}')
+    with pytest.raises(MalformedLineError, match=r"s\.jsonl:2: line 2 is not valid JSON") as caught:
+        read_source(path)
+    assert caught.value.line == 2
+
+
+def test_read_source_truncated_last_line_with_line_break_is_an_error(tmp_path):
+    with pytest.raises(MalformedLineError, match=r"live\.jsonl:5: "):
+        read_source(_live(tmp_path, HALF + b"\n"))  # a line break after it: the writer finished it
+
+
+def test_read_messages_for_validate_refuses_a_half_written_last_line(tmp_path):
+    with pytest.raises(MalformedLineError, match=r"live\.jsonl:5: "):
+        read_messages(_live(tmp_path))
+
+
+def test_plan_half_written_last_line_is_a_note_not_an_error(tmp_path):
+    path = _live(tmp_path)
+    result = runner.invoke(app, ["plan", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["N"] == 4
+    assert f"{path}:5: half-written last line left out (no line break after it: the agent is still writing it)" in data["notes"]
+
+
+def test_compact_half_written_last_line_is_a_note_on_stderr(tmp_path):
+    path = _live(tmp_path)
+    result = runner.invoke(app, ["compact", str(path), "--keep", "1", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"dp-compact: note: {path}:5: half-written last line left out" in result.stderr
+    assert json.loads(result.stdout)["n_messages"] == 4
+
+
+# ---------------------------------------------------------------- compressed and binary files
+
+
+@pytest.mark.parametrize(("compress", "what", "command"), [
+    (gzip.compress, "gzip-compressed", "gunzip"),
+    (bz2.compress, "bzip2-compressed", "bunzip2"),
+    (lzma.compress, "xz-compressed", "unxz"),
+])
+def test_read_source_compressed_file_says_what_it_is_and_how_to_undo_it(tmp_path, compress, what, command):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(compress(EXAMPLE.read_bytes()))
+    with pytest.raises(SessionError) as caught:
+        read_source(path)
+    assert str(caught.value) == f"{path}: this is a {what} file; decompress it first ({command})"
+    assert caught.value.line is None
+
+
+def test_read_source_binary_file_says_it_is_not_a_transcript(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)))
+    with pytest.raises(SessionError) as caught:
+        read_source(path)
+    assert str(caught.value) == f"{path}: binary data, not a JSON/JSONL transcript"
+
+
+def test_read_source_utf16_file_says_to_convert_it(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(EXAMPLE.read_text("utf-8").encode("utf-16"))
+    with pytest.raises(SessionError, match="UTF-16 text, not UTF-8"):
+        read_source(path)
+
+
+@pytest.mark.parametrize("command", [["plan"], ["compact", "--dry-run"], ["replay"]])
+def test_cli_gzip_session_is_one_line_exit_2_no_traceback(tmp_path, command):
+    path = tmp_path / "session.jsonl.gz"
+    path.write_bytes(gzip.compress(EXAMPLE.read_bytes()))
+    result = runner.invoke(app, [command[0], str(path), *command[1:]])
+    assert result.exit_code == 2
+    assert result.stderr == f"dp-compact: {path}: this is a gzip-compressed file; decompress it first (gunzip)\n"
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_cli_binary_session_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "image.json"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    result = runner.invoke(app, ["plan", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == f"dp-compact: {path}: binary data, not a JSON/JSONL transcript\n"
