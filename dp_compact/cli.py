@@ -122,10 +122,13 @@ def render_plan(data: dict) -> str:
     if ahead:
         waits = ahead["next_compaction_calls"]
         when = "never within the horizon" if waits is None else f"in about {waits:.0f} call{'s' if waits != 1 else ''}"
+        def usd(value: float | None) -> str:
+            return "not allowed" if value is None else f"${value:.4f}"
+
         saves = "keeping is not allowed" if ahead["saves_usd"] is None else f"compacting now saves ${ahead['saves_usd']:+.4f}"
         lines.append(
-            f"ahead     expected cost from now on: keep ${ahead['keep_usd']:.4f}, compact at the best cut"
-            f" ${ahead['compact_usd']:.4f} ({saves}); if it waits, the best schedule compacts {when};"
+            f"ahead     expected cost from now on: keep {usd(ahead['keep_usd'])}, compact at the best cut"
+            f" {usd(ahead['compact_usd'])} ({saves}); if it waits, the best schedule compacts {when};"
             f" growth {ahead['growth_tokens']:,.0f} tokens/call, about {ahead['expected_calls']:.0f} calls to come,"
             f" S = {ahead['summary_tokens']:,.0f}"
         )

@@ -192,6 +192,7 @@ def look_ahead(
     v_tokens: int,
     s_tokens: int,
     limit_tokens: float,
+    window_tokens: float | None = None,
 ) -> LookAhead:
     """Expected cost of keeping now and of compacting now at each cut, with the best schedule after.
 
@@ -211,6 +212,9 @@ def look_ahead(
         V and S, tokens.
     limit_tokens : float
         The forced threshold ``DP_FORCE_RATIO · M``: no prompt is kept above it, tokens.
+    window_tokens : float, optional
+        The window M, tokens: a prompt between the threshold and M must be compacted, one above
+        M cannot be sent. Default: ``limit_tokens``.
 
     Returns
     -------
@@ -236,7 +240,7 @@ def look_ahead(
     else:
         horizon = _horizon(forecast.calls_so_far, forecast.survival_alpha, forecast.survival_scale)
         alive = continuation(forecast.calls_so_far, forecast.survival_alpha, forecast.survival_scale, horizon + 1)
-    top = max(limit_tokens - v, s + g)
+    top = max((limit_tokens if window_tokens is None else max(window_tokens, limit_tokens)) - v, s + g)
     blocks = _blocks(horizon, max(int(BLOCK_GROWTH_SHARE * top / g), 1))
     grid = np.linspace(0.0, top, GRID_POINTS)
     x0 = max(float(context_tokens) - v, 0.0)

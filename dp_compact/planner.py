@@ -292,7 +292,8 @@ def plan(
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
-        skipped_lines=session.skipped_lines, planner="seed" if settings.model == "seed" else "myopic",
+        skipped_lines=session.skipped_lines,
+        planner="seed" if settings.model == "seed" else settings.planner if settings.planner != "seed" else "seed",
     )
     if n == 0:
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
@@ -388,7 +389,6 @@ def _plan_ahead(
     common: dict[str, Any],
 ) -> Plan:
     """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round."""
-    common = {**common, "planner": "lookahead"}
     n, total = len(session.messages), int(common["total_tokens"])
     s, v, window = summary_tokens(settings), settings.v, prices.max_context_tokens
     threshold = float(common["force_threshold_tokens"])
@@ -416,20 +416,23 @@ def _plan_ahead(
     forecast = Forecast(growth_tokens=g, calls_so_far=calls, survival_alpha=alpha, survival_scale=scale,
                         loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known)
     heads = prefix[cuts[allowed]]
-    ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold)
+    ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
+                       window_tokens=window)
     values = np.full(cuts.shape, np.inf)
     values[allowed] = ahead.compact_usd
     best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[-1])
     compact_value = float(values[best])
+    can_keep = bool(np.isfinite(ahead.keep_usd))  # not when the next call's growth passes the threshold
     info: dict[str, float | None] = {
-        "keep_usd": ahead.keep_usd, "compact_usd": compact_value, "saves_usd": ahead.keep_usd - compact_value
-        if np.isfinite(ahead.keep_usd) else None, "next_compaction_calls": ahead.next_compaction_calls,
+        "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if np.isfinite(compact_value) else None,
+        "saves_usd": ahead.keep_usd - compact_value if can_keep and np.isfinite(compact_value) else None,
+        "next_compaction_calls": ahead.next_compaction_calls,
         "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
         "summary_tokens": float(s),
     }
     best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
                  "saves_usd": info["saves_usd"]}
-    forced = context > threshold
+    forced = context > threshold or not can_keep
     share = f"{context / window:.0%} of the {window:,}-token window"
     if not forced and session.messages_since_compaction == 0:
         why = ("nothing was added since dp-compact compacted this conversation: the plan that compacted it weighed every"
@@ -450,13 +453,16 @@ def _plan_ahead(
     after = v + s + tail
     if forced:
         rule = RULE_FORCE
-        why = (f"context {context:,} tokens is above {settings.force_ratio:g} x {window:,}: compacting now at the cut"
+        where = "is above" if context > threshold else f"passes, with the next call's growth of about {g:,.0f} tokens,"
+        why = (f"context {context:,} tokens {where} {settings.force_ratio:g} x {window:,}: compacting now at the cut"
                f" with the lowest expected cost")
     else:
         rule = RULE_LOOKAHEAD
-        why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits; the dropped"
-               f" {head:,} tokens would otherwise be read again on each of the about {ahead.expected_calls:.0f} calls the"
-               f" session is expected to go on")
+        when = ahead.next_compaction_calls
+        wait = (f"it would compact in about {when:.0f} call{'s' if when != 1 else ''}, carrying the {head:,} tokens this"
+                " compaction drops until then" if when is not None else f"it would carry the {head:,} tokens this compaction drops")
+        why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits ({wait});"
+               f" the session is expected to go on for about {ahead.expected_calls:.0f} calls")
     why += f"; context {context:,} tokens ({share}), about {after:,} after compacting ({after / window:.0%})"
     return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
                 terms=terms.at(best), best_candidate=best_info, lookahead=info,

@@ -155,9 +155,9 @@ def plan_values(p: Plan) -> npt.NDArray[np.float64]:
     assert p.benefit is not None
     if p.lookahead_usd is None or p.lookahead is None:
         return np.asarray(p.benefit.net, dtype=np.float64)
-    keep = p.lookahead["keep_usd"]
+    keep = p.lookahead["keep_usd"]  # None when keeping is not allowed
     finite = p.lookahead_usd[np.isfinite(p.lookahead_usd)]
-    base = keep if keep is not None and np.isfinite(keep) else (finite.min() if finite.size else 0.0)
+    base = keep if keep is not None else (finite.min() if finite.size else 0.0)
     return np.where(np.isfinite(p.lookahead_usd), base - p.lookahead_usd, -np.inf)
 
 
@@ -184,9 +184,14 @@ def _draw_tokens(ax: Axes, plans: Sequence[Plan]) -> list[Any]:
     (kept,) = ax.plot(k, p.benefit.tail_tokens, color="0.55", lw=1.2, ls=":", label="kept tokens K (right axis)")
     handles = [kept]
     for q in {q.prices.name: q for q in plans}.values():
-        force = ax.axhline(q.force_threshold_tokens, color=_color(plans, q), lw=1.0, ls=(0, (6, 3)), alpha=0.8,
-                           label=f"forced threshold of {q.prices.name}: {q.settings['force_ratio']:g}·M = {q.force_threshold_tokens:,.0f} tokens")
-        force.set_gid("force_threshold")
+        window = q.prices.max_context_tokens
+        over = q.estimates.context_tokens > window
+        label = f"forced threshold of {q.prices.name}: {q.settings['force_ratio']:g}·M = {q.force_threshold_tokens:,.0f} tokens"
+        if over:
+            label += f"; the context already exceeds its window M = {window:,}"
+        force = ax.axhline(q.force_threshold_tokens, color=_color(plans, q), lw=2.2 if over else 1.0, ls=(0, (6, 3)), alpha=0.8,
+                           label=label)
+        force.set_gid(f"window_exceeded:{q.prices.name}" if over else "force_threshold")
         handles.append(force)
     now = ax.axhline(p.estimates.context_tokens, color="0.3", lw=0.9, ls="-.", label=f"context now: {p.estimates.context_tokens:,} tokens")
     now.set_gid("context")
@@ -243,8 +248,8 @@ def benefit_figure(plans: Sequence[Plan], *, title: str | None = None) -> Figure
     what = "what compacting at each cut saves over waiting" if first.lookahead_usd is not None else "NetBenefit(k)"
     figure.suptitle(title or f"Compact {name} now? {what}, over the feasible cuts", fontsize=14, fontweight="bold")
     ax.set_title(f"N = {first.n_messages} messages, T = {first.total_tokens:,} tokens, context {e.context_tokens:,} / "
-                 f"{first.prices.max_context_tokens:,}; E = {e.expected_turns:g} turns, L = {e.calls_per_turn:g}, "
-                 f"R = {e.remaining_calls:g} calls, avg = {e.avg_tokens:,.0f} tokens", fontsize=10)
+                 f"{first.prices.max_context_tokens:,}; E = {e.expected_turns:g} turns, L = {e.calls_per_turn:.3g}, "
+                 f"R = {e.remaining_calls:.4g} calls, avg = {e.avg_tokens:,.0f} tokens", fontsize=10)
     for column, (name_, heading, sign) in enumerate(TERMS):
         term_ax = figure.add_subplot(grid[1, column], sharex=ax)
         for p in plans:

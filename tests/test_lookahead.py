@@ -125,7 +125,7 @@ def test_plan_explains_why_now_what_waiting_costs_and_the_context_after():
     info = result.lookahead
     assert info["saves_usd"] == pytest.approx(info["keep_usd"] - info["compact_usd"]) and info["saves_usd"] > 0
     assert f"saves ${info['saves_usd']:.4f} over the best schedule that waits" in result.explanation
-    assert f"the dropped {result.head_tokens:,} tokens" in result.explanation
+    assert f"the {result.head_tokens:,} tokens this compaction drops" in result.explanation
     assert result.context_after_tokens == 20_800 + info["summary_tokens"] + result.tail_tokens
     assert f"about {result.context_after_tokens:,} after compacting" in result.explanation
     data = result.to_dict()
@@ -148,7 +148,23 @@ def test_forced_threshold_compacts_even_when_waiting_looks_cheaper():
     session = replace(session_of(messages), usage=(Usage(215_000),), llm_calls=10)
     result = plan(session, tokens, load_settings(), replace(PRICES, max_context_tokens=230_000))
     assert result.decision == "compact" and result.rule == "force"
-    assert result.lookahead["saves_usd"] is None  # keeping is not allowed above the threshold
+    assert result.lookahead["saves_usd"] is None and result.lookahead["keep_usd"] is None  # keeping is not allowed
+
+
+def test_just_under_the_threshold_waiting_means_compacting_at_the_next_call_and_the_json_is_strict():
+    """Keeping is allowed just under the threshold, but the next call then has to compact (between
+    the threshold and the window it must): compacting now is weighed against that, finitely."""
+    import json
+
+    messages = _loop(rounds=10)
+    tokens = np.full(len(messages), 8_000, dtype=np.int64)
+    usage = tuple(Usage(179_976 - 5_000 * (10 - i)) for i in range(1, 11))  # growth 5,000 tokens a call
+    session = replace(session_of(messages), usage=usage, llm_calls=10)
+    result = plan(session, tokens, load_settings(), PRICES)  # threshold 0.9 · 200,000 = 180,000
+    assert result.decision == "compact" and result.rule == RULE_LOOKAHEAD
+    assert result.lookahead["next_compaction_calls"] == 1.0 and result.lookahead["saves_usd"] > 0
+    text = json.dumps(result.to_dict(), allow_nan=False)  # raises on Infinity or NaN
+    assert json.loads(text)["lookahead"]["keep_usd"] == pytest.approx(result.lookahead["keep_usd"])
 
 
 def test_a_known_length_replaces_the_survival_curve():
@@ -174,5 +190,6 @@ def test_myopic_and_seed_planners_stay_available():
     tokens = np.full(len(messages), 2_000, dtype=np.int64)
     session = session_of(messages)
     assert plan(session, tokens, load_settings(planner="myopic"), PRICES).planner == "myopic"
+    assert plan(session_of([]), np.zeros(0, dtype=np.int64), load_settings(), PRICES).planner == "lookahead"
     seed = plan(session, tokens, load_settings(planner="seed"), PRICES)
     assert seed.planner == "seed" and seed.lookahead is None

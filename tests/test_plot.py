@@ -66,8 +66,8 @@ def test_benefit_figure_has_net_and_term_lines_per_plan_and_chosen_markers(examp
             np.testing.assert_allclose(net.get_ydata(), p.benefit.net)
         else:  # DESIGN §7: what compacting now at each cut saves over the best schedule that waits
             finite = np.isfinite(p.lookahead_usd)
-            keep = p.lookahead["keep_usd"]  # inf above the forced threshold: then against the best cut
-            base = keep if np.isfinite(keep) else p.lookahead_usd[finite].min()
+            keep = p.lookahead["keep_usd"]  # None above the forced threshold: then against the best cut
+            base = keep if keep is not None else p.lookahead_usd[finite].min()
             np.testing.assert_allclose(net.get_ydata()[finite], base - p.lookahead_usd[finite])
             assert p.decision != "compact" or k[np.nanargmax(np.where(finite, net.get_ydata(), np.nan))] == p.k
         for name, _, _ in TERMS:
