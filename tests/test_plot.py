@@ -202,3 +202,14 @@ def test_cli_start_and_library_import_load_no_matplotlib():
     code = "import sys, dp_compact.cli, dp_compact.plot, dp_compact.timeline; print('matplotlib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_benefit_figure_marks_a_provider_whose_window_the_context_exceeds():
+    session = read_session(EXAMPLE)
+    settings = load_settings(max_context_tokens=100_000)  # the example's context is about 152,000 tokens
+    tokens = session_tokens(session, settings, use_cache=False)
+    (p,) = curve_plans(session, tokens, settings)
+    gids = _gids(benefit_figure([p]))
+    (line,) = gids[f"window_exceeded:{p.prices.name}"]
+    assert "already exceeds its window M = 100,000" in line.get_label()
+    assert "force_threshold" not in gids
