@@ -178,7 +178,7 @@ def _evidence(session: Session | None, database_window: int, database_name: str 
     """Window and source by module rules 2-5, before the accepted-prompt bound."""
     model = session.model if session is not None else None
     if session is not None and session.context_window:
-        return session.context_window, "the window recorded in the session (model_context_window)"
+        return session.context_window, "the window recorded in the session (Codex model_context_window, or the summary of an earlier dp-compact compaction)"
     if session is not None and (found := _from_auto_compaction(session.compaction_records, model, sizes)) is not None:
         return found
     if session is not None and _is_claude_code(session) and (model is None or _is_claude(model)):

@@ -157,3 +157,24 @@ def test_summary_keeps_paths_and_instructions_of_real_sessions(capsys: pytest.Ca
         )
     assert mean >= MEAN_PATH_SHARE_FLOOR
     assert pooled[0] / pooled[1] >= POOLED_PATH_SHARE_FLOOR
+
+
+def test_compacted_output_keeps_the_model_window_t_and_l_it_ran_with(tmp_path: Path) -> None:
+    """The compacted file is priced and windowed as the conversation was (issue record: re-planning a
+    Codex compaction fell back to the default model and a 200k window)."""
+    path = SESSIONS / "codex" / "codex_pharma_2compactions.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    session = _read(path)
+    settings = load_settings()
+    before = plan_session(session, settings, use_cache=False)
+    result = compact_session(session, settings, force=True, archiver=FakeArchiver(), use_cache=False)
+    out = tmp_path / "compacted.jsonl"
+    write_messages(out, list(result.messages), result.api, source=result.path)
+    again = read_session(out)
+    assert again.model == session.model and again.context_window == before.prices.max_context_tokens
+    after = plan_session(again, settings, use_cache=False)
+    assert after.prices.name == before.prices.name and after.prices.max_context_tokens == before.prices.max_context_tokens
+    # t and L as the reader counted them (its user turns leave injected context out; calls from usage records)
+    assert after.estimates.user_turns == before.estimates.user_turns
+    assert after.estimates.calls_per_turn == pytest.approx(before.estimates.calls_per_turn)

@@ -77,7 +77,7 @@ def test_context_window_explicit_setting_beats_all_evidence():
 
 def test_context_window_recorded_window_beats_auto_compaction_and_tool_default():
     session = _session("codex", "gpt-5.4", window=258_400, records=(_auto(950_000, "codex"),))
-    assert context_window(session, 1_050_000) == (258_400, "the window recorded in the session (model_context_window)")
+    assert context_window(session, 1_050_000) == (258_400, "the window recorded in the session (Codex model_context_window, or the summary of an earlier dp-compact compaction)")
 
 
 def test_context_window_claude_code_auto_compaction_picks_the_window_whose_trigger_is_nearest():

@@ -28,7 +28,8 @@ __all__ = ["acknowledgement_message", "reassemble", "summary_message_text"]
 
 def summary_message_text(
     summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int, user_turns: int = 0,
-    llm_calls: int = 0, compaction: int = 1, kept_messages: int | None = None,
+    llm_calls: int = 0, compaction: int = 1, kept_messages: int | None = None, model: str | None = None,
+    window: int | None = None,
 ) -> str:
     """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
 
@@ -51,6 +52,10 @@ def summary_message_text(
         Messages written after the summary (the tail, and the acknowledgement when there is one),
         stated so that a planner asked again before anything is added knows it
         (``Session.messages_since_compaction``); None leaves it out.
+    model, window : str or None, int or None
+        The model and context window (tokens) the conversation ran with, stated so that the
+        compacted file is planned with the same prices and window (the readers take them back
+        when the file records none); None leaves them out.
 
     Examples
     --------
@@ -59,9 +64,11 @@ def summary_message_text(
     """
     t = texts()
     kept = "" if kept_messages is None else t.kept.format(kept_messages=kept_messages)
+    recorded = ("" if not model else t.recorded_model.format(model=model)) + (
+        "" if not window else t.recorded_window.format(window=f"{window:,}"))
     parts = [t.marker, t.intro.format(
         n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction,
-        kept=kept,
+        kept=kept, recorded=recorded,
     ), "", summary.strip()]
     if anchors:
         parts += ["", t.anchors_marker, *(a.render() for a in anchors)]

@@ -30,6 +30,8 @@ class Texts:
     archive_marker: str
     intro: str
     kept: str
+    recorded_model: str
+    recorded_window: str
     archive_line: str
     no_archive_line: str
     headings: dict[str, str]
@@ -47,6 +49,8 @@ def texts() -> Texts:
         archive_marker=summary["archive_marker"],
         intro=summary["intro"],
         kept=summary["kept"],
+        recorded_model=summary["recorded_model"],
+        recorded_window=summary["recorded_window"],
         archive_line=summary["archive_line"],
         no_archive_line=summary["no_archive_line"],
         headings={key: summary["sections"][key] for key in SECTION_KEYS},

@@ -20,6 +20,7 @@ __all__ = [
     "count_user_turns",
     "summary_counts",
     "summary_kept",
+    "summary_recorded",
     "count_images",
     "dumps",
     "is_summary_text",
@@ -205,7 +206,7 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
 
 
 _SUMMARY_COUNTS = re.compile(
-    r"\((\d[\d,]*) messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)\)"
+    r"\((\d[\d,]*) messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)[;)]"
 )
 
 
@@ -242,6 +243,29 @@ def summary_kept(text: str) -> int | None:
         return None
     found = _SUMMARY_KEPT.search(text[:600])
     return int(found.group(1).replace(",", "")) if found else None
+
+
+_SUMMARY_RECORDED = re.compile(r"compacted by dp-compact \(compaction \d+((?:; [^;)]+)*)\)")
+
+
+def summary_recorded(text: str) -> tuple[str | None, int | None]:
+    """The model and window (tokens) a summary of ours states the conversation ran with; None where it does not.
+
+    >>> summary_recorded("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
+    ...                  "compacted by dp-compact (compaction 1; model gpt-5.3-codex; window 258,400 tokens).")
+    ('gpt-5.3-codex', 258400)
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return None, None
+    found = _SUMMARY_RECORDED.search(text[:800])
+    model, window = None, None
+    for part in (found.group(1).split(";") if found else ()):
+        key, _, value = part.strip().partition(" ")
+        if key == "model" and value:
+            model = value.strip()
+        elif key == "window" and (digits := value.replace(",", "").split(" ")[0]).isdigit():
+            window = int(digits)
+    return model, window
 
 
 def _last_own_summary(messages: Sequence[Message]) -> int | None:
@@ -312,6 +336,12 @@ def build_session(
         earlier = stated[0] if last >= live_start else 0
         kept = summary_kept(all_messages[last].text) if last >= live_start else None
         since = None if kept is None else len(all_messages) - last - 1 - kept
+        if last >= live_start:  # what the conversation ran with, where the file records nothing
+            model, window = summary_recorded(all_messages[last].text)
+            if model and not extra.get("model"):
+                extra["model"] = model
+            if window and not extra.get("context_window"):
+                extra["context_window"] = window
     return Session(
         path=path,
         format=format,
