@@ -77,6 +77,7 @@ def _settings(*, providers: tuple[str, ...] | None = None, **flags: object) -> S
     from dp_compact.settings import load_settings
 
     settings = load_settings(**flags)
+    _note_variables()
     from_flag = providers is not None or flags.get("provider") is not None
     names = providers if providers is not None else ((settings.provider,) if settings.explicit_provider() else ())
     for name in dict.fromkeys(names):
@@ -87,6 +88,19 @@ def _settings(*, providers: tuple[str, ...] | None = None, **flags: object) -> S
                 raise
             raise UnknownProfileError(name, exc.close_matches, variable="DP_PROVIDER") from None
     return settings
+
+
+def _note_variables() -> None:
+    """Print on stderr the unknown ``DP_*`` names and the settings taken from ``.env``, once per run."""
+    import os
+
+    from dotenv import dotenv_values
+
+    from dp_compact.settings import variable_notes
+
+    env_file = dotenv_values(".env") if os.path.isfile(".env") else {}
+    for note in variable_notes(os.environ, env_file):
+        typer.echo(f"dp-compact: note: {note}", err=True)
 
 
 def _money(value: float) -> str:

@@ -8,6 +8,7 @@ the flags a user gave); prices left ``None`` here are filled from the profile by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
@@ -15,7 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dp_compact.errors import SettingsError
 
-__all__ = ["DEFAULT_PROVIDER", "Settings", "load_settings"]
+__all__ = ["DEFAULT_PROVIDER", "OTHER_VARIABLES", "Settings", "load_settings", "variable_notes"]
+
+#: ``DP_*`` variables read outside :class:`Settings` (by the archive), not settings of the cost model.
+OTHER_VARIABLES = frozenset({"DP_ARCHIVE_DIR"})
 
 #: DESIGN §3: the default pricing profile.
 DEFAULT_PROVIDER = "claude-sonnet-4"
@@ -118,3 +122,31 @@ def load_settings(**flags: Any) -> Settings:
         field = str(error["loc"][0]) if error["loc"] else "?"
         name = f"--{field.replace('_', '-')}" if field in given else f"DP_{field.upper()}"
         raise SettingsError(name, error.get("input"), error["msg"]) from None
+
+
+def variable_notes(environ: Mapping[str, str], env_file: Mapping[str, str | None]) -> list[str]:
+    """Notes on the ``DP_*`` variables a run sees: unknown names (ignored, so a typo would pass
+    silently), and the settings whose value comes from the ``.env`` file (a value the user may
+    not remember setting). Pure: the caller reads the environment and the file.
+
+    Parameters
+    ----------
+    environ : mapping
+        The process environment.
+    env_file : mapping
+        The ``.env`` file's variables (``dotenv_values``); empty without one.
+
+    >>> for note in variable_notes({"DP_VV": "1"}, {"DP_V": "5000"}):
+    ...     print(note)
+    DP_V=5000 comes from the .env file
+    DP_VV is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)
+    """
+    known = {f"DP_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    notes = []
+    for name in sorted({n for n in (*environ, *env_file) if n.upper().startswith("DP_")}):
+        if name.upper() not in known:
+            where = " (in the .env file)" if name in env_file and name not in environ else ""
+            notes.append(f"{name}{where} is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)")
+        elif name in env_file and name not in environ:
+            notes.append(f"{name}={env_file[name]} comes from the .env file")
+    return notes

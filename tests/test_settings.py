@@ -123,3 +123,26 @@ def test_settings_are_immutable():
     with pytest.raises(Exception, match="frozen"):
         load_settings().v = 1  # type: ignore[misc]
     assert Settings.model_config["env_prefix"] == "DP_"
+
+
+def test_unknown_dp_names_and_values_from_the_env_file_are_named(tmp_path, monkeypatch):
+    """A typo in a DP_* name would be silently ignored; a value from .env may be forgotten: both are said."""
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+    from dp_compact.settings import variable_notes
+
+    notes = variable_notes({"DP_PLANER": "myopic", "DP_V": "4000", "HOME": "/"}, {"DP_V": "5000", "DP_S": "600", "DP_MINKEEP": "1"})
+    assert notes == [
+        "DP_MINKEEP (in the .env file) is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)",
+        "DP_PLANER is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)",
+        "DP_S=600 comes from the .env file",  # DP_V is set in the environment, which wins over .env
+    ]
+    assert variable_notes({"DP_ARCHIVE_DIR": "/tmp/a"}, {}) == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("DP_S=600\n")
+    monkeypatch.setenv("DP_PLANER", "myopic")
+    session = Path(__file__).parent.parent / "dp_compact" / "examples" / "session.jsonl"
+    done = CliRunner().invoke(app, ["plan", str(session), "--no-cache"])
+    assert done.exit_code == 0
+    assert "DP_PLANER is not a dp-compact setting" in done.output and "DP_S=600 comes from the .env file" in done.output
