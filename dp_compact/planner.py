@@ -293,7 +293,7 @@ def plan(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
         skipped_lines=session.skipped_lines,
-        planner="seed" if settings.model == "seed" else settings.planner if settings.planner != "seed" else "seed",
+        planner="seed" if settings.model == "seed" else settings.planner,  # DP_PLANNER=seed set the model above
     )
     if n == 0:
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
@@ -310,7 +310,7 @@ def plan(
         remaining_calls=est.remaining_calls, avg_tokens=est.avg_tokens, compactions=est.compactions,
         beta=settings.beta, retention=settings.r, quality_penalty=settings.quality_penalty,
     )
-    head_recall = None
+    head_recall, ages = None, np.zeros(0)
     if settings.model == "recall":
         ages = _ages(arrays, settings.recall_age, est.calls_per_turn)
         per_message = recall_costs(tokens, ages, prices=prices, inputs=inputs, q0=settings.recall_q0, tau=settings.recall_tau)
@@ -319,7 +319,7 @@ def plan(
     keep = n - cuts
     common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens))
     if settings.planner == "lookahead" and settings.model == "recall":
-        return _plan_ahead(session, tokens, arrays, cuts, terms, inputs, est, settings, prices, common)
+        return _plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, prices, common)
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}
@@ -384,7 +384,8 @@ def _round_keep(session: Session) -> int:
 
 
 def _plan_ahead(
-    session: Session, tokens: npt.NDArray[np.int64], arrays: MessageArrays, cuts: npt.NDArray[np.int64],
+    session: Session, tokens: npt.NDArray[np.int64], prefix: npt.NDArray[np.int64], ages: npt.NDArray[np.float64],
+    cuts: npt.NDArray[np.int64],
     terms: BenefitTerms, inputs: BenefitInputs, est: Estimates, settings: Settings, prices: Prices,
     common: dict[str, Any],
 ) -> Plan:
@@ -400,11 +401,9 @@ def _plan_ahead(
     known = est.remaining_calls if settings.e_fixed > 0 else None  # the user said how long it goes on
     expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")
     carry = max(1.0, min(expected_left, max(context - v, 0) / g))  # calls a refetched message is carried
-    ages = _ages(arrays, settings.recall_age, est.calls_per_turn)
     la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
     per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau)
     lost = np.concatenate(([0.0], np.cumsum(per_message)))
-    prefix = np.concatenate(([0], np.cumsum(tokens)))
     allowed = np.flatnonzero(n - cuts >= common["min_keep"])
     if allowed.size == 0:
         why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"

@@ -161,7 +161,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     def ints(name: str) -> npt.NDArray[np.int64]:
         return np.array(rows[name], dtype=np.int64)
 
-    followed = _followed(history, settings, prices, len(rows["n"]), use_cache)
+    followed = _followed(whole, settings, prices, len(rows["n"]), use_cache)
     return Timeline(
         path=history.path, format=history.format, call=np.arange(1, len(rows["n"]) + 1, dtype=np.int64), segment=ints("segment"),
         context_tokens=ints("context"), context_source="usage" if usage_before else "estimate", n_messages=ints("n"),
@@ -172,16 +172,15 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     )
 
 
-def _followed(history: History, settings: Settings, prices: Prices, n_calls: int, use_cache: bool) -> npt.NDArray[np.int64] | None:
-    """The contexts had the advice been taken: the replay of the planner over the whole history."""
+def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, use_cache: bool) -> npt.NDArray[np.int64] | None:
+    """The contexts had the advice been taken: the replay of the planner over the whole history
+    (``whole``: the live segment, which keeps the file's history, with every segment's usage)."""
     from dp_compact.planner import summary_tokens
     from dp_compact.replay.meter import ReplayParams, replay
     from dp_compact.replay.policies import PlannerPolicy
     from dp_compact.replay.shell import load_recording
 
-    from dp_compact.sessions import read_session
-
-    recording, _ = load_recording(read_session(history.path, lenient=True), settings, use_cache=use_cache)
+    recording, _ = load_recording(whole, settings, use_cache=use_cache)
     if recording.n_calls != n_calls:
         return None
     params = ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=summary_tokens(settings))

@@ -29,7 +29,7 @@ import numpy as np
 
 from dp_compact.cuts import ROLE_USER, MessageArrays
 from dp_compact.errors import SettingsError
-from dp_compact.planner import plan
+from dp_compact.planner import EXTRACTIVE_SUMMARY_TOKENS, plan
 from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
 from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.sessions.model import Message, Session, Usage
@@ -85,7 +85,7 @@ ALL_POLICIES = DEFAULT_POLICIES
 #: (the first session's own ``compactMetadata`` says 6,977 tokens for the whole context after
 #: the compaction); Codex 1,750 and 1,985. Tools without a recorded compaction (OpenHands,
 #: LangChain, a generic threshold rule) are charged ``DP_S``.
-SUMMARY_TOKENS: dict[str, int] = {"dp_compact": 780, "claude-code": 6_579, "codex": 1_868}
+SUMMARY_TOKENS: dict[str, int] = {"dp_compact": EXTRACTIVE_SUMMARY_TOKENS, "claude-code": 6_579, "codex": 1_868}
 
 #: Stands for the carry block in the planner's view of the live conversation.
 _SUMMARY = Message("user", "[summary]", raw={"role": "user", "content": "[summary]"})
@@ -302,7 +302,7 @@ class PlannerPolicy:
         return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))  # the prompt about to be sent is known
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
-        return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))
+        return self.before_call(ctx)  # asked again with the rejected prompt as the current context
 
     def _ask(self, ctx: CallContext, usage: tuple[Usage, ...]) -> Compaction | None:
         live, rec = ctx.live, ctx.rec

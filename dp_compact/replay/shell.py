@@ -45,10 +45,10 @@ from dp_compact.replay.meter import (
     PolicyResult,
     Recording,
     ReplayParams,
+    counted_tokens_per_message,
     make_recording,
     prefix_floor_usd,
     replay,
-    counted_tokens_per_message,
 )
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.reuse import find_uses
