@@ -401,19 +401,15 @@ def _survival(lengths: Sequence[float], resamples: int, rng: np.random.Generator
     if sum(1 for v in lengths if v > 0) < 2:
         return None
     alpha, scale = fit_survival(lengths)
+    values = np.asarray(lengths, dtype=np.float64)
     draws = []
     for _ in range(resamples):
-        sample = rng.choice(np.asarray(lengths, dtype=np.float64), size=len(lengths))
+        sample = rng.choice(values, size=values.size)
         if np.count_nonzero(sample > 0) >= 2 and np.unique(sample).size > 1:
             draws.append(fit_survival(sample))
     columns = np.array(draws, dtype=np.float64).reshape(-1, 2)
-
-    def spread(point: float, values: npt.NDArray[np.float64]) -> Estimate:
-        if values.size == 0:
-            return Estimate(point, float("nan"), float("nan"), float("nan"), len(lengths))
-        return Estimate(point, float(values.std()), float(np.percentile(values, 5)), float(np.percentile(values, 95)), len(lengths))
-
-    return spread(alpha, columns[:, 0]), spread(scale, columns[:, 1])
+    return (_bootstrap_fits(alpha, columns[:, 0].tolist(), values.size),
+            _bootstrap_fits(scale, columns[:, 1].tolist(), values.size))
 
 
 def calibrate(

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.errors import OutputError
-from dp_compact.planner import Plan
+from dp_compact.planner import RULE_BENEFIT, RULE_FORCE, RULE_LOOKAHEAD, Plan
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -153,7 +153,7 @@ def plan_values(p: Plan) -> npt.NDArray[np.float64]:
     now at each cut saves over the best schedule that waits (against the best cut when keeping is
     not allowed; −inf where the cut keeps less than one API round); else NetBenefit (DESIGN §2)."""
     assert p.benefit is not None
-    if p.lookahead_usd is None or p.lookahead is None:
+    if p.lookahead_usd is None:
         return np.asarray(p.benefit.net, dtype=np.float64)
     keep = p.lookahead["keep_usd"]  # None when keeping is not allowed
     finite = p.lookahead_usd[np.isfinite(p.lookahead_usd)]
@@ -303,7 +303,7 @@ def timeline_figure(line: Timeline, *, title: str | None = None) -> Figure:
     if line.followed_context_tokens is not None:
         top.plot(calls, line.followed_context_tokens, color="#2ca02c", lw=1.3, ls="-",
                  label="context had every advice been taken (replay of the planner)")[0].set_gid("followed")
-    for rule, marker, color in (("lookahead", "v", "#2ca02c"), ("benefit", "v", "#2ca02c"), ("force", "X", "#d62728")):
+    for rule, marker, color in ((RULE_LOOKAHEAD, "v", "#2ca02c"), (RULE_BENEFIT, "v", "#2ca02c"), (RULE_FORCE, "X", "#d62728")):
         where = np.array([r == rule for r in line.rule], dtype=bool) & line.compact
         if where.any():
             top.plot(calls[where], line.context_tokens[where], marker, ls="none", ms=6, color=color, mec="black", mew=0.4,

@@ -148,5 +148,8 @@ def variable_notes(environ: Mapping[str, str], env_file: Mapping[str, str | None
             where = " (in the .env file)" if name in env_file and name not in environ else ""
             notes.append(f"{name}{where} is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)")
         elif name in env_file and name not in environ:
-            notes.append(f"{name}={env_file[name]} comes from the .env file")
+            if name.upper() in OTHER_VARIABLES:  # read from the process environment only
+                notes.append(f"{name} is read from the environment only: its value in the .env file is ignored")
+            else:
+                notes.append(f"{name}={env_file[name]} comes from the .env file")
     return notes

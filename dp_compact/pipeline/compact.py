@@ -22,7 +22,7 @@ from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.breaker import CircuitBreaker
 from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
 from dp_compact.pipeline.io import check_output, target_api, write_messages
-from dp_compact.sessions.common import count_user_turns
+from dp_compact.sessions.common import count_llm_calls, count_user_turns
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
 from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
@@ -212,20 +212,18 @@ def compact_session(
     # What the head stands for, as the session counts it (its reader's user turns; its calls from usage
     # records): the compacted file then adds its tail the way a reader counts it, and t and L carry over.
     head_turns = max(session.user_turns - count_user_turns(tail), 0)
-    head_calls = max(session.llm_calls - sum(1 for m in tail if m.role == "assistant"), 0)
+    head_calls = max(session.llm_calls - count_llm_calls(tail), 0)
+
+    # What follows the summary (the tail, and the acknowledgement when there is one), stated in it.
+    after = sum(1 for m in reassemble("", tail, api) if m.get("role") not in ("system", "developer")) - 1
 
     def assemble(ref: str | None) -> tuple[str, list[dict[str, Any]]]:
-        def build(kept: int | None) -> tuple[str, list[dict[str, Any]]]:
-            text = summary_message_text(
-                body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
-                llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=kept,
-                model=session.model, window=window,
-            )
-            return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
-
-        _, draft = build(None)  # the messages after the summary: the tail, and the acknowledgement when there is one
-        after = sum(1 for m in draft if m.get("role") not in ("system", "developer")) - 1
-        return build(after)
+        text = summary_message_text(
+            body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
+            llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=after,
+            model=session.model, window=window,
+        )
+        return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 
     summary_text, messages = assemble(None)
     violations = validate_messages(messages, api)
