@@ -159,8 +159,6 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     if ratio != 1.0:
         notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
-    if result.estimates.context_note:
-        notes = (*notes, result.estimates.context_note)
     return replace(result, notes=notes + result.notes) if notes else result
 
 

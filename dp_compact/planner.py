@@ -188,6 +188,8 @@ def _notes(est: Estimates, window: int) -> tuple[str, ...]:
         notes.append("avg is the default 4,000 tokens: the session has no usage records")
     if est.l_source == "default":
         notes.append(f"L is the default {est.calls_per_turn:g}: calls per user turn cannot be measured from this session")
+    if est.context_note:  # how the current context was obtained (estimation.current_context)
+        notes.append(est.context_note)
     return tuple(notes)
 
 
