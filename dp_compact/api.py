@@ -5,8 +5,10 @@ This is the IO edge of the library (files, the token cache); :mod:`dp_compact.pl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,7 +25,21 @@ from dp_compact.settings import Settings
 from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
 from dp_compact.windows import context_window, known_windows, largest_accepted_prompt, window_note
 
-__all__ = ["choose_prices", "plan_file", "plan_session", "resolve_prices", "session_tokens", "token_scale"]
+if TYPE_CHECKING:
+    from dp_compact.timeline import Timeline
+
+__all__ = [
+    "choose_prices",
+    "curve_file",
+    "curve_plans",
+    "plan_file",
+    "plan_session",
+    "read_notes",
+    "resolve_prices",
+    "session_tokens",
+    "timeline_file",
+    "token_scale",
+]
 
 
 def choose_prices(settings: Settings, session: Session | None = None) -> tuple[Prices, tuple[str, ...]]:
@@ -153,13 +169,17 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     half-written last line left out of the file (``Session.partial_line``).
     """
     prices, notes = choose_prices(settings, session)
-    if session.partial_line is not None:
-        notes = (partial_line_note(session.path, session.partial_line), *notes)
+    notes = (*read_notes(session), *notes)
     message_tokens, ratio, source = _scaled_tokens(session, settings, use_cache)
     if ratio != 1.0:
         notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
     return replace(result, notes=notes + result.notes) if notes else result
+
+
+def read_notes(session: Session) -> tuple[str, ...]:
+    """What reading left out that a user should know: a half-written last line (``Session.partial_line``)."""
+    return () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
 
 
 def plan_file(
@@ -210,3 +230,92 @@ def _copy_of_known(model: str, notes: list[str]) -> Prices | None:
         return None
     notes.append(f"prices of {base.name}: the session's model {model!r} is read as {base_name!r} (its suffix names no other model)")
     return base
+
+
+def curve_plans(
+    session: Session, message_tokens: npt.NDArray[np.int64], base: Settings, *,
+    providers: Sequence[str | None] = (None,), models: Sequence[str] = ("recall",),
+) -> list[Plan]:
+    """Plan ``session`` under every provider × cost model (the curves to overlay).
+
+    Parameters
+    ----------
+    session : Session
+    message_tokens : ndarray[int64], shape (N,)
+        Tokens per message, counted once for every plan.
+    base : Settings
+        Settings the others start from; ``providers`` and ``models`` replace its profile and model.
+    providers : sequence of str or None
+        Profiles (None: the one ``base`` and the session give).
+    models : sequence of {"recall", "seed"}
+
+    Returns
+    -------
+    list of Plan
+        One per provider × model; each plan's ``notes`` start with how its prices and window
+        were chosen (:func:`choose_prices`).
+
+    Raises
+    ------
+    UnknownProfileError
+        If a provider is unknown.
+    """
+    from dp_compact.settings import load_settings
+
+    arrays = message_arrays(session.messages)
+    flags = base.model_dump(exclude_unset=True)
+    plans = []
+    for provider in providers:
+        for model in models:
+            settings = load_settings(**{**flags, "model": model, **({"provider": provider} if provider else {})})
+            prices, notes = choose_prices(settings, session)
+            result = plan(session, message_tokens, settings, prices, arrays=arrays)
+            plans.append(replace(result, notes=notes + result.notes))
+    return plans
+
+
+def curve_file(
+    path: Path | str, settings: Settings, *, providers: Sequence[str] = (), models: Sequence[str] = (),
+    lenient: bool = False, use_cache: bool = True,
+) -> tuple[list[Plan], tuple[str, ...]]:
+    """Read ``path`` and plan it per provider × cost model: the data of ``dp-compact curve``.
+
+    ``models`` are planned besides ``settings.model``; with no ``providers``, the profile the
+    settings and the session give.
+
+    Returns
+    -------
+    (list of Plan, tuple of str)
+        The plans (:func:`curve_plans`) and the reading notes (:func:`read_notes`).
+
+    Raises
+    ------
+    SessionError, UnknownProfileError
+        Unreadable session or unknown provider.
+    """
+    session = read_session(path, lenient=lenient)
+    tokens = session_tokens(session, settings, use_cache=use_cache)
+    every_model = list(dict.fromkeys([settings.model, *models]))
+    plans = curve_plans(session, tokens, settings, providers=list(providers) or [None], models=every_model)
+    return plans, read_notes(session)
+
+
+def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False, use_cache: bool = True) -> tuple[Timeline, tuple[str, ...]]:
+    """Read ``path``'s history and plan it at every LLM call: the data of ``dp-compact timeline``.
+
+    Returns
+    -------
+    (Timeline, tuple of str)
+        :func:`dp_compact.timeline.timeline` of the file, and the reading notes (:func:`read_notes`
+        of its live segment).
+
+    Raises
+    ------
+    SessionError, UnknownProfileError
+        Unreadable session or unknown provider.
+    """
+    from dp_compact.history import read_history
+    from dp_compact.timeline import timeline
+
+    history = read_history(path, lenient=lenient)
+    return timeline(history, settings, use_cache=use_cache), read_notes(history.segments[-1])

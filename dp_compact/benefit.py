@@ -28,6 +28,7 @@ __all__ = [
     "RETENTION_FLOOR",
     "BenefitInputs",
     "BenefitTerms",
+    "TERM_LABELS",
     "net_benefit",
     "recall_costs",
 ]
@@ -129,6 +130,17 @@ class BenefitTerms:
         """The five terms and ``net`` at position ``index``, in $."""
         names = ("savings", "cache_miss", "compact_cost", "info_loss", "quality", "net")
         return {name: float(getattr(self, name)[index]) for name in names}
+
+
+#: The five terms of DESIGN §2 in order, as plans and figures label them:
+#: (:class:`BenefitTerms` attribute, label, sign of the term in NetBenefit).
+TERM_LABELS = (
+    ("savings", "① savings (cache reads saved)", "+"),
+    ("cache_miss", "② cache miss after rewrite", "-"),
+    ("compact_cost", "③ summary request", "-"),
+    ("info_loss", "④ information loss", "-"),
+    ("quality", "⑤ long-context quality", "+"),
+)
 
 
 def recall_costs(

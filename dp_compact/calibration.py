@@ -40,7 +40,6 @@ __all__ = [
     "calibrate",
     "env_lines",
     "fit_survival",
-    "format_report",
     "judged_messages",
     "measure_session",
     "planner_calls_per_turn",
@@ -501,54 +500,3 @@ def env_lines(calibration: Calibration) -> list[str]:
         lines += [f"export DP_SURVIVAL_ALPHA={alpha.value:.3g}", f"export DP_SURVIVAL_SCALE={scale.value:.3g}"]
     return lines
 
-
-def _fmt(e: Estimate | None, spec: str = ",.0f") -> str:
-    """``value ± std [p05, p95] (n)``."""
-    if e is None or not np.isfinite(e.value):
-        return "not measured"
-    if e.n < 2 or not np.isfinite(e.std):
-        return f"{e.value:{spec}}  (n = {e.n}: one session, no spread; a weak estimate)"
-    return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
-
-
-def _real(value: float) -> float | None:
-    """``value``, or None when it is not finite (not measured)."""
-    return value if np.isfinite(value) else None
-
-
-def _num(value: float | None, spec: str) -> str:
-    """``value`` formatted, or ``-`` when missing."""
-    return "-" if value is None else format(value, spec)
-
-
-def format_report(calibration: Calibration) -> str:
-    """The calibration as a readable table (formatting only)."""
-    c = calibration
-    lines = [f"sessions  {len(c.sessions)} read ({sum(1 for s in c.sessions if s.prompt_tokens.size)} with usage records),"
-             f" {len(c.skipped)} skipped; spreads: bootstrap over sessions, {c.bootstrap} resamples"]
-    lines.append(f"V         {_fmt(c.v_tokens)} tokens (first call's prompt − its messages)")
-    lines.append(f"L         {_fmt(c.calls_per_turn, '.1f')} calls per user turn (pooled)")
-    lines.append(f"avg       {_fmt(c.avg_tokens)} prompt tokens per call (median of sessions)")
-    lines.append(f"S         {_fmt(c.summary_tokens)} cl100k tokens per summary seen in the files")
-    for tool, tokens in c.recorded_summaries.items():
-        listed = ", ".join(f"{n:,}" for n in tokens)
-        lines.append(f"summary   {tool:<11} {sum(tokens) / len(tokens):,.0f} tokens on average ({listed}): the summaries its recorded compactions wrote")
-    for family, e in c.token_ratios.items():
-        lines.append(f"ratio     {family:<10} {_fmt(e, '.3f')} reported / cl100k tokens")
-    if c.survival is not None:
-        alpha, scale = c.survival
-        lines.append(f"survival  alpha = {_fmt(alpha, '.2f')}, scale = {_fmt(scale, ',.1f')} calls: P(a session lasts more than"
-                     " n calls) = (1 + n / scale) ** -alpha (DP_SURVIVAL_ALPHA, DP_SURVIVAL_SCALE)")
-    for unit in AGE_UNITS:
-        fit, q0, tau = c.recall_fits[unit]
-        scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"
-        mark = "  <- chosen" if unit == c.recall_age and np.isfinite(q0.value) else ""
-        lines.append(f"recall    {unit:<6} q0 = {_fmt(q0, '.3f')} (chance a message of age 0 is used later: DP_RECALL_Q0)")
-        lines.append(f"                 tau = {_fmt(tau, '.2f')} {scale}; R² pooled {_num(_real(fit.r_squared), '.2f')},"
-                     f" per session {_num(_real(c.recall_session_r2[unit]), '.2f')}{mark}")
-    lines.append("per session:")
-    lines.append(f"  {'file':<40} {'family':<9} {'turns':>5} {'calls':>5} {'V':>7} {'L':>6} {'avg':>8} {'ratio':>6}")
-    for s in c.sessions:
-        lines.append(f"  {Path(s.path).name[:40]:<40} {s.family:<9} {s.user_turns:>5} {s.llm_calls:>5} {_num(s.v_tokens, ',.0f'):>7}"
-                     f" {_num(s.calls_per_turn, '.1f'):>6} {_num(s.avg_tokens, ',.0f'):>8} {_num(s.token_ratio, '.3f'):>6}")
-    return "\n".join(lines)

@@ -9,17 +9,15 @@ the flags a user gave); prices left ``None`` here are filled from the profile by
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dp_compact.errors import SettingsError
 
-__all__ = ["DEFAULT_PROVIDER", "OTHER_VARIABLES", "Settings", "load_settings", "variable_notes"]
-
-#: ``DP_*`` variables read outside :class:`Settings` (by the archive), not settings of the cost model.
-OTHER_VARIABLES = frozenset({"DP_ARCHIVE_DIR"})
+__all__ = ["DEFAULT_PROVIDER", "Settings", "load_settings", "variable_notes"]
 
 #: DESIGN §3: the default pricing profile.
 DEFAULT_PROVIDER = "claude-sonnet-4"
@@ -51,6 +49,10 @@ class Settings(BaseSettings):
     (:data:`dp_compact.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the
     transcripts cannot measure E, β, r, QP or the ratios (no outcome of a compaction is
     recorded), and S is the size our summarizer is asked for.
+
+    ``archive_dir`` (DESIGN §5.6) and ``breaker_path`` (the circuit breaker's state file, §5.5)
+    say where the pipeline keeps its files; None means the user data and state directories
+    (platformdirs). They are not cost settings, so ``model_dump()`` and plans leave them out.
     """
 
     model_config = SettingsConfigDict(
@@ -90,6 +92,20 @@ class Settings(BaseSettings):
     token_ratio: float | None = Field(
         None, gt=0, description="provider tokens per cl100k token (None = calibrated factor of the session's family)"
     )
+    archive_dir: Path | None = Field(
+        None, exclude=True, description="archive root (None = <user data dir>/dp-compact/archive)"
+    )
+    breaker_path: Path | None = Field(
+        None, exclude=True, description="circuit breaker state file (None = <user state dir>/dp-compact/breaker.json)"
+    )
+
+    @field_validator("archive_dir", "breaker_path", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: Any) -> Any:
+        """An empty ``DP_ARCHIVE_DIR`` / ``DP_BREAKER_PATH`` means the default location; ``~`` is expanded."""
+        if value == "" or value is None:
+            return None
+        return Path(value).expanduser()
 
     def explicit_provider(self) -> bool:
         """True when the provider was given by a flag, ``DP_PROVIDER`` or ``.env``."""
@@ -141,15 +157,12 @@ def variable_notes(environ: Mapping[str, str], env_file: Mapping[str, str | None
     DP_V=5000 comes from the .env file
     DP_VV is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)
     """
-    known = {f"DP_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    known = {f"DP_{name.upper()}" for name in Settings.model_fields}
     notes = []
     for name in sorted({n for n in (*environ, *env_file) if n.upper().startswith("DP_")}):
         if name.upper() not in known:
             where = " (in the .env file)" if name in env_file and name not in environ else ""
             notes.append(f"{name}{where} is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)")
         elif name in env_file and name not in environ:
-            if name.upper() in OTHER_VARIABLES:  # read from the process environment only
-                notes.append(f"{name} is read from the environment only: its value in the .env file is ignored")
-            else:
-                notes.append(f"{name}={env_file[name]} comes from the .env file")
+            notes.append(f"{name}={env_file[name]} comes from the .env file")
     return notes

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from dp_compact.api import session_tokens
 from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
-from dp_compact.calibration import AGE_UNITS, calibrate, env_lines, format_report, judged_messages, session_paths
+from dp_compact.calibration import AGE_UNITS, calibrate, env_lines, judged_messages, session_paths
 from dp_compact.cli import app
+from dp_compact.cli.render import render_calibration as format_report
 from dp_compact.cuts import message_arrays
 from dp_compact.recall import MAX_AGE_BINS, RecallCounts, fit_exponential, message_ages, recall_counts
 from dp_compact.reuse import Uses

@@ -3,7 +3,7 @@
 - :mod:`~dp_compact.replay.meter`: the pure cost meter (cache, compactions, lost information);
 - :mod:`~dp_compact.replay.policies`: dp_compact's planner, the fixed rules of other tools, a schedule;
 - :mod:`~dp_compact.replay.oracle`: the hindsight-optimal schedule (backward dynamic programming);
-- :mod:`~dp_compact.replay.shell`: reading sessions, evidence, folders; :mod:`~dp_compact.replay.render`: tables.
+- :mod:`~dp_compact.replay.shell`: reading sessions, evidence, folders (the tables are drawn by :mod:`dp_compact.cli.render`).
 """
 
 from dp_compact.replay.meter import (

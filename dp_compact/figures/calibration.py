@@ -1,6 +1,6 @@
-"""The panels of :func:`dp_compact.plot.calibration_figure` (matplotlib, imported by the caller).
+"""The calibration's figure (``dp-compact calibrate --figure``): recall curves, token ratios, V and L.
 
-Kept apart from :mod:`dp_compact.plot` so that each module stays one figure family.
+Draws only what the :class:`~dp_compact.calibration.Calibration` holds.
 """
 
 from __future__ import annotations
@@ -10,19 +10,36 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dp_compact.figures.base import new_figure
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from dp_compact.calibration import Calibration
 
-__all__ = ["draw_calibration"]
+__all__ = ["calibration_figure"]
 
 _FAMILY_COLORS = {"anthropic": "#d97706", "openai": "#10a37f", "google": "#4285f4", "deepseek": "#6b21a8", "unknown": "0.45"}
 
 
-def draw_calibration(figure: Figure, calibration: Calibration) -> None:
-    """Draw the four panels of the calibration figure on ``figure`` (see ``calibration_figure``)."""
+def calibration_figure(calibration: Calibration) -> Figure:
+    """The calibration's figure: recall curves in both age units, token ratios, V and L per session.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Four panels: q(a) per unit (pooled points sized by messages observed, the fitted
+        q0·exp(−a/τ) with its 5–95 % bootstrap band, sessions as thin lines); reported prompt
+        against the cl100k estimate of the messages sent, per family; V and L per session.
+    """
+    figure = new_figure(15, 10)
+    _draw_calibration(figure, calibration)
+    return figure
+
+
+def _draw_calibration(figure: Figure, calibration: Calibration) -> None:
+    """Draw the four panels of :func:`calibration_figure` on ``figure``."""
     grid = figure.add_gridspec(2, 2)
     for column, unit in enumerate(("turns", "rounds")):
         _draw_recall(figure.add_subplot(grid[0, column]), calibration, unit)

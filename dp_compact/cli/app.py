@@ -1,0 +1,181 @@
+"""The ``dp-compact`` Typer application, its error boundary and the helpers every command shares.
+
+The boundary is :class:`CommandGroup`: whatever a command raises as a
+:class:`~dp_compact.errors.DpCompactError` and every usage error Typer finds (unknown option,
+missing argument, bad choice) is printed as one line on stderr, ``dp-compact: <message>`` or
+``dp-compact: <command>: <message> (try 'dp-compact <command> --help')``, with exit status 2;
+never a traceback, never a box.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import typer
+from typer.core import TyperGroup
+
+from dp_compact.errors import DpCompactError
+
+try:  # Typer 0.29+ vendors click privately
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older Typer on click
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
+
+if TYPE_CHECKING:
+    from dp_compact.settings import Settings
+
+__all__ = [
+    "EXIT_COMPACT",
+    "EXIT_ERROR",
+    "EXIT_INVALID",
+    "NAME",
+    "CommandError",
+    "CommandGroup",
+    "app",
+    "load_settings",
+    "main",
+    "note",
+]
+
+#: The program's name, first word of every error line.
+NAME = "dp-compact"
+#: Exit status of `plan --exit-code` when compaction is advised.
+EXIT_COMPACT = 10
+#: Exit status on bad input, bad settings or a usage error.
+EXIT_ERROR = 2
+#: Exit status of `validate` when the file breaks a rule of the API.
+EXIT_INVALID = 1
+
+
+class CommandError(DpCompactError):
+    """A combination of options a command cannot run with (``compact`` without ``-o``), found at the edge."""
+
+
+def usage_line(exc: ClickException) -> str:
+    """One line for a usage error: ``dp-compact: <command>: <message> (try 'dp-compact <command> --help')``."""
+    message = " ".join(exc.format_message().replace("Value error, ", "").split())
+    ctx = getattr(exc, "ctx", None)
+    words = ctx.command_path.split()[1:] if ctx is not None else []
+    command = " ".join([NAME, *words])
+    where = f"{' '.join(words)}: " if words else ""
+    return f"{NAME}: {where}{message} (try '{command} --help')"
+
+
+class CommandGroup(TyperGroup):
+    """The application's command group: Typer's, with the one-line error boundary (module docstring)."""
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+        standalone_mode: bool = True, **extra: Any,
+    ) -> Any:
+        """Run the command line; in standalone mode exit with its status (0, 1, 2 or 10)."""
+        try:
+            code = super().main(args, prog_name or NAME, complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as exc:  # `dp-compact` alone: the help, status 2
+            if not standalone_mode:
+                raise
+            typer.echo(exc.ctx.get_help())
+            code = EXIT_ERROR
+        except (UsageError, ClickException) as exc:
+            if not standalone_mode:
+                raise
+            typer.echo(usage_line(exc) if isinstance(exc, UsageError) else f"{NAME}: {exc.format_message()}", err=True)
+            code = exc.exit_code
+        except DpCompactError as exc:
+            if not standalone_mode:
+                raise
+            typer.echo(f"{NAME}: {' '.join(str(exc).splitlines())}", err=True)
+            code = EXIT_ERROR
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            typer.echo("Aborted!", err=True)
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    name=NAME,
+    cls=CommandGroup,
+    help="Decide whether compacting an LLM agent conversation pays now, and how many recent messages to keep.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    """Print the installed version and exit (``--version``)."""
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"{NAME} {version('dp-compact')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """Decide whether compacting an LLM agent conversation pays now, and how many recent messages to keep."""
+
+
+def note(text: str) -> None:
+    """Print ``dp-compact: note: <text>`` on stderr."""
+    typer.echo(f"{NAME}: note: {text}", err=True)
+
+
+def load_settings(flags: dict[str, Any] | None = None, *, providers: Iterable[str] | None = None) -> Settings:
+    """Settings from the command's flags and ``DP_*`` (:func:`~dp_compact.settings.load_settings`),
+    with the provider resolved now so that an unknown name fails before the session is read: each
+    of ``providers`` when given (``curve --provider``, repeatable), else the ``--provider`` /
+    ``DP_PROVIDER`` / ``.env`` one when there is one. Notes on ``DP_*`` names go to stderr.
+
+    Raises
+    ------
+    SettingsError
+        A setting is invalid.
+    UnknownProfileError
+        A provider name is unknown; the message points at ``dp-compact profiles`` and names
+        ``DP_PROVIDER`` when the name came from the environment or ``.env``.
+    """
+    from dp_compact.errors import UnknownProfileError
+    from dp_compact.pricing import get_prices
+    from dp_compact.settings import load_settings as build
+
+    flags = dict(flags or {})
+    settings = build(**flags)
+    _note_variables()
+    listed = tuple(providers) if providers is not None else None
+    from_flag = listed is not None or flags.get("provider") is not None
+    names = listed if listed is not None else ((settings.provider,) if settings.explicit_provider() else ())
+    for name in dict.fromkeys(names):
+        try:
+            get_prices(name)
+        except UnknownProfileError as exc:
+            if from_flag:
+                raise
+            raise UnknownProfileError(name, exc.close_matches, variable="DP_PROVIDER") from None
+    return settings
+
+
+def _note_variables() -> None:
+    """Print on stderr the unknown ``DP_*`` names and the settings taken from ``.env``, once per run."""
+    import os
+
+    from dotenv import dotenv_values
+
+    from dp_compact.settings import variable_notes
+
+    env_file = dotenv_values(".env") if os.path.isfile(".env") else {}
+    for text in variable_notes(os.environ, env_file):
+        note(text)
+
+
+def main() -> None:
+    """Console-script entry point (``dp-compact``)."""
+    app()

@@ -1,0 +1,40 @@
+"""``dp-compact calibrate``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dp_compact.cli.app import app
+from dp_compact.cli.options import JsonOpt
+
+
+@app.command()
+def calibrate(
+    paths: Annotated[list[Path], typer.Argument(help="Session files or directories (searched recursively).")],
+    env: Annotated[bool, typer.Option("--env", help="Print export DP_...=... lines only.")] = False,
+    as_json: JsonOpt = False,
+    figure: Annotated[Optional[Path], typer.Option("--figure", help="Also draw the calibration figure (.png or .svg).")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=1, help="Resamples over sessions for the spreads.")] = 400,
+) -> None:
+    """Measure V, L, avg, S, token ratios and the recall curve q(a) from transcripts; fit q0 and tau."""
+    from dp_compact.calibration import calibrate as run
+    from dp_compact.calibration import env_lines
+    from dp_compact.cli.render import render_calibration
+
+    if figure is not None:
+        from dp_compact.figures import check_figure_path
+
+        check_figure_path(figure)
+    result = run(paths, bootstrap=bootstrap)
+    if figure is not None:
+        from dp_compact.figures import calibration_figure, save_figure
+
+        save_figure(calibration_figure(result), figure)
+    if env:
+        typer.echo("\n".join(env_lines(result)))
+    else:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False) if as_json else render_calibration(result))

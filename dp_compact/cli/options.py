@@ -1,0 +1,131 @@
+"""Every option of the command line, built once.
+
+The settings of DESIGN §3 (and ``DP_PLANNER`` of §7) become flags from
+:class:`~dp_compact.settings.Settings` itself: ``--<name>`` for each field (``--p-input``,
+``--force-ratio``, ``--planner`` ...), a few with a longer spelling too (``--v/--prefix-tokens``).
+:func:`settings_options` adds all of them to a command, so every command that plans (``plan``,
+``compact``, ``replay``, ``curve``, ``timeline``) takes the same ones, and hands them to it as one
+``flags`` dict (only the flags given are not None: a flag outranks ``DP_*``, which an absent flag
+never does). Choices are ``Literal`` types, checked by Typer.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, TypeVar, Union, get_args, get_origin, get_type_hints
+
+import typer
+
+from dp_compact.settings import Settings
+
+__all__ = [
+    "JsonOpt",
+    "LenientOpt",
+    "NoCacheOpt",
+    "OutputAliasOpt",
+    "SETTING_FLAGS",
+    "ToOpt",
+    "figure_output",
+    "settings_options",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Help panel of the settings flags.
+SETTINGS_PANEL = "Settings (flag > DP_* variable > .env > profile > default)"
+#: Settings fields that are not flags of the planning commands (file locations of the pipeline).
+_NOT_FLAGS = ("archive_dir", "breaker_path")
+#: Extra spellings of some flags (DESIGN §2 symbols are one letter).
+_ALSO = {"v": ("--prefix-tokens",), "s": ("--summary-tokens",), "l": ("--calls-per-turn",), "r": ("--retention",)}
+#: Help text where the field's description is not enough.
+_HELP = {
+    "provider": "Pricing profile or model name (default: the session's model when known, else claude-sonnet-4).",
+    "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
+    "s": "Summary size S, tokens (at most 2·S).",
+    "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
+    "planner": "lookahead (DESIGN §7), myopic (§2 as is) or seed.",
+    "tokenizer": "tiktoken (bundled cl100k_base) or bytes4 (the reference estimate).",
+}
+
+#: Settings fields offered as flags, in :class:`Settings` order.
+SETTING_FLAGS = tuple(name for name in Settings.model_fields if name not in _NOT_FLAGS)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (see the README's JSON keys).")]
+LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning count).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")]
+ToOpt = Annotated[
+    Optional[Literal["anthropic", "openai"]], typer.Option("--to", help="Output API (default: the input's own).")
+]
+#: The former spelling of ``-o/--output`` on ``curve`` and ``timeline``, accepted one more release.
+OutputAliasOpt = Annotated[Optional[Path], typer.Option("--out", hidden=True)]
+
+
+def figure_output(output: Path | None, alias: Path | None) -> Path:
+    """The figure's file from ``-o/--output`` or its hidden alias ``--out``.
+
+    Raises
+    ------
+    typer.BadParameter
+        When neither is given (a usage error: one line, exit 2).
+    """
+    chosen = output or alias
+    if chosen is None:
+        raise typer.BadParameter("missing: name the figure's file (.png or .svg)", param_hint="'-o' / '--output'")
+    return chosen
+
+
+def _value_type(name: str) -> Any:
+    """The type of a setting's flag: the field's type without None (``Literal`` choices stay)."""
+    annotation = Settings.model_fields[name].annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        (annotation,) = [a for a in get_args(annotation) if a is not type(None)]
+    return annotation
+
+
+def _setting_option(name: str, repeat: str | None) -> Any:
+    """``Annotated[Optional[T], typer.Option(...)]`` for the setting ``name`` (a list of T when ``repeat``)."""
+    field = Settings.model_fields[name]
+    value = _value_type(name)
+    variable = f"DP_{name.upper()}"
+    if repeat is not None:  # Typer takes no list of Literal: the command checks the choices
+        value = str if get_origin(value) is Literal else value
+        return Annotated[Optional[list[value]], typer.Option(f"--{name.replace('_', '-')}", help=repeat, rich_help_panel=SETTINGS_PANEL)]
+    text = _HELP.get(name) or f"{(field.description or name)[:1].upper()}{(field.description or name)[1:]}."
+    return Annotated[Optional[value], typer.Option(
+        f"--{name.replace('_', '-')}", *_ALSO.get(name, ()), help=f"{text} [{variable}]", rich_help_panel=SETTINGS_PANEL,
+    )]
+
+
+def settings_options(*, repeatable: Mapping[str, str] | None = None) -> Callable[[F], F]:
+    """Add a flag for every setting (:data:`SETTING_FLAGS`) to a command.
+
+    The command declares a keyword parameter ``flags``; it receives ``{setting: value}`` for every
+    flag (None when not given). ``repeatable`` maps a setting to the help of a repeatable
+    version (``curve --provider a --provider b``): its value is then a list or None.
+    """
+    repeat = dict(repeatable or {})
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func, eval_str=True)
+        hints = get_type_hints(func, include_extras=True)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values() if p.name != "flags"]
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_setting_option(name, repeat.get(name)))
+            for name in SETTING_FLAGS
+        ]
+
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            flags = {name: kwargs.pop(name, None) for name in SETTING_FLAGS}
+            return func(*args, flags=flags, **kwargs)
+
+        del command.__wrapped__  # Typer must see the new signature, not the function's own
+        command.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in (*own, *added)}
+        return command  # type: ignore[return-value]
+
+    return decorate

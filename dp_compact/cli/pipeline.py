@@ -1,0 +1,144 @@
+"""The pipeline's commands (DESIGN §5): ``compact``, ``shrink``, ``validate``, ``restore``, ``recall``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+
+from dp_compact.cli.app import EXIT_INVALID, CommandError, app, load_settings, note
+from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, ToOpt, settings_options
+
+Api = Literal["anthropic", "openai"]
+
+
+@app.command()
+@settings_options()
+def compact(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where the compacted conversation is written (JSONL).")] = None,
+    keep: Annotated[Optional[int], typer.Option("--keep", min=1, help="Keep at least K recent messages (nearest feasible cut).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Compact even when the planner would not (its forced-rule cut).")] = False,
+    to: ToOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be dropped, kept, anchored and archived; write nothing.")] = False,
+    as_json: JsonOpt = False,
+    reset_breaker: Annotated[bool, typer.Option("--reset-breaker", help="Close this session's circuit breaker first.")] = False,
+    summarizer: Annotated[Literal["extractive", "llm"], typer.Option("--summarizer", help="extractive (offline) or llm.")] = "extractive",
+    llm_api: Annotated[Api, typer.Option("--llm-api", help="With --summarizer llm: the API to ask.")] = "anthropic",
+    llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="With --summarizer llm: the model to ask.")] = None,
+    llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="With --summarizer llm: API endpoint.")] = None,
+    llm_context_window: Annotated[Optional[int], typer.Option(
+        "--llm-context-window", min=1, help="With --summarizer llm: the model's window in tokens (default: the price database's)."
+    )] = None,
+    lenient: LenientOpt = False,
+    no_cache: NoCacheOpt = False,
+    *,
+    flags: dict[str, Any],
+) -> None:
+    """Compact SESSION at the planner's cut (or --keep K / --force) and write the result to OUTPUT."""
+    from dp_compact.cli.render import plan_json, render_compaction
+    from dp_compact.pipeline.archive import ArchiveStore
+    from dp_compact.pipeline.breaker import CircuitBreaker
+    from dp_compact.pipeline.compact import compact_file
+
+    if output is None and not dry_run:
+        raise CommandError("-o/--output is required (or give --dry-run)")
+    if summarizer == "llm" and not llm_model:
+        raise CommandError("--summarizer llm needs --llm-model")
+    settings = load_settings(flags)
+    breaker = CircuitBreaker(settings.breaker_path)
+    if reset_breaker:
+        breaker.reset(session)
+    chosen = None
+    if summarizer == "llm":
+        from dp_compact.pipeline.llm import LLMSummarizer
+
+        chosen = LLMSummarizer(llm_api, llm_model, base_url=llm_base_url, context_window=llm_context_window)
+    result = compact_file(
+        session, settings, output=output or Path(), keep=keep, force=force, to=to, dry_run=dry_run,
+        summarizer=chosen, archiver=None if dry_run else ArchiveStore(settings.archive_dir), breaker=breaker,
+        lenient=lenient, use_cache=not no_cache,
+    )
+    notes = list(result.notes)
+    if chosen is not None and result.decision == "compact":
+        notes.append(f"summary request sized for a {chosen.context_window:,}-token window: {chosen.window_source}")
+    for text in notes:
+        note(text)
+    data = result.to_dict()
+    if as_json:
+        typer.echo(json.dumps({**data, "plan": plan_json(data["plan"]) if data["plan"] else None}, ensure_ascii=False))
+    else:
+        typer.echo(render_compaction(data))
+
+
+@app.command()
+def shrink(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where the shrunk conversation is written (JSONL).")],
+    keep_turns: Annotated[int, typer.Option("--keep-turns", min=0, help="Leave the last N user turns untouched.")] = 3,
+    to: ToOpt = None,
+    lenient: LenientOpt = False,
+) -> None:
+    """Micro-compaction: replace old tool results over 800 characters by 400-600 character previews."""
+    from dp_compact.pipeline.io import shrink_file
+
+    result = shrink_file(session, output=output, keep_turns=keep_turns, to=to, lenient=lenient)
+    if result.output is None:
+        typer.echo(f"nothing to shrink in {session}: no tool result over 800 characters before the last {keep_turns} user turns; nothing written")
+        return
+    typer.echo(
+        f"shrunk {result.shrunk_results} tool result(s) of {session} ({result.chars_before:,} -> {result.chars_after:,} characters;"
+        f" messages from {result.protected_from} untouched) -> {result.output} ({result.api})"
+    )
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="Messages file: JSONL, a JSON array or {\"messages\": [...]}.")],
+    api: Annotated[Api, typer.Option("--api", help="Rules to check.")],
+) -> None:
+    """Check FILE against the API's structural rules: prints OK (exit 0) or the violations (exit 1)."""
+    from dp_compact.pipeline.io import validate_file
+
+    violations = validate_file(file, api)
+    if not violations:
+        typer.echo(f"OK: {file} follows the {api} rules")
+        return
+    typer.echo(f"{file}: {len(violations)} violation(s) of the {api} rules:")
+    for violation in violations:
+        typer.echo(f"  {violation}")
+    raise typer.Exit(EXIT_INVALID)
+
+
+@app.command()
+def restore(
+    ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id>.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSONL here (atomically) instead of stdout.")] = None,
+) -> None:
+    """Print (or write to OUTPUT) the original messages archived under REF, as JSONL."""
+    from dp_compact.pipeline.archive import ArchiveStore, write_jsonl_atomic
+
+    messages = ArchiveStore(load_settings().archive_dir).restore(ref)
+    if output is None:
+        for message in messages:
+            typer.echo(json.dumps(message, ensure_ascii=False))
+        return
+    write_jsonl_atomic(output, messages)
+    typer.echo(f"restored {len(messages)} messages from {ref} to {output}", err=True)
+
+
+@app.command()
+def recall(
+    query: Annotated[str, typer.Argument(help="Words, file paths or identifiers (all must match; word* for a prefix).")],
+    session: Annotated[Optional[str], typer.Option("--session", help="Only archives of this session.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Most archives listed.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """List archived heads matching QUERY, best first, with their summaries."""
+    from dp_compact.cli.render import render_hits
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    hits = [hit.to_dict() for hit in ArchiveStore(load_settings().archive_dir).search(query, session=session, limit=limit)]
+    typer.echo(json.dumps(hits, ensure_ascii=False) if as_json else render_hits(hits))

@@ -1,0 +1,323 @@
+"""Every text the command line prints from a result: plans, profiles, compactions, archive hits,
+replay tables and the calibration report. Formatting only: the numbers come computed.
+
+Renderers take the JSON-ready dicts of the results (``Plan.to_dict()``, ``SessionReplay.to_dict()``
+...) or the result objects where no dict exists (profiles, the calibration), so that ``--json``
+and the tables always show the same values.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dp_compact.benefit import TERM_LABELS
+from dp_compact.windows import window_note
+
+if TYPE_CHECKING:
+    from dp_compact.calibration import Calibration, Estimate
+    from dp_compact.planner import Plan
+    from dp_compact.pricing import Prices
+
+__all__ = [
+    "JSON_ALIASES",
+    "money",
+    "plan_json",
+    "render_calibration",
+    "render_compaction",
+    "render_directory",
+    "render_hits",
+    "render_plan",
+    "render_policy_table",
+    "render_profiles",
+    "render_session",
+]
+
+#: Descriptive names of the plan's one-letter JSON keys (DESIGN §1); both are printed. The
+#: one-letter keys that differ only by case (k/K, t/T) are kept one more release as aliases.
+JSON_ALIASES = {
+    "k": "kept_messages",
+    "N": "messages",
+    "T": "total_tokens",
+    "K": "kept_tokens",
+    "H": "dropped_tokens",
+    "t": "user_turns",
+}
+
+
+def money(value: float) -> str:
+    """A price in $/MTok without losing digits (0.125, not 0.12).
+
+    >>> money(3.0), money(0.125)
+    ('3.00', '0.125')
+    """
+    return f"{value:.2f}" if round(value, 2) == value else f"{value:g}"
+
+
+def plan_json(data: dict[str, Any]) -> dict[str, Any]:
+    """``Plan.to_dict()`` data with the descriptive keys of :data:`JSON_ALIASES` added after the
+    one-letter ones (also in ``best_candidate``).
+
+    >>> plan_json({"k": 5, "K": 700, "best_candidate": {"k": 3, "cut": 9}})
+    {'k': 5, 'K': 700, 'best_candidate': {'k': 3, 'cut': 9, 'kept_messages': 3}, 'kept_messages': 5, 'kept_tokens': 700}
+    """
+    out = dict(data)
+    if isinstance(out.get("best_candidate"), dict):
+        out["best_candidate"] = {**out["best_candidate"], "kept_messages": out["best_candidate"]["k"]}
+    out.update({name: data[key] for key, name in JSON_ALIASES.items() if key in data})
+    return out
+
+
+def _plan_lines(data: dict[str, Any]) -> list[str]:
+    """Session, decision, keep and context lines of a plan."""
+    session, window = data["session"], data["max_context_tokens"]
+    noun = "message" if data["N"] == 1 else "messages"
+    lines = [
+        f"session   {session['path']}  ({session['format']}, {data['N']} {noun}, {data['T']:,} tokens)",
+        f"decision  {data['decision'].upper()}  [rule: {data['rule']}]",
+        f"          {data['explanation']}",
+    ]
+    if data["decision"] == "compact":
+        lines.append(
+            f"keep      k = {data['k']} of {data['N']} messages (cut at message {data['cut']}): "
+            f"kept {data['K']:,} tokens, dropped {data['H']:,} tokens"
+        )
+    elif data["best_candidate"]:
+        best = data["best_candidate"]
+        lines.append(f"keep      all {data['N']} {noun} (best candidate: k = {best['k']}, NetBenefit ${best['net']:+.4f})")
+    lines.append(
+        f"context   {data['context_tokens']:,} / {window:,} tokens ({100 * data['context_tokens'] / window:.1f} %,"
+        f" from {data['context_source']}); forced above {data['force_threshold_tokens']:,}"
+    )
+    if data.get("window_source"):
+        lines.append(f"window    {window:,} tokens: {data['window_source']}")
+    return lines
+
+
+def _ahead_line(ahead: dict[str, Any]) -> str:
+    """The look-ahead planner's line (DESIGN §7)."""
+    waits = ahead["next_compaction_calls"]
+    when = "never within the horizon" if waits is None else f"in about {waits:.0f} call{'s' if waits != 1 else ''}"
+
+    def usd(value: float | None) -> str:
+        return "not allowed" if value is None else f"${value:.4f}"
+
+    saves = "keeping is not allowed" if ahead["saves_usd"] is None else f"compacting now saves ${ahead['saves_usd']:+.4f}"
+    return (
+        f"ahead     expected cost from now on: keep {usd(ahead['keep_usd'])}, compact at the best cut"
+        f" {usd(ahead['compact_usd'])} ({saves}); if it waits, the best schedule compacts {when};"
+        f" growth {ahead['growth_tokens']:,.0f} tokens/call, about {ahead['expected_calls']:.0f} calls to come,"
+        f" S = {ahead['summary_tokens']:,.0f}"
+    )
+
+
+def render_plan(data: dict[str, Any]) -> str:
+    """A plan (``Plan.to_dict()`` plus ``window_source``) as a readable table."""
+    prices, window = data["prices"], data["max_context_tokens"]
+    lines = _plan_lines(data)
+    ahead = data.get("lookahead")
+    if ahead:
+        lines.append(_ahead_line(ahead))
+    if data["decision"] == "compact" or data["best_candidate"]:
+        where = "chosen cut" if data["decision"] == "compact" else "best candidate"
+        if ahead:
+            where += ", the single-step model's terms for reference"
+        lines.append(f"terms at the {where} ($):")
+        for key, label, sign in TERM_LABELS:
+            lines.append(f"  {label:<32} {sign}{data['terms'][key]:.6f}")
+        lines.append(f"  {'NetBenefit':<32} {data['terms']['net']:+.6f}")
+    lines.append(
+        f"estimates E = {data['E']:g} turns, L = {data['L']:.3g} calls/turn ({data['L_source']}), R = {data['R']:.4g} calls,"
+        f" avg = {data['avg']:,.0f} tokens ({data['avg_source']}), c = {data['c']}, t = {data['t']},"
+        f" min_keep = {data['min_keep']}, feasible cuts = {data['n_feasible_cuts']}"
+    )
+    write = f", write {money(prices['p_cache_write'])}" if prices["p_cache_write"] is not None else ""
+    lines.append(
+        f"profile   {prices['name']}: input {money(prices['p_input'])} / cache {money(prices['p_cache'])} /"
+        f" output {money(prices['p_out'])} $/MTok{write}; window {window:,}; planner {data.get('planner', 'myopic')},"
+        f" model {data['settings']['model']}, tokenizer {data['settings']['tokenizer']}"
+    )
+    shown = window_note(window, data["window_source"]) if data.get("window_source") else None
+    lines.extend(f"note      {note}" for note in data["notes"] if note != shown)
+    return "\n".join(lines)
+
+
+def render_profiles(rows: list[Prices]) -> str:
+    """The pricing profiles, prices spelled as plans print them ($/MTok; window in tokens)."""
+    lines = [f"{'profile':<20} {'input':>7} {'cache':>7} {'write':>7} {'output':>7} {'window':>10}  ($/MTok, tokens)"]
+    for p in rows:
+        write = money(p.p_cache_write) if p.p_cache_write is not None else "-"
+        lines.append(
+            f"{p.name:<20} {money(p.p_input):>7} {money(p.p_cache):>7} {write:>7} {money(p.p_out):>7} {p.max_context_tokens:>10,}"
+        )
+    lines.append("Any other model name is looked up in genai-prices' bundled price data (offline).")
+    return "\n".join(lines)
+
+
+def curve_lines(plans: list[Plan]) -> list[str]:
+    """One line per plan drawn by ``curve`` (profile · model: decision, k, rule), then the window notes."""
+    lines = [f"{p.prices.name} · {p.settings['model']}: {p.decision} (k = {p.k}, rule {p.rule})" for p in plans]
+    lines += dict.fromkeys(window_note(p.prices.max_context_tokens, p.prices.window_source) for p in plans if p.prices.window_source)
+    return lines
+
+
+def render_hits(hits: list[dict[str, Any]]) -> str:
+    """Archive search hits (``ArchiveHit.to_dict()``) as readable lines."""
+    if not hits:
+        return "no matching archive"
+    lines = []
+    for hit in hits:
+        lines.append(f"{hit['ref']}  {hit['created']}  {hit['message_count']} messages  score {hit['score']:.3g}")
+        lines.append(f"  {' '.join(hit['summary'].split()) or '(no summary)'}")
+        if hit["snippet"]:
+            lines.append(f"  match: {' '.join(hit['snippet'].split())}")
+    return "\n".join(lines)
+
+
+def render_compaction(data: dict[str, Any]) -> str:
+    """A compaction result (``CompactionResult.to_dict()``) as readable lines."""
+    if data["decision"] != "compact":
+        return f"nothing to do for {data['path']}: {data['explanation']} [rule: {data['rule']}]; nothing written"
+    head = f"messages 0..{data['cut'] - 1}" if data["cut"] > 1 else "message 0"
+    lines = [
+        f"{'would compact' if data['dry_run'] else 'compacted'} {data['path']} ({data['format']} -> {data['api']}) [rule: {data['rule']}]",
+        f"  {data['explanation']}",
+        f"drop      {data['cut']} messages ({head}, {data['head_tokens']:,} tokens) into a {data['summary_tokens']:,}-token summary ({data['summarizer']})",
+        f"keep      {data['k']} of {data['n_messages']} messages verbatim (from message {data['cut']}, {data['tail_tokens']:,} tokens)",
+    ]
+    lines += [f"anchor    #{a['index']} {a['role']}: {a['snippet']}" for a in data["anchors"]]
+    if data["dry_run"]:
+        lines.append(f"archive   would archive the {data['cut']} dropped messages verbatim (nothing written)")
+        lines += ["summary   " + line for line in data["summary"].splitlines()]
+    else:
+        lines.append(f"archive   {data['archive_ref'] or 'not archived'}")
+        lines.append(f"output    {data['output']}")
+    return "\n".join(lines)
+
+
+# ---- replay (DESIGN §6) ----
+
+_HEADER = (
+    f"{'policy':<20} {'total $':>10} {'reads $':>9} {'input $':>9} {'writes $':>9} {'output $':>9} {'compact $':>9}"
+    f" {'loss $':>9} {'S':>6} {'compactions':>11} {'refetches':>9} {'overflows':>9} {'peak ctx':>9} {'mean ctx':>9}"
+    f" {'vs best fixed':>13} {'vs oracle':>9}"
+)
+
+
+def _ratio(value: float | None) -> str:
+    """``0.62x`` or ``-``."""
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def render_policy_table(rows: list[dict[str, Any]]) -> str:
+    """One line per policy: $ per term, S, counts, peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
+    lines = [_HEADER]
+    for r in rows:
+        lines.append(
+            f"{r['policy']:<20} {r['total_usd']:>10.4f} {r['cache_read_usd']:>9.4f} {r['input_usd']:>9.4f}"
+            f" {r['write_usd']:>9.4f} {r['output_usd']:>9.4f} {r['compaction_usd']:>9.4f} {r['loss_usd']:>9.4f}"
+            f" {r['summary_tokens']:>6,} {r['compactions']:>11} {r['refetches']:>9}"
+            f" {r['overflows']:>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
+            f" {_ratio(r['vs_best_fixed']):>13} {_ratio(r['vs_oracle']):>9}"
+        )
+    return "\n".join(lines)
+
+
+def _prices_line(data: dict[str, Any]) -> str:
+    """The prices, window, V, S and TTL of a session report."""
+    p = data["prices"]
+    write = f" / write {p['p_cache_write']:.2f}" if p["p_cache_write"] is not None else ""
+    ttl = f"{data['cache_ttl_s']:g} s" if data["cache_ttl_s"] is not None else "none"
+    return (
+        f"prices    {p['name']}: input {p['p_input']:.2f} / cache {p['p_cache']:.2f}{write} / output {p['p_out']:.2f} $/MTok;"
+        f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,} tokens; cache TTL {ttl}; lost information: {data['loss']}"
+    )
+
+
+def render_session(data: dict[str, Any]) -> str:
+    """A session replay (``SessionReplay.to_dict()``) as a header and the policy table."""
+    s = data["session"]
+    source = "output tokens from usage records" if s["call_source"] == "usage" else "output tokens counted from messages"
+    timed = f", {s['timed_calls']} timed" if data["cache_ttl_s"] is not None else ""
+    best = data["best_fixed_usd"]
+    lines = [
+        f"session   {s['path']}  ({s['format']}; {s['messages']} messages, {s['calls']} calls{timed}; {source};"
+        f" {s['uses']} uses of earlier messages)",
+        _prices_line(data),
+        f"assumes   {data['assumption']}",
+        f"floor     ${data['prefix_floor_usd']:.4f} (every call reads only V from cache, plus its recorded output)",
+        render_policy_table(data["policies"]),
+    ]
+    if best is not None:
+        lines.append(f"best fixed policy: ${best:.4f}")
+    lines += [f"note      {note}" for note in data["notes"]]
+    return "\n".join(lines)
+
+
+def render_directory(data: dict[str, Any]) -> str:
+    """A folder replay (``DirectoryReplay.to_dict()``): total $ per session and policy, the totals table, the files skipped."""
+    names = data["policies"]
+    width = max([12, *(len(n) + 1 for n in names)])
+    lines = [f"{'session':<36} {'calls':>6}" + "".join(f"{n:>{width}}" for n in names)]
+    for report in data["sessions"]:
+        s = report["session"]
+        totals = "".join(f"{p['total_usd']:>{width}.4f}" for p in report["policies"])
+        lines.append(f"{Path(s['path']).name[:36]:<36} {s['calls']:>6}{totals}")
+    rows = data["totals"]
+    calls = rows[0]["calls"] if rows else 0
+    lines.append(f"{'total':<36} {calls:>6}" + "".join(f"{r['total_usd']:>{width}.4f}" for r in rows))
+    lines.append(f"{'vs best fixed':<36} {'':>6}" + "".join(f"{_ratio(r['vs_best_fixed']):>{width}}" for r in rows))
+    if any(r["vs_oracle"] is not None for r in rows):
+        lines.append(f"{'vs oracle':<36} {'':>6}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
+    lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']}):",
+              render_policy_table(rows), f"assumes   {data['assumption']}"]
+    lines += [f"skipped   {path}: {reason}" for path, reason in ((k["path"], k["reason"]) for k in data["skipped"])]
+    return "\n".join(lines)
+
+
+# ---- calibration ----
+
+def _estimate(e: Estimate | None, spec: str = ",.0f") -> str:
+    """``value ± std [p05, p95] (n)``; one session says it is weak; never ``nan``."""
+    if e is None or not math.isfinite(e.value):
+        return "not measured"
+    if e.n < 2 or not math.isfinite(e.std):
+        return f"{e.value:{spec}}  (n = {e.n}: one session, no spread; a weak estimate)"
+    return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
+
+
+def _number(value: float | None, spec: str) -> str:
+    """``value`` formatted, or ``-`` when missing or not finite."""
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def render_calibration(c: Calibration) -> str:
+    """The calibration (:func:`dp_compact.calibration.calibrate`) as a readable table."""
+    lines = [f"sessions  {len(c.sessions)} read ({sum(1 for s in c.sessions if s.prompt_tokens.size)} with usage records),"
+             f" {len(c.skipped)} skipped; spreads: bootstrap over sessions, {c.bootstrap} resamples"]
+    lines.append(f"V         {_estimate(c.v_tokens)} tokens (first call's prompt − its messages)")
+    lines.append(f"L         {_estimate(c.calls_per_turn, '.1f')} calls per user turn (pooled)")
+    lines.append(f"avg       {_estimate(c.avg_tokens)} prompt tokens per call (median of sessions)")
+    lines.append(f"S         {_estimate(c.summary_tokens)} cl100k tokens per summary seen in the files")
+    for tool, tokens in c.recorded_summaries.items():
+        listed = ", ".join(f"{n:,}" for n in tokens)
+        lines.append(f"summary   {tool:<11} {sum(tokens) / len(tokens):,.0f} tokens on average ({listed}): the summaries its recorded compactions wrote")
+    for family, e in c.token_ratios.items():
+        lines.append(f"ratio     {family:<10} {_estimate(e, '.3f')} reported / cl100k tokens")
+    if c.survival is not None:
+        alpha, scale = c.survival
+        lines.append(f"survival  alpha = {_estimate(alpha, '.2f')}, scale = {_estimate(scale, ',.1f')} calls: P(a session lasts more than"
+                     " n calls) = (1 + n / scale) ** -alpha (DP_SURVIVAL_ALPHA, DP_SURVIVAL_SCALE)")
+    for unit, (fit, q0, tau) in c.recall_fits.items():
+        unit_scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"
+        mark = "  <- chosen" if unit == c.recall_age and math.isfinite(q0.value) else ""
+        lines.append(f"recall    {unit:<6} q0 = {_estimate(q0, '.3f')} (chance a message of age 0 is used later: DP_RECALL_Q0)")
+        lines.append(f"                 tau = {_estimate(tau, '.2f')} {unit_scale}; R² pooled {_number(fit.r_squared, '.2f')},"
+                     f" per session {_number(c.recall_session_r2[unit], '.2f')}{mark}")
+    lines.append("per session:")
+    lines.append(f"  {'file':<40} {'family':<9} {'turns':>5} {'calls':>5} {'V':>7} {'L':>6} {'avg':>8} {'ratio':>6}")
+    for s in c.sessions:
+        lines.append(f"  {Path(s.path).name[:40]:<40} {s.family:<9} {s.user_turns:>5} {s.llm_calls:>5} {_number(s.v_tokens, ',.0f'):>7}"
+                     f" {_number(s.calls_per_turn, '.1f'):>6} {_number(s.avg_tokens, ',.0f'):>8} {_number(s.token_ratio, '.3f'):>6}")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""Commands that follow a recorded session call by call: ``replay`` (DESIGN §6), ``curve``, ``timeline``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+
+from dp_compact.cli.app import CommandError, app, load_settings, note
+from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, OutputAliasOpt, figure_output, settings_options
+
+FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure to write: .png or .svg (written atomically).")]
+
+
+def _check_figure(path: Path) -> None:
+    """Fail before any work on a figure name that is neither .png nor .svg."""
+    from dp_compact.figures import figure_format
+
+    try:
+        figure_format(path)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _save(figure: Any, path: Path) -> None:
+    """Write ``figure`` to ``path`` (:func:`dp_compact.figures.save_figure`)."""
+    from dp_compact.figures import save_figure
+
+    save_figure(figure, path)
+
+
+def _replay_folder(folder: Path, settings: object, specs: list[str], workers: int | None, **options: object) -> object:
+    """Replay every session under FOLDER with a progress bar on stderr (rich)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dp_compact.replay.shell import replay_directory
+
+    columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False) as bar:  # no thread: workers fork
+        task = bar.add_task("replaying", total=None)
+
+        def tick(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, description=Path(path).name[:36], refresh=True)
+
+        return replay_directory(folder, settings, specs, workers=workers, progress=tick, **options)  # type: ignore[arg-type]
+
+
+@app.command()
+@settings_options()
+def replay(
+    path: Annotated[Path, typer.Argument(help="Session file, or a folder: every session file under it.")],
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain (repeat; default: all but threshold).")] = None,
+    loss: Annotated[Literal["refetch", "none"], typer.Option("--loss", help="Charge lost information: refetch (a dropped message a later call uses is fetched again) or none.")] = "refetch",
+    cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps).")] = None,
+    as_json: JsonOpt = False,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw context size per call per policy to this image (one SESSION).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes for a folder (default: CPU count).")] = None,
+    lenient: LenientOpt = False,
+    no_cache: NoCacheOpt = False,
+    *,
+    flags: dict[str, Any],
+) -> None:
+    """Price a recorded SESSION call by call under compaction policies (a folder: every session in it)."""
+    from dp_compact.cli.render import render_directory, render_session
+    from dp_compact.replay.policies import DEFAULT_POLICIES
+    from dp_compact.replay.shell import replay_file
+
+    specs = list(policy or DEFAULT_POLICIES)
+    options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache, "loss": loss}
+    if plot is not None:
+        if path.is_dir():
+            raise CommandError("--plot draws one SESSION file, not a folder")
+        _check_figure(plot)
+    settings = load_settings(flags)
+    result = _replay_folder(path, settings, specs, workers, **options) if path.is_dir() else replay_file(path, settings, specs, **options)
+    if plot is not None:
+        from dp_compact.figures import contexts_figure
+
+        _save(contexts_figure(result), plot)
+    data = result.to_dict()  # type: ignore[attr-defined]
+    if as_json:
+        typer.echo(json.dumps(data, ensure_ascii=False))
+    else:
+        typer.echo(render_directory(data) if path.is_dir() else render_session(data))
+
+
+@app.command()
+@settings_options(repeatable={
+    "provider": "Pricing profile to overlay (repeatable; default: the one the settings and the session give). [DP_PROVIDER]",
+    "model": "Cost model to overlay besides DP_MODEL: seed or recall (repeatable). [DP_MODEL]",
+})
+def curve(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    output: FigureOpt = None,
+    out: OutputAliasOpt = None,
+    lenient: LenientOpt = False,
+    no_cache: NoCacheOpt = False,
+    *,
+    flags: dict[str, Any],
+) -> None:
+    """Draw NetBenefit(k) and its five terms for SESSION, per provider and cost model."""
+    from dp_compact.api import curve_file
+    from dp_compact.cli.render import curve_lines
+    from dp_compact.figures import benefit_figure
+
+    target = figure_output(output, out)
+    _check_figure(target)
+    providers, models = flags.pop("provider") or [], flags.pop("model") or []
+    for name in dict.fromkeys(models):
+        if name not in ("recall", "seed"):
+            raise CommandError(f"--model {name!r}: use recall or seed")
+    settings = load_settings(flags, providers=providers or None)
+    plans, notes = curve_file(session, settings, providers=providers, models=models, lenient=lenient, use_cache=not no_cache)
+    for text in notes:
+        note(text)
+    _save(benefit_figure(plans), target)
+    for line in curve_lines(plans):
+        typer.echo(line)
+    typer.echo(f"wrote {target}")
+
+
+@app.command()
+@settings_options()
+def timeline(
+    session: Annotated[Path, typer.Argument(help="Session file (any supported format).")],
+    output: FigureOpt = None,
+    out: OutputAliasOpt = None,
+    lenient: LenientOpt = False,
+    no_cache: NoCacheOpt = False,
+    *,
+    flags: dict[str, Any],
+) -> None:
+    """Replay SESSION call by call: its context, the window, and where the planner would compact."""
+    from dp_compact.api import timeline_file
+    from dp_compact.figures import timeline_figure
+    from dp_compact.windows import window_note
+
+    target = figure_output(output, out)
+    _check_figure(target)
+    line, notes = timeline_file(session, load_settings(flags), lenient=lenient, use_cache=not no_cache)
+    for text in notes:
+        note(text)
+    _save(timeline_figure(line), target)
+    advised = int(line.compact.sum())
+    if line.window_source:
+        typer.echo(window_note(line.prices.max_context_tokens, line.window_source))
+    advice = f"compaction advised at {advised} of them" if advised else "compaction never advised"
+    typer.echo(f"{len(line.call)} calls, {advice}; wrote {target}")
