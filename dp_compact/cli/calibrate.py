@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from dp_compact.cli.app import app
-from dp_compact.cli.options import JsonOpt
+from dp_compact.cli.app import CommandError, app
+from dp_compact.cli.options import JsonOpt, check_figure
+from dp_compact.errors import DpCompactError
 
 
 @app.command()
@@ -26,10 +27,13 @@ def calibrate(
     from dp_compact.cli.render import render_calibration
 
     if figure is not None:
-        from dp_compact.figures import check_figure_path
-
-        check_figure_path(figure)
-    result = run(paths, bootstrap=bootstrap)
+        check_figure(figure)
+    try:
+        result = run(paths, bootstrap=bootstrap)
+    except ValueError as exc:  # no readable session among the files
+        if isinstance(exc, DpCompactError):
+            raise
+        raise CommandError(str(exc)) from None
     if figure is not None:
         from dp_compact.figures import calibration_figure, save_figure
 

@@ -29,6 +29,7 @@ __all__ = [
     "OutputAliasOpt",
     "SETTING_FLAGS",
     "ToOpt",
+    "check_figure",
     "figure_output",
     "settings_options",
 ]
@@ -76,6 +77,24 @@ def figure_output(output: Path | None, alias: Path | None) -> Path:
     if chosen is None:
         raise typer.BadParameter("missing: name the figure's file (.png or .svg)", param_hint="'-o' / '--output'")
     return chosen
+
+
+def check_figure(path: Path) -> Path:
+    """``path`` when it names a .png or .svg file, checked before any work.
+
+    Raises
+    ------
+    CommandError
+        Any other suffix (one line, exit 2).
+    """
+    from dp_compact.cli.app import CommandError
+    from dp_compact.figures.base import figure_format
+
+    try:
+        figure_format(path)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    return path
 
 
 def _value_type(name: str) -> Any:

@@ -9,26 +9,9 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from dp_compact.cli.app import CommandError, app, load_settings, note
-from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, OutputAliasOpt, figure_output, settings_options
+from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, OutputAliasOpt, check_figure, figure_output, settings_options
 
 FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure to write: .png or .svg (written atomically).")]
-
-
-def _check_figure(path: Path) -> None:
-    """Fail before any work on a figure name that is neither .png nor .svg."""
-    from dp_compact.figures import figure_format
-
-    try:
-        figure_format(path)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
-
-
-def _save(figure: Any, path: Path) -> None:
-    """Write ``figure`` to ``path`` (:func:`dp_compact.figures.save_figure`)."""
-    from dp_compact.figures import save_figure
-
-    save_figure(figure, path)
 
 
 def _replay_folder(folder: Path, settings: object, specs: list[str], workers: int | None, **options: object) -> object:
@@ -73,13 +56,13 @@ def replay(
     if plot is not None:
         if path.is_dir():
             raise CommandError("--plot draws one SESSION file, not a folder")
-        _check_figure(plot)
+        check_figure(plot)
     settings = load_settings(flags)
     result = _replay_folder(path, settings, specs, workers, **options) if path.is_dir() else replay_file(path, settings, specs, **options)
     if plot is not None:
-        from dp_compact.figures import contexts_figure
+        from dp_compact.figures import contexts_figure, save_figure
 
-        _save(contexts_figure(result), plot)
+        save_figure(contexts_figure(result), plot)
     data = result.to_dict()  # type: ignore[attr-defined]
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False))
@@ -104,10 +87,10 @@ def curve(
     """Draw NetBenefit(k) and its five terms for SESSION, per provider and cost model."""
     from dp_compact.api import curve_file
     from dp_compact.cli.render import curve_lines
-    from dp_compact.figures import benefit_figure
+    from dp_compact.figures import benefit_figure, save_figure
 
     target = figure_output(output, out)
-    _check_figure(target)
+    check_figure(target)
     providers, models = flags.pop("provider") or [], flags.pop("model") or []
     for name in dict.fromkeys(models):
         if name not in ("recall", "seed"):
@@ -116,7 +99,7 @@ def curve(
     plans, notes = curve_file(session, settings, providers=providers, models=models, lenient=lenient, use_cache=not no_cache)
     for text in notes:
         note(text)
-    _save(benefit_figure(plans), target)
+    save_figure(benefit_figure(plans), target)
     for line in curve_lines(plans):
         typer.echo(line)
     typer.echo(f"wrote {target}")
@@ -135,15 +118,15 @@ def timeline(
 ) -> None:
     """Replay SESSION call by call: its context, the window, and where the planner would compact."""
     from dp_compact.api import timeline_file
-    from dp_compact.figures import timeline_figure
+    from dp_compact.figures import save_figure, timeline_figure
     from dp_compact.windows import window_note
 
     target = figure_output(output, out)
-    _check_figure(target)
+    check_figure(target)
     line, notes = timeline_file(session, load_settings(flags), lenient=lenient, use_cache=not no_cache)
     for text in notes:
         note(text)
-    _save(timeline_figure(line), target)
+    save_figure(timeline_figure(line), target)
     advised = int(line.compact.sum())
     if line.window_source:
         typer.echo(window_note(line.prices.max_context_tokens, line.window_source))

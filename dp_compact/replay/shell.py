@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.api import choose_prices, session_tokens
+from dp_compact.api import choose_prices, read_notes, session_tokens
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import DpCompactError, SessionError
 from dp_compact.history import call_message_counts
@@ -330,6 +330,7 @@ def replay_session(
     """
     parsed = parse_policies(policies, settings)
     params, notes = replay_params(session, settings, cache_ttl_s, loss)
+    notes = (*read_notes(session), *notes)
     if session.skipped_lines:
         notes = (*notes, f"skipped {session.skipped_lines} malformed line(s) (--lenient)")
     recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
