@@ -28,8 +28,8 @@ from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.history import History, call_message_counts, read_history
 from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
 from dp_compact.reuse import BOILERPLATE_SHARE, KIND_FILE_EDIT, KIND_VERBATIM, MIN_REUSE_CHARS, find_uses
-from dp_compact.sessions.common import recorded_history
-from dp_compact.sessions.model import Message, Session
+from dp_compact.conversation import recorded_history
+from dp_compact.conversation import Message, Session
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
 
 __all__ = [
@@ -263,7 +263,7 @@ def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tupl
     return (dy / dx if dx > 0 else None), x_all, y_all
 
 
-#: The messages the replay judges (:func:`dp_compact.sessions.common.recorded_history`).
+#: The messages the replay judges (:func:`dp_compact.conversation.recorded_history`).
 judged_messages = recorded_history
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.sessions.model import Message, ToolCall
+from dp_compact.conversation import Message, ToolCall
 
 __all__ = [
     "BOILERPLATE_SHARE",

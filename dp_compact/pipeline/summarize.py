@@ -33,7 +33,7 @@ from dp_compact.pipeline.extract import (
     user_turn_texts,
 )
 from dp_compact.pipeline.texts import parse_sections, render_sections
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 from dp_compact.tokens import count_text_tokens
 
 __all__ = [

@@ -58,7 +58,7 @@ import numpy.typing as npt
 from dp_compact.benefit import compaction_request_cost
 from dp_compact.cuts import ROLE_USER, MessageArrays, feasible_cut_mask
 from dp_compact.pricing import Prices
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
 __all__ = [
     "FIXED_RECORDING",
@@ -392,13 +392,7 @@ def tail_cut_mask(rec: Recording, start: int, end: int) -> npt.NDArray[np.bool_]
     Entry ``i − start`` tells whether the tail may start at message ``i``; a tool call made before
     ``start`` no longer binds its result. Entries 0 and ``end − start`` are False.
     """
-    a = rec.arrays
-    calls = a.call_index[start:end]
-    local = MessageArrays(
-        a.roles[start:end], np.where(calls >= start, calls - start, -1), a.turn_index[start:end],
-        a.round_index[start:end], a.plain_user[start:end],
-    )
-    return feasible_cut_mask(local)
+    return feasible_cut_mask(rec.arrays.slice(start, end))
 
 
 def truncation(ctx: CallContext) -> Compaction | None:

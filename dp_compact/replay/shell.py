@@ -53,8 +53,8 @@ from dp_compact.replay.meter import (
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.reuse import find_uses
 from dp_compact.sessions import read_session
-from dp_compact.sessions.common import recorded_history
-from dp_compact.sessions.model import Message, Session, Usage
+from dp_compact.conversation import recorded_history
+from dp_compact.conversation import Message, Session, Usage
 from dp_compact.sessions.source import read_source
 from dp_compact.settings import Settings
 
@@ -81,7 +81,7 @@ SESSION_SUFFIXES = frozenset({".json", ".jsonl", ".traj"})
 Progress = Callable[[int, int, str], None]
 
 
-#: The messages a replay appends (:func:`dp_compact.sessions.common.recorded_history`).
+#: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
 replay_history = recorded_history
 
 

@@ -15,7 +15,7 @@ from types import ModuleType
 import orjson
 
 from dp_compact.errors import SessionError, UnknownFormatError
-from dp_compact.sessions.model import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source, read_source
 
 __all__ = [

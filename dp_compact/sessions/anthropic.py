@@ -21,7 +21,7 @@ from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
-from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Record, Source
 from dp_compact.sessions.usage import token_count, usage_from_api
 

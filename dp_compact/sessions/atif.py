@@ -24,7 +24,7 @@ from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source
 from dp_compact.sessions.usage import token_count
 
@@ -122,7 +122,6 @@ class _Reader:
         self.messages: list[Message] = []
         self.usage: list[Usage] = []
         self.system: list[str] = []
-        self.turns = 0
         self.live_start = 0
         self.compactions = 0
         self.model: str | None = None
@@ -154,8 +153,6 @@ class _Reader:
             return
         if is_summary_text(text):
             self.compactions, self.live_start = self.compactions + 1, len(self.messages)
-        else:
-            self.turns += 1
         self.messages.append(Message(role="user", text=text, images=images, source_bytes=nbytes, raw={"role": "user", "content": text}))
 
     def agent(self, step: dict[str, Any], text: str, images: int, nbytes: int, step_id: str) -> None:
@@ -219,7 +216,7 @@ def read(source: Source) -> Session:
             skipped += 1
     return build_session(
         path=source.path, format=FORMAT, messages=relink(reader.messages, reader.live_start), usage=reader.usage,
-        live_start=reader.live_start, compactions=reader.compactions, user_turns=reader.turns,
+        live_start=reader.live_start, compactions=reader.compactions,
         system_text="\n\n".join(reader.system), model=reader.model or _agent_model(source.document.get("agent")),
         skipped_lines=source.skipped_lines + skipped,
     )

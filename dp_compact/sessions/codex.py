@@ -31,7 +31,7 @@ from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -147,7 +147,6 @@ class _Reader:
     def __init__(self, source: Source) -> None:
         self.source = source
         self.messages: list[Message] = []
-        self.turns = 0
         self.counts = TokenCounts()
         self.system: list[str] = []
         self.live_start = 0
@@ -254,7 +253,9 @@ class _Reader:
             self.flush()
         elif isinstance(payload.get("message"), str):
             text = payload["message"]
-            self.messages.append(Message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}))
+            self.messages.append(
+                Message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}, kind="summary")
+            )
 
     def item(self, payload: dict[str, Any], line: int, nbytes: int, *, replayed: bool) -> None:
         """One Responses-API item; ``replayed`` items (replacement history) are not new user turns."""
@@ -304,12 +305,11 @@ class _Reader:
             self.images += images
         elif role == "user":
             self.flush()
-            self.messages.append(
-                Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text})
-            )
             head = text.lstrip()
-            if not replayed and not head.startswith(_INJECTED_PREFIXES) and not is_summary_text(head):
-                self.turns += 1
+            kind = "summary" if is_summary_text(head) else "injected" if replayed or head.startswith(_INJECTED_PREFIXES) else "prompt"
+            self.messages.append(
+                Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text}, kind=kind)
+            )
 
 
 def read(source: Source) -> Session:
@@ -351,7 +351,6 @@ def read(source: Source) -> Session:
         usage=reader.counts.usage,
         live_start=reader.live_start,
         compactions=reader.compactions,
-        user_turns=reader.turns,
         system_text="\n\n".join(reader.system),
         model=reader.model,
         context_window=reader.counts.context_window,

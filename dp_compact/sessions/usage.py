@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dp_compact.sessions.model import Usage
+from dp_compact.conversation import Usage
 
 __all__ = ["token_count", "usage_from_api"]
 
