@@ -10,8 +10,6 @@ Artists that tests and notebooks look up carry a ``gid``: ``net:<label>``,
 
 from __future__ import annotations
 
-import os
-import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.errors import OutputError
+from dp_compact.io import write_atomic
 from dp_compact.planner import RULE_BENEFIT, RULE_FORCE, RULE_LOOKAHEAD, Plan
 
 if TYPE_CHECKING:
@@ -360,22 +359,11 @@ def save_figure(figure: Figure, out: Path | str, *, dpi: int = 120) -> Path:
     """
     path = Path(out)
     kind = FORMATS[_suffix(path)]
+    metadata = {"Software": "dp-compact"} if kind == "png" else {"Creator": "dp-compact", "Date": None}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        write_atomic(path, lambda handle: figure.savefig(handle, format=kind, dpi=dpi, metadata=metadata))
     except OSError as exc:
         raise OutputError(f"{path}: cannot write the figure: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            figure.savefig(handle, format=kind, dpi=dpi, metadata={"Software": "dp-compact"} if kind == "png" else {"Creator": "dp-compact", "Date": None})
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write the figure: {exc.strerror or exc}") from exc
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -15,11 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.api import choose_prices, session_tokens
+from dp_compact.conversation import Session, Usage
 from dp_compact.cuts import message_arrays
-from dp_compact.history import CompactionMarker, History, call_message_counts
+from dp_compact.estimation import call_message_counts
+from dp_compact.history import CompactionMarker, History
 from dp_compact.planner import plan
 from dp_compact.pricing import Prices
-from dp_compact.conversation import Session, Usage
 from dp_compact.settings import Settings
 
 __all__ = ["Timeline", "timeline"]

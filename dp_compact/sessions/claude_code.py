@@ -30,11 +30,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.sessions.common import build_session, is_summary_text, relink
 from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage
-from dp_compact.sessions.source import Record, Source
+from dp_compact.sessions.source import Record, Source, each_record
 from dp_compact.sessions.usage import usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -284,13 +283,7 @@ def read(source: Source) -> Session:
         or a line that is not a JSON object (``path:line``); skipped when the source is lenient.
     """
     reader = _Reader(source)
-    for record in _ordered(source.records or ()):
-        try:
-            reader.record(record)
-        except ValueError as exc:
-            if not source.lenient:
-                raise MalformedLineError(source.path, record.line, str(exc)) from exc
-            reader.skipped += 1
+    reader.skipped += each_record(source, _ordered(source.records or ()), reader.record)
     reader.flush()
     return build_session(
         path=source.path,

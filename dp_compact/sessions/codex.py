@@ -29,10 +29,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Source
+from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "TokenCounts", "read", "sniff"]
@@ -336,13 +335,7 @@ def read(source: Source) -> Session:
         call/output without ``call_id`` (``path:line``); skipped when the source is lenient.
     """
     reader = _Reader(source)
-    for record in source.records or ():
-        try:
-            reader.record(record.value, record.line, record.nbytes)
-        except ValueError as exc:
-            if not source.lenient:
-                raise MalformedLineError(source.path, record.line, str(exc)) from exc
-            reader.skipped += 1
+    reader.skipped += each_record(source, source.records or (), lambda r: reader.record(r.value, r.line, r.nbytes))
     reader.flush()
     return build_session(
         path=source.path,

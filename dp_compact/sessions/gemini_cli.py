@@ -24,7 +24,7 @@ from typing import Any
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Source
+from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -280,14 +280,7 @@ def read(source: Source) -> Session:
     if source.records is None:
         return _read_saved_chat(source)
     stream = _Stream()
-    skipped = 0
-    for record in source.records:
-        try:
-            stream.event(record.value, record.line, record.nbytes)
-        except ValueError as exc:
-            if not source.lenient:
-                raise MalformedLineError(source.path, record.line, str(exc)) from exc
-            skipped += 1
+    skipped = each_record(source, source.records, lambda r: stream.event(r.value, r.line, r.nbytes))
     stream.flush()
     return build_session(
         path=source.path, format=FORMAT, messages=relink(stream.messages, stream.live_start), live_start=stream.live_start,

@@ -34,7 +34,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.codex import TokenCounts
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, summary_tool, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult
-from dp_compact.sessions.source import Record, Source
+from dp_compact.sessions.source import Record, Source, each_record
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
 
@@ -265,17 +265,12 @@ def read(source: Source) -> Session:
     """
     records, document = _container(source) or ([], None)
     reader = _Reader()
-    skipped = 0
-    for index, record in enumerate(records):
-        try:
-            if not _is_message(record.value):
-                raise ValueError("not an OpenAI chat message ({role, content | tool_calls})")
-            reader.add(record.value, record.line, record.nbytes)
-        except ValueError as exc:
-            if not source.lenient:
-                where = "" if record.line else f"message {index}: "
-                raise MalformedLineError(source.path, record.line or None, where + str(exc)) from exc
-            skipped += 1
+    def add(record: Record) -> None:
+        if not _is_message(record.value):
+            raise ValueError("not an OpenAI chat message ({role, content | tool_calls})")
+        reader.add(record.value, record.line, record.nbytes)
+
+    skipped = each_record(source, records, add)
     messages = reader.messages
     if _is_action_trajectory(messages, document):
         messages = _link_observations(messages)
