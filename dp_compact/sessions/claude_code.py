@@ -14,11 +14,12 @@ messages; every other type (``system``, ``attachment``, ``progress``, ``file-his
   are not LLM calls, carry no usage and are not sent back to the API: dropped.
 - Sidechain records (``isSidechain``: sub-agent traffic) are not part of the main conversation.
 - ``isMeta`` user lines (skill bodies, command caveats and output injected by the CLI), task
-  notifications, interruption markers and compaction summaries are kept as user messages (they
-  are sent to the model) but are not counted as user turns.
+  notifications, interruption markers and local-command output are kept as user messages (they
+  are sent to the model) of kind ``injected``, compaction summaries of kind ``summary``: neither
+  is a user turn (:attr:`~dp_compact.conversation.Message.is_user_turn`).
 - ``compact_boundary``: only the messages after the last marker are the live conversation; it
   starts with the ``isCompactSummary`` user message. Each marker is also kept as a
-  :class:`~dp_compact.sessions.model.RecordedCompaction`: ``compactMetadata.trigger`` and
+  :class:`~dp_compact.conversation.RecordedCompaction`: ``compactMetadata.trigger`` and
   ``preTokens``, and the text of the summary message that follows it.
 - File order is kept unless a record's ``parentUuid`` names a record written later; such a
   record is moved right after its parent (a tool result written before its call).

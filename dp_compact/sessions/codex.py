@@ -10,13 +10,13 @@ Every line is an envelope ``{timestamp, type, payload}`` (``sessions/FORMATS.md`
 - ``developer`` messages and ``session_meta.base_instructions`` are the fixed prefix
   (``system_text``), not messages. User messages that only carry injected context
   (``<environment_context>``, ``# AGENTS.md``, ``<turn_aborted>``, ...) stay messages (they
-  are sent) but are not user turns.
+  are sent) of kind ``injected``, not user turns.
 - ``event_msg/token_count``: ``info.last_token_usage`` is one LLM call (prompt =
   ``input_tokens``, which includes ``cached_input_tokens``). Repeats of the previous event and
   zero-input events (right after a compaction) are dropped.
 - ``compacted`` is a compaction marker: the live conversation is its ``replacement_history``
-  (copies of earlier prompts plus the summary; not counted again as user turns) and what follows.
-  It is kept as a :class:`~dp_compact.sessions.model.RecordedCompaction` (summary =
+  (copies of earlier prompts, kind ``injected``, plus the summary; not user turns again) and what follows.
+  It is kept as a :class:`~dp_compact.conversation.RecordedCompaction` (summary =
   ``payload.message``; size when it fired = the prompt of the last non-zero ``token_count``
   before it). The ``event_msg/context_compacted`` event that follows belongs to it; one with no
   ``compacted`` line of its own is recorded too, without a summary (and not counted as a marker).

@@ -8,7 +8,7 @@ document (converted Claude Code sessions, the ``meta.token_counts`` variant); a 
   ``[compact_boundary]`` system message and a user message opening "This session is being
   continued ..." are compaction markers (one marker when both appear together); the live
   conversation starts at the summary message. Each is kept as a
-  :class:`~dp_compact.sessions.model.RecordedCompaction` with the summary's text; its tool is
+  :class:`~dp_compact.conversation.RecordedCompaction` with the summary's text; its tool is
   ``claude-code`` when the summary uses Claude Code's hand-over sentence or the marker is Claude
   Code's ``[compact_boundary]`` (a converted Claude Code session), ``codex`` for Codex's
   hand-over prefix, else ``other``.
