@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from dp_compact.benefit import L_INSTR_TOKENS, RETENTION_FLOOR
 from dp_compact.pricing import Prices
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
 __all__ = ["is_feasible_cut", "net_benefit_at"]
 

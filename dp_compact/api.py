@@ -19,7 +19,7 @@ from dp_compact.estimation import measured_token_ratio
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, base_model_name, get_prices
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Session
+from dp_compact.conversation import Session
 from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio

@@ -21,15 +21,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import message_arrays
+from dp_compact.conversation import Message, Session, recorded_history
+from dp_compact.cuts import message_ages, message_arrays
 from dp_compact.errors import NotASessionError, UnknownFormatError
-from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
+from dp_compact.estimation import DEFAULT_CALLS_PER_TURN, call_message_counts
 from dp_compact.evidence import recorded_summary_tokens
-from dp_compact.history import History, call_message_counts, read_history
-from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, message_ages, recall_counts
+from dp_compact.history import History, read_history
+from dp_compact.io import session_files as session_paths
+from dp_compact.recall import RecallCounts, RecallFit, fit_exponential, recall_counts
 from dp_compact.reuse import BOILERPLATE_SHARE, KIND_FILE_EDIT, KIND_VERBATIM, MIN_REUSE_CHARS, find_uses
-from dp_compact.sessions.common import recorded_history
-from dp_compact.sessions.model import Message, Session
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
 
 __all__ = [
@@ -56,8 +56,6 @@ RECALL_DETECTOR = {
     "min_chars": MIN_REUSE_CHARS, "boilerplate_share": BOILERPLATE_SHARE,
     "q": "share of messages of age a (seen by an LLM call) that a message at or after that call uses",
 }
-_SUFFIXES = {".json", ".jsonl", ".traj"}
-_NOT_SESSIONS = {"manifest.json", "case.json", "golden_seed_model.json"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,17 +230,6 @@ def _finite(data: Any) -> Any:
     return data
 
 
-def session_paths(paths: Iterable[Path | str]) -> list[Path]:
-    """Files given, and every ``.json``/``.jsonl``/``.traj`` file under directories given (sorted)."""
-    found: list[Path] = []
-    for item in map(Path, paths):
-        if item.is_dir():
-            found.extend(sorted(p for p in item.rglob("*") if p.is_file() and p.suffix in _SUFFIXES and p.name not in _NOT_SESSIONS))
-        else:
-            found.append(item)
-    return found
-
-
 def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tuple[float | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Token ratio over the segments, and every placed call's (estimate, prompt) pair."""
     xs, ys, dx, dy = [], [], 0, 0
@@ -262,7 +249,7 @@ def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tupl
     return (dy / dx if dx > 0 else None), x_all, y_all
 
 
-#: The messages the replay judges (:func:`dp_compact.sessions.common.recorded_history`).
+#: The messages the replay judges (:func:`dp_compact.conversation.recorded_history`).
 judged_messages = recorded_history
 
 

@@ -3,9 +3,10 @@
 A cut ``i`` splits the messages into the head ``[0, i)`` (summarized) and the tail ``[i, N)``
 (kept verbatim, ``k = N - i`` messages). A cut is feasible when
 
-1. the tail starts at a user turn (:attr:`Message.is_user_turn`, the readers' rule) or at an
-   assistant message (which opens an API round), never at a tool-result message; with
-   ``user_turns_only`` (``DP_MODEL=seed``) only at a user turn;
+1. the tail starts at a user message (:attr:`Message.is_user_message`: a user turn, injected
+   context or a summary, each a valid opening of a request) or at an assistant message (which
+   opens an API round), never at a tool-result message; with ``user_turns_only``
+   (``DP_MODEL=seed``) only at a user message whose content is a plain string (the seed's rule);
 2. every tool result in the tail has its tool call in the tail, so the results of parallel calls
    stay with their assistant message;
 3. a tool call no message answers needs nothing: a pending call at the end (the tail always
@@ -30,9 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
-__all__ = ["ROLE_ASSISTANT", "ROLE_TOOL", "ROLE_USER", "MessageArrays", "feasible_cut_mask", "message_arrays"]
+__all__ = [
+    "ROLE_ASSISTANT", "ROLE_TOOL", "ROLE_USER", "MessageArrays", "feasible_cut_mask", "message_ages", "message_arrays",
+]
 
 ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL = 0, 1, 2
 _ROLE_CODES = {"user": ROLE_USER, "assistant": ROLE_ASSISTANT, "tool": ROLE_TOOL}
@@ -42,12 +45,13 @@ _ROLE_CODES = {"user": ROLE_USER, "assistant": ROLE_ASSISTANT, "tool": ROLE_TOOL
 class MessageArrays:
     """Per-message arrays the cut rules and the cost model need; each shape (N,).
 
-    ``roles``: ROLE_* codes. ``call_index``: for a tool-result message, the index of the
-    earliest message holding one of the tool calls it answers (``-1`` otherwise or when the
-    call is absent). ``turn_index``: number of user turns up to and including each message;
-    ``round_index``: the same for assistant messages (API rounds). ``plain_user``: user
-    messages whose content is a plain string, the seed's "real user input" (DESIGN §2,
-    reference planner: a user line with no ``"content":[``).
+    ``roles``: ROLE_* codes (``ROLE_USER`` for every user message, turn or not). ``call_index``:
+    for a tool-result message, the index of the earliest message holding one of the tool calls
+    it answers (``-1`` otherwise or when the call is absent). ``turn_index``: number of user
+    turns (:attr:`Message.is_user_turn`: typed prompts, not injected context or summaries) up to
+    and including each message; ``round_index``: the same for assistant messages (API rounds).
+    ``plain_user``: user messages whose content is a plain string, the seed's "real user input"
+    (DESIGN §2, reference planner: a user line with no ``"content":[``).
     """
 
     roles: npt.NDArray[np.int8]
@@ -65,6 +69,31 @@ class MessageArrays:
         """Number of messages N."""
         return int(self.roles.shape[0])
 
+    def slice(self, start: int, end: int) -> MessageArrays:
+        """The arrays of messages ``[start, end)`` as if they were the whole conversation; O(end − start).
+
+        ``call_index`` points into the slice (a call made before ``start`` no longer binds its
+        result: ``-1``); ``turn_index`` and ``round_index`` count from ``start``. A prefix
+        (``start == 0``) is a view of every array.
+
+        >>> from dp_compact.conversation import ToolCall, ToolResult
+        >>> a = message_arrays([Message("user", "u"), Message("assistant", tool_calls=(ToolCall("c", "f"),)),
+        ...                     Message("tool", tool_results=(ToolResult("c", "r"),)), Message("user", "v")])
+        >>> part = a.slice(2, 4)
+        >>> part.call_index.tolist(), part.turn_index.tolist()
+        ([-1, -1], [0, 1])
+        """
+        if not 0 <= start <= end <= self.n:
+            raise ValueError(f"slice [{start}, {end}) is outside the {self.n} messages")
+        calls = self.call_index[start:end]
+        if start == 0:
+            return MessageArrays(self.roles[:end], calls, self.turn_index[:end], self.round_index[:end], self.plain_user[:end])
+        turns_before, rounds_before = self.turn_index[start - 1], self.round_index[start - 1]
+        return MessageArrays(
+            self.roles[start:end], np.where(calls >= start, calls - start, -1).astype(np.int64),
+            self.turn_index[start:end] - turns_before, self.round_index[start:end] - rounds_before, self.plain_user[start:end],
+        )
+
 
 def message_arrays(messages: Sequence[Message]) -> MessageArrays:
     """Build :class:`MessageArrays` from messages in one pass (tool calls linked by id); O(N)."""
@@ -73,9 +102,11 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
     plain_user = bytearray(n)
     call_index = np.full(n, -1, dtype=np.int64)
     where_called: dict[str, int] = {}
+    turns = bytearray(n)
     for index, message in enumerate(messages):
-        if message.is_user_turn:
+        if message.is_user_message:
             plain_user[index] = _has_string_content(message.raw)
+            turns[index] = message.is_user_turn
         elif message.role == "assistant":
             roles[index] = ROLE_ASSISTANT
             for call in message.tool_calls:
@@ -87,7 +118,7 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
             if found:
                 call_index[index] = min(found)
     role_array = np.frombuffer(bytes(roles), dtype=np.int8).copy()
-    turn_index = np.cumsum(role_array == ROLE_USER, dtype=np.int64)
+    turn_index = np.cumsum(np.frombuffer(bytes(turns), dtype=np.bool_), dtype=np.int64)
     round_index = np.cumsum(role_array == ROLE_ASSISTANT, dtype=np.int64)
     user_plain = np.frombuffer(bytes(plain_user), dtype=np.bool_).copy()
     return MessageArrays(role_array, call_index, turn_index, round_index, user_plain)
@@ -126,3 +157,27 @@ def feasible_cut_mask(arrays: MessageArrays, *, user_turns_only: bool = False) -
     mask[0] = False
     mask[n] = False
     return mask
+
+
+def message_ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
+    """Each message's position on the planner's age scale; shape (N,), age units.
+
+    ``turns``: user turns so far (``turn_index``); ``rounds``: API rounds so far divided by
+    ``calls_per_turn`` (L). The age of message j seen from message m is ``ages[m] - ages[j]``,
+    as :func:`dp_compact.planner.plan` measures ``a_j`` (DESIGN §2) and the recall calibration
+    bins it.
+
+    Raises
+    ------
+    ValueError
+        If ``unit`` is neither ``turns`` nor ``rounds`` or L is not positive.
+
+    >>> arrays = message_arrays([Message("user", "u"), Message("assistant", "a"), Message("user", "v")])
+    >>> message_ages(arrays, "turns", 1.0).tolist(), message_ages(arrays, "rounds", 2.0).tolist()
+    ([1.0, 1.0, 2.0], [0.0, 0.5, 0.5])
+    """
+    if unit == "turns":
+        return arrays.turn_index.astype(np.float64)
+    if unit != "rounds" or calls_per_turn <= 0:
+        raise ValueError(f"unit must be 'turns' or 'rounds' and L > 0, not {unit!r}, {calls_per_turn!r}")
+    return arrays.round_index / float(calls_per_turn)

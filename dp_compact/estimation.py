@@ -1,18 +1,19 @@
 """E, L, R, avg, c and the current context of a session (DESIGN §2 "Estimating E, L, R, avg").
 
-Pure functions of a :class:`~dp_compact.sessions.model.Session` and :class:`~dp_compact.settings.Settings`.
+Pure functions of a :class:`~dp_compact.conversation.Session` and :class:`~dp_compact.settings.Settings`.
 With the seed agent's ``stats.json`` attached, its counters take the place of what the session
 itself records (DESIGN §4).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.sessions.model import Session
+from dp_compact.conversation import Message, Session, Usage
 from dp_compact.settings import Settings
 
 __all__ = [
@@ -22,8 +23,10 @@ __all__ = [
     "DEFAULT_CALLS_PER_TURN",
     "DEFAULT_E",
     "MIN_RATIO_GROWTH_TOKENS",
+    "RATIO_BOUNDS",
     "CurrentContext",
     "Estimates",
+    "call_message_counts",
     "current_context",
     "estimate",
     "measured_token_ratio",
@@ -131,15 +134,55 @@ class CurrentContext:
     note: str = ""
 
 
+def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> npt.NDArray[np.int64]:
+    """How many messages each call was sent: the index of the assistant message answering it (usage placement).
+
+    Parameters
+    ----------
+    messages : sequence of Message
+        A segment's messages, in order.
+    usage : sequence of Usage
+        The segment's usage records, in call order.
+
+    Returns
+    -------
+    ndarray[int64], shape (len(usage),)
+        ``n`` per call (the prompt held messages ``[0, n)`` besides the prefix V); ``-1`` for a
+        call whose response cannot be placed (no assistant message at or before its line, or
+        one already claimed by an earlier call).
+
+    Notes
+    -----
+    A call's response is the last assistant message starting at or before the usage record's
+    line: Claude Code and Anthropic lists put the usage on the response's first line, Codex
+    writes its ``token_count`` event after the response's items.
+    """
+    assistant = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
+    lines = np.array([messages[i].line for i in assistant], dtype=np.int64)
+    order = np.argsort(lines, kind="stable")
+    assistant, lines = assistant[order], lines[order]
+    where = np.searchsorted(lines, np.array([u.line for u in usage], dtype=np.int64), side="right") - 1
+    counts = np.full(len(usage), -1, dtype=np.int64)
+    claimed: set[int] = set()
+    for j, position in enumerate(where.tolist()):
+        if position >= 0 and (index := int(assistant[position])) not in claimed:
+            claimed.add(index)
+            counts[j] = index
+    return counts
+
+
+def _live_usage(session: Session) -> list[Usage]:
+    """The usage records of the calls made in the live conversation (at or after its first line)."""
+    first_line = session.messages[0].line
+    return [u for u in session.usage if u.line >= first_line]
+
+
 def _answered_by(session: Session) -> int | None:
     """Index of the live message that answers the call of the last usage record, None when unplaced."""
-    from dp_compact.history import call_message_counts
-
     last = session.usage[-1]
     if last.line <= 0 or not session.messages:
         return None
-    first_line = session.messages[0].line
-    usage = [u for u in session.usage if u.line >= first_line]
+    usage = _live_usage(session)
     index = int(call_message_counts(session.messages, usage)[-1]) if usage else -1
     return index if index >= 0 and session.messages[index].line > 0 else None
 
@@ -184,7 +227,7 @@ def current_context(
     3. when the last record predates the live conversation (its line is before the first
        live message: a compaction since): V + T;
     4. when it cannot be placed among the messages (no source line, or no assistant message
-       of its own at or before its line, as :func:`~dp_compact.history.call_message_counts`
+       of its own at or before its line, as :func:`:func:`call_message_counts``
        places calls): its prompt as reported;
     5. when its prompt is below ``CONTRADICTION_SHARE`` of the tokens counted in the messages
        that call was sent (at least ``CONTRADICTION_MIN_TOKENS``): the record contradicts the
@@ -314,12 +357,9 @@ def measured_token_ratio(session: Session, message_tokens: npt.NDArray[np.int64]
         None without two placed calls at least ``MIN_RATIO_GROWTH_TOKENS`` apart, or when the
         ratio falls outside ``RATIO_BOUNDS``.
     """
-    from dp_compact.history import call_message_counts
-
     if not session.messages or len(session.usage) < 2:
         return None
-    first_line = session.messages[0].line
-    usage = [u for u in session.usage if u.line >= first_line]
+    usage = _live_usage(session)
     counts = call_message_counts(session.messages, usage)
     placed = np.flatnonzero(counts >= 0)
     if placed.size < 2:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dp_compact.sessions.model import Message, Session
+from dp_compact.conversation import Message, Session
 
 if TYPE_CHECKING:
     from dp_compact.settings import Settings

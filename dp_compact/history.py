@@ -14,24 +14,21 @@ segment, the live conversation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
+from dp_compact.conversation import Message, Session
+from dp_compact.estimation import call_message_counts
 from dp_compact.sessions import READERS, read_session
-from dp_compact.sessions.model import Message, Session, Usage
 from dp_compact.sessions.source import Source, read_source
 
-__all__ = ["Compaction", "History", "call_message_counts", "read_history"]
+__all__ = ["CompactionMarker", "History", "call_message_counts", "read_history"]
 
 
 @dataclass(frozen=True, slots=True)
-class Compaction:
-    """A compaction recorded in the file.
+class CompactionMarker:
+    """A compaction marker recorded in the file, with the sizes the tool reported around it.
 
     Attributes
     ----------
@@ -64,14 +61,14 @@ class History:
         count the file up to the segment's end (what the planner would have seen then). The
         last segment's messages are the live conversation; it also keeps the whole file's
         ``compaction_records``.
-    compactions : tuple[Compaction, ...]
+    compactions : tuple[CompactionMarker, ...]
         ``len(segments) - 1`` markers (0 for formats split in one segment only).
     """
 
     path: str
     format: str
     segments: tuple[Session, ...]
-    compactions: tuple[Compaction, ...]
+    compactions: tuple[CompactionMarker, ...]
 
     @property
     def live(self) -> Session:
@@ -90,16 +87,16 @@ def _marker(value: Any, fmt: str) -> dict[str, Any] | None:
     return None
 
 
-def _compaction(line: int, payload: dict[str, Any], fmt: str, after: Session) -> Compaction:
+def _compaction(line: int, payload: dict[str, Any], fmt: str, after: Session) -> CompactionMarker:
     """What the marker at ``line`` tells about its compaction; ``after`` is the segment it opens."""
     if fmt == "codex":
         text = payload.get("message") if isinstance(payload.get("message"), str) else ""
-        return Compaction(line, summary_text=text)
+        return CompactionMarker(line, summary_text=text)
     meta = payload.get("compactMetadata") if isinstance(payload.get("compactMetadata"), dict) else {}
     first: Message | None = after.messages[0] if after.messages else None
     summary = first.text if first is not None and first.role == "user" else ""
     pre, post = meta.get("preTokens"), meta.get("postTokens")
-    return Compaction(
+    return CompactionMarker(
         line, summary_text=summary, pre_tokens=pre if isinstance(pre, int) else None, post_tokens=post if isinstance(post, int) else None
     )
 
@@ -152,40 +149,3 @@ def read_history(path: Path | str, *, lenient: bool = False) -> History:
 def _only_calls_after(session: Session, line: int) -> Session:
     """``session`` with only the usage records of calls after source line ``line``."""
     return replace(session, usage=tuple(u for u in session.usage if u.line > line))
-
-
-def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> npt.NDArray[np.int64]:
-    """How many messages each call was sent: the index of the assistant message answering it.
-
-    Parameters
-    ----------
-    messages : sequence of Message
-        A segment's messages, in order.
-    usage : sequence of Usage
-        The segment's usage records, in call order.
-
-    Returns
-    -------
-    ndarray[int64], shape (len(usage),)
-        ``n`` per call (the prompt held messages ``[0, n)`` besides the prefix V); ``-1`` for a
-        call whose response cannot be placed (no assistant message at or before its line, or
-        one already claimed by an earlier call).
-
-    Notes
-    -----
-    A call's response is the last assistant message starting at or before the usage record's
-    line: Claude Code and Anthropic lists put the usage on the response's first line, Codex
-    writes its ``token_count`` event after the response's items.
-    """
-    assistant = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
-    lines = np.array([messages[i].line for i in assistant], dtype=np.int64)
-    order = np.argsort(lines, kind="stable")
-    assistant, lines = assistant[order], lines[order]
-    where = np.searchsorted(lines, np.array([u.line for u in usage], dtype=np.int64), side="right") - 1
-    counts = np.full(len(usage), -1, dtype=np.int64)
-    claimed: set[int] = set()
-    for j, position in enumerate(where.tolist()):
-        if position >= 0 and (index := int(assistant[position])) not in claimed:
-            claimed.add(index)
-            counts[j] = index
-    return counts

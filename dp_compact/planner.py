@@ -14,12 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
-from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_arrays
+from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
 from dp_compact.estimation import Estimates, estimate
 from dp_compact.lookahead import Forecast, look_ahead
 from dp_compact.pricing import Prices
-from dp_compact.recall import message_ages
-from dp_compact.sessions.model import Session
+from dp_compact.conversation import Session
 from dp_compact.settings import Settings
 
 __all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "RULE_BENEFIT", "RULE_FORCE", "RULE_LOOKAHEAD", "RULE_WAIT", "Plan",
@@ -172,7 +171,7 @@ class Plan:
 
 
 def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
-    """a_j of DESIGN §2: the age scale of :func:`~dp_compact.recall.message_ages`, seen from the last message."""
+    """a_j of DESIGN §2: the age scale of :func:`~dp_compact.cuts.message_ages`, seen from the last message."""
     if arrays.n == 0:
         return np.zeros(0, dtype=np.float64)
     scale = message_ages(arrays, unit, calls_per_turn)

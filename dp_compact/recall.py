@@ -9,7 +9,7 @@ planner sees messages ``[0, p)`` and gives message ``j`` the age ``a = age[p −
 uses ``j``. So q(a) is directly the q_j of the recall term ④ (``q_j = q0 · exp(−a_j / τ)``):
 the planner expects on average what the replay charges.
 
-Ages use the planner's own units (``DP_RECALL_AGE``): ``turns`` (user messages between the two)
+Ages use the planner's own units (``DP_RECALL_AGE``, :func:`dp_compact.cuts.message_ages`): ``turns`` (user turns between the two)
 or ``rounds`` (API rounds between them divided by L). Uses after the end of the recording are
 not seen, by the judge either. The fit is weighted least squares on the pooled curve; its spread
 is a bootstrap over sessions.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import ROLE_ASSISTANT, MessageArrays
+from dp_compact.cuts import ROLE_ASSISTANT, MessageArrays, message_ages
 from dp_compact.reuse import Uses
 
 __all__ = [
@@ -40,25 +40,6 @@ MAX_AGE_BINS = 24
 #: A pooled bin enters the fit only when this many messages were observed through it.
 MIN_BIN_MESSAGES = 20
 _AGE_EPSILON = 1e-9  # ages in rounds are multiples of 1/L: compare bin edges with this slack
-
-
-def message_ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
-    """Each message's position on the planner's age scale; shape (N,).
-
-    ``turns``: user messages so far (``turn_index``); ``rounds``: API rounds so far divided by
-    ``calls_per_turn`` (L). The age of message j seen from message m is ``ages[m] - ages[j]``,
-    as :func:`dp_compact.planner.plan` measures ``a_j``.
-
-    Raises
-    ------
-    ValueError
-        If ``unit`` is neither ``turns`` nor ``rounds`` or L is not positive.
-    """
-    if unit == "turns":
-        return arrays.turn_index.astype(np.float64)
-    if unit != "rounds" or calls_per_turn <= 0:
-        raise ValueError(f"unit must be 'turns' or 'rounds' and L > 0, not {unit!r}, {calls_per_turn!r}")
-    return arrays.round_index / float(calls_per_turn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +93,7 @@ def recall_counts(uses: Uses, arrays: MessageArrays, ages: npt.NDArray[np.float6
     it is needed in both bins; message 1 (age 1 at call 3) and message 2 (age 0) are not.
 
     >>> from dp_compact.cuts import message_arrays
-    >>> from dp_compact.sessions.model import Message
+    >>> from dp_compact.conversation import Message
     >>> from dp_compact.reuse import KIND_VERBATIM
     >>> messages = [Message("user", "u"), Message("assistant", "a"), Message("user", "v"), Message("assistant", "b")]
     >>> used = Uses(np.array([0]), np.array([3]), np.array([KIND_VERBATIM], dtype=np.int8))

@@ -26,19 +26,15 @@ windows). Pure: no IO.
 
 from __future__ import annotations
 
-import json
-import ntpath
-import posixpath
-import re
-import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.sessions.model import Message, ToolCall
+from dp_compact.conversation import Message
+from dp_compact.file_operations import WORKDIR_KEYS, argument_text, file_operations, first_string, operations, parsed_arguments
 
 __all__ = [
     "BOILERPLATE_SHARE",
@@ -135,9 +131,9 @@ def find_uses(
     if min_chars < 1 or not 0.0 < boilerplate_share <= 1.0:
         raise ValueError(f"min_chars must be >= 1 and boilerplate_share in (0, 1], not {min_chars!r}, {boilerplate_share!r}")
     n = len(messages)
-    parsed = [[_parsed(call) for call in m.tool_calls] for m in messages]
+    parsed = [[parsed_arguments(call) for call in m.tool_calls] for m in messages]
     arguments = [
-        [_argument_text(call, args) for call, args in zip(m.tool_calls, per_call, strict=True)]
+        [argument_text(call, args) for call, args in zip(m.tool_calls, per_call, strict=True)]
         for m, per_call in zip(messages, parsed, strict=True)
     ]
     verbatim = _verbatim_pairs(messages, arguments, min_chars=min_chars, boilerplate_share=boilerplate_share)
@@ -154,31 +150,6 @@ def find_uses(
 
 
 # -- (a) verbatim repetition ------------------------------------------------------------------
-
-
-def _leaves(value: Any) -> Iterator[str]:
-    """The string values of a parsed JSON value, depth first, in order."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
-
-
-def _parsed(call: ToolCall) -> Any:
-    """The tool call's arguments as parsed JSON, or None when they are not JSON."""
-    try:
-        return json.loads(call.arguments) if call.arguments else None
-    except ValueError:
-        return None
-
-
-def _argument_text(call: ToolCall, parsed: Any) -> str:
-    """The argument text a model reproduced: JSON string values joined by newlines, else the raw text."""
-    return call.arguments if parsed is None else "\n".join(_leaves(parsed))
 
 
 def _texts(messages: Sequence[Message], arguments: list[list[str]]) -> tuple[list[str], list[int], list[bool]]:
@@ -285,198 +256,6 @@ def _verbatim_pairs(
 
 # -- (b) edits and writes after a read --------------------------------------------------------
 
-_READ_TOOLS = frozenset({"read", "read_file", "view", "open"})
-_EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
-_EDITOR_WRITES = frozenset({"create", "str_replace", "insert"})
-_WRITE_TOOLS = frozenset(
-    {"edit", "multiedit", "write", "notebookedit", "write_to_file", "replace_in_file", "write_file", "replace", "edit_file"}
-)
-_PATH_KEYS = ("file_path", "path", "absolute_path", "absolutePath", "notebook_path", "target_file", "filename")
-_SHELL_KEYS = ("command", "cmd")
-_WORKDIR_KEYS = ("workdir", "cwd")
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "powershell", "pwsh", "powershell.exe", "pwsh.exe", "cmd", "cmd.exe"})
-_SHELL_READERS = frozenset({"cat", "head", "tail", "nl", "get-content", "gc"})
-_POWERSHELL_VALUES = {"-totalcount", "-head", "-tail", "-first", "-last", "-encoding", "-delimiter", "-readcount"}
-_OPTIONS_WITH_VALUE = {
-    "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
-    "get-content": _POWERSHELL_VALUES, "gc": _POWERSHELL_VALUES,
-}
-_CONTROL = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
-_REDIRECT_WRITE = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
-_REDIRECT_OTHER = frozenset({"<", "<<", "<<<", "<>", "<&"})
-_PATCH_PATH = re.compile(r"^\*\*\* (?:Update File|Add File|Delete File|Move to): (.+?)\s*$", re.MULTILINE)
-_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
-_SHELL_HINT = re.compile(r">|\b(?:cat|head|tail|nl|sed|get-content|gc)\b", re.IGNORECASE)  # lines worth tokenizing
-_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
-
-
-def _normalize(path: str, workdir: str | None) -> str | None:
-    """``path`` stripped, joined to ``workdir`` when relative, and normalized; None when empty."""
-    path = path.strip().strip("'\"")
-    if not path or path in ("-", "/dev/null"):
-        return None
-    windows = bool(_WINDOWS_PATH.match(path)) or (workdir is not None and bool(_WINDOWS_PATH.match(workdir)))
-    module = ntpath if windows else posixpath
-    if workdir and not module.isabs(path) and not path.startswith("~"):
-        path = module.join(workdir, path)
-    return module.normpath(path)
-
-
-def _first_string(arguments: dict[str, Any], keys: tuple[str, ...]) -> str | None:
-    """The first of ``keys`` whose value is a non-empty string."""
-    for key in keys:
-        value = arguments.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
-
-
-def _script(command: Any) -> str | None:
-    """The shell script of a ``command``/``cmd`` argument: a string, or argv such as ["bash", "-lc", "cat x"]."""
-    if isinstance(command, str):
-        return command
-    if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
-        return None
-    if len(command) >= 3 and posixpath.basename(command[0]).lower() in _SHELLS and command[1].lower() in ("-c", "-lc", "-command", "/c"):
-        return command[-1]
-    return shlex.join(command)
-
-
-def _script_lines(script: str) -> Iterator[str]:
-    """The lines of ``script`` without here-document bodies."""
-    lines = iter(script.splitlines())
-    for line in lines:
-        yield line
-        for match in _HEREDOC.finditer(line):
-            for body in lines:
-                if body.strip() == match.group(2):
-                    break
-
-
-def _tokens(line: str) -> list[str]:
-    """Shell tokens of one line (control operators and redirections apart); [] when unparsable."""
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.escape = ""  # keep Windows backslashes
-    try:
-        return list(lexer)
-    except ValueError:
-        return []
-
-
-def _simple_commands(tokens: list[str]) -> Iterator[tuple[list[str], list[str]]]:
-    """Each simple command's words and its ``>``/``>>`` redirection targets."""
-    words: list[str] = []
-    targets: list[str] = []
-    items = iter(tokens)
-    for token in items:
-        if token in _CONTROL:
-            yield words, targets
-            words, targets = [], []
-        elif token in _REDIRECT_WRITE or token in _REDIRECT_OTHER:
-            if words and words[-1].isdigit():  # the descriptor of ``2>``
-                words.pop()
-            target = next(items, "")
-            if token in _REDIRECT_WRITE and not target.startswith("&") and not target.isdigit():
-                targets.append(target)
-        elif not (words == [] and re.match(r"^[A-Za-z_]\w*=", token)):
-            words.append(token)
-    yield words, targets
-
-
-def _shell_operations(script: str) -> tuple[list[str], list[str]]:
-    """Files a shell script reads whole or in part (cat, head, tail, sed -n, nl, Get-Content) and writes (>, sed -i)."""
-    reads: list[str] = []
-    writes: list[str] = []
-    for line in _script_lines(script):
-        if not _SHELL_HINT.search(line):
-            continue
-        for words, targets in _simple_commands(_tokens(line)):
-            writes.extend(targets)
-            if not words:
-                continue
-            program = ntpath.basename(words[0]).lower()
-            if program in _SHELL_READERS:
-                reads.extend(_operands(words[1:], _OPTIONS_WITH_VALUE.get(program, set())))
-            elif program == "sed":
-                options = [w for w in words[1:] if w.startswith("-")]
-                operands = _operands(words[1:], {"-e", "-f"})
-                has_script = any(o in ("-e", "-f") or o.startswith("--expression") for o in options)
-                files = operands if has_script else operands[1:]
-                if any(o.startswith("-i") or o.startswith("--in-place") for o in options):
-                    writes.extend(files)
-                elif any(o in ("-n", "--quiet", "--silent") or (o[1:].isalpha() and "n" in o[1:]) for o in options):
-                    reads.extend(files)
-    return reads, writes
-
-
-def _operands(words: list[str], options_with_value: set[str]) -> list[str]:
-    """Words that are not options nor option values (PowerShell's ``-Path P`` gives P)."""
-    operands: list[str] = []
-    items = iter(words)
-    for word in items:
-        if word.lower() in options_with_value:
-            next(items, None)
-        elif not word.startswith("-") or word == "-":
-            operands.append(word)
-    return operands
-
-
-def file_operations(call: ToolCall, workdir: str | None = None) -> tuple[list[str], list[str]]:
-    """Paths a tool call reads and paths it edits or writes (rule b), normalized.
-
-    Parameters
-    ----------
-    call : ToolCall
-        Any format's tool call; recognised by name (case-insensitive) and arguments.
-    workdir : str, optional
-        Directory that relative paths are joined to when the call names none (``workdir``/``cwd``).
-
-    Returns
-    -------
-    reads, writes : list of str
-        Normalized paths (``os.path.normpath`` rules; Windows paths by ``ntpath``).
-
-    Examples
-    --------
-    >>> file_operations(ToolCall("1", "Read", '{"file_path": "/src/a.py"}'))
-    (['/src/a.py'], [])
-    >>> file_operations(ToolCall("2", "apply_patch", "*** Begin Patch\\n*** Update File: src/b.py\\n@@\\n*** End Patch"), "/w")
-    ([], ['/w/src/b.py'])
-    >>> file_operations(ToolCall("3", "exec_command", '{"cmd": "sed -n \\'1,80p\\' c.go && nl -ba d.go | head", "workdir": "/r"}'))
-    (['/r/c.go', '/r/d.go'], [])
-    """
-    parsed = _parsed(call)
-    return _operations(call.name, parsed, _argument_text(call, parsed), workdir)
-
-
-def _operations(name: str, parsed: Any, text: str, workdir: str | None) -> tuple[list[str], list[str]]:
-    """:func:`file_operations` on arguments already parsed (``text``: their string values)."""
-    name = name.lower()
-    arguments = parsed if isinstance(parsed, dict) else {}
-    workdir = _first_string(arguments, _WORKDIR_KEYS) or workdir
-    reads: list[str] = []
-    writes: list[str] = [m.group(1) for m in _PATCH_PATH.finditer(text)]
-    path = _first_string(arguments, _PATH_KEYS)
-    if name in _EDITOR_TOOLS:
-        command = str(arguments.get("command", "")).lower()
-        if path and command == "view":
-            reads.append(path)
-        elif path and command in _EDITOR_WRITES:
-            writes.append(path)
-    elif name in _READ_TOOLS and path:
-        reads.append(path)
-    elif name in _WRITE_TOOLS and path:
-        writes.append(path)
-    elif (script := _script(next((arguments[k] for k in _SHELL_KEYS if k in arguments), None))) is not None:
-        shell_reads, shell_writes = _shell_operations(script)
-        reads.extend(shell_reads)
-        writes.extend(shell_writes)
-    read_paths = [p for p in (_normalize(r, workdir) for r in reads) if p]
-    write_paths = [p for p in (_normalize(w, workdir) for w in writes) if p]
-    return list(dict.fromkeys(read_paths)), list(dict.fromkeys(write_paths))
-
-
 def _file_edit_pairs(
     messages: Sequence[Message], parsed: list[list[Any]], arguments: list[list[str]]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -498,9 +277,9 @@ def _file_edit_pairs(
         if message.role != "assistant":
             continue
         for call, args, text in zip(message.tool_calls, parsed[index], arguments[index], strict=True):
-            reads, writes = _operations(call.name, args, text, workdir)
+            reads, writes = operations(call.name, args, text, workdir)
             if isinstance(args, dict):
-                workdir = _first_string(args, _WORKDIR_KEYS) or workdir
+                workdir = first_string(args, WORKDIR_KEYS) or workdir
             for path in writes:
                 source = last_read.pop(path, None)
                 if source is not None and source < index:

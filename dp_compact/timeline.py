@@ -15,11 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.api import choose_prices, session_tokens
-from dp_compact.cuts import MessageArrays, message_arrays
-from dp_compact.history import Compaction, History, call_message_counts
+from dp_compact.conversation import Session, Usage
+from dp_compact.cuts import message_arrays
+from dp_compact.estimation import call_message_counts
+from dp_compact.history import CompactionMarker, History
 from dp_compact.planner import plan
 from dp_compact.pricing import Prices
-from dp_compact.sessions.model import Session, Usage
 from dp_compact.settings import Settings
 
 __all__ = ["Timeline", "timeline"]
@@ -49,7 +50,7 @@ class Timeline:
     k, tail_tokens, head_tokens : ndarray[int64]
         Messages and tokens kept and dropped by the advised compaction (``k = n``, 0 dropped
         when it advises to keep).
-    compactions : tuple[Compaction, ...]
+    compactions : tuple[CompactionMarker, ...]
         The compactions recorded in the file.
     first_call_after : ndarray[int64]
         Per recorded compaction, the index (into the arrays) of the first call after it.
@@ -79,18 +80,13 @@ class Timeline:
     k: npt.NDArray[np.int64]
     tail_tokens: npt.NDArray[np.int64]
     head_tokens: npt.NDArray[np.int64]
-    compactions: tuple[Compaction, ...]
+    compactions: tuple[CompactionMarker, ...]
     first_call_after: npt.NDArray[np.int64]
     prices: Prices
     force_threshold_tokens: float
     s_tokens: int
     window_source: str = ""
     followed_context_tokens: npt.NDArray[np.int64] | None = None
-
-
-def _prefix_arrays(arrays: MessageArrays, n: int) -> MessageArrays:
-    """The structure of the first ``n`` messages: a prefix of every array (no recomputation)."""
-    return MessageArrays(arrays.roles[:n], arrays.call_index[:n], arrays.turn_index[:n], arrays.round_index[:n], arrays.plain_user[:n])
 
 
 def _points(segment: Session, settings: Settings, cum: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Usage]]:
@@ -126,15 +122,14 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
 
     Notes
     -----
-    User turns at a call are the file's count at the end of the call's segment, spread over the
-    segment in proportion to its user messages (the readers count typed prompts only, which a
-    message does not record).
+    User turns at a call are the file's count at the end of the call's segment less the user
+    turns (:attr:`~dp_compact.conversation.Message.is_user_turn`) of the segment's messages the
+    call was not sent yet.
     """
     whole = replace(history.live, usage=tuple(u for segment in history.segments for u in segment.usage))
     prices, _ = choose_prices(settings, whole)  # the window from every call of the file, not the live segment's
     rows: dict[str, list] = {name: [] for name in ("segment", "context", "n", "compact", "rule", "k", "tail", "head")}
     usage_before: list[Usage] = []
-    turns_before = 0
     first_after: list[int] = []
     for index, segment in enumerate(history.segments):
         if index:
@@ -143,20 +138,18 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
         arrays = message_arrays(segment.messages)
         cum = np.concatenate(([0], np.cumsum(tokens)))
         sent, contexts, usage = _points(segment, settings, cum)
-        user_messages = int(arrays.turn_index[-1]) if arrays.n else 0
+        turns_in_segment = int(arrays.turn_index[-1]) if arrays.n else 0
         for position, (n, context) in enumerate(zip(sent.tolist(), contexts.tolist(), strict=True)):
-            share = arrays.turn_index[n - 1] / user_messages if n and user_messages else 1.0
+            not_sent = turns_in_segment - (int(arrays.turn_index[n - 1]) if n else 0)
             prefix = replace(
                 segment, messages=segment.messages[:n], usage=tuple(usage_before + usage[: position + 1]),
-                user_turns=turns_before + round((segment.user_turns - turns_before) * float(share)),
-                llm_calls=len(usage_before) + position + 1, compactions=index,
+                user_turns=max(segment.user_turns - not_sent, 0), llm_calls=len(usage_before) + position + 1, compactions=index,
             )
-            result = plan(prefix, tokens[:n], settings, prices, arrays=_prefix_arrays(arrays, n))
+            result = plan(prefix, tokens[:n], settings, prices, arrays=arrays.slice(0, n))
             for name, value in (("segment", index), ("context", context), ("n", n), ("compact", result.decision == "compact"),
                                 ("rule", result.rule), ("k", result.k), ("tail", result.tail_tokens), ("head", result.head_tokens)):
                 rows[name].append(value)
         usage_before.extend(usage)
-        turns_before = segment.user_turns
 
     def ints(name: str) -> npt.NDArray[np.int64]:
         return np.array(rows[name], dtype=np.int64)

@@ -32,7 +32,7 @@ from dp_compact.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find
 if TYPE_CHECKING:
     import tiktoken
 
-    from dp_compact.sessions.model import Message
+    from dp_compact.conversation import Message
 
 __all__ = [
     "ENCODING_NAME",

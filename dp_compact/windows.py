@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from dp_compact.sessions.model import RecordedCompaction, Session
+from dp_compact.conversation import RecordedCompaction, Session
 
 __all__ = [
     "CLAUDE_CODE_BUFFER_TOKENS",

@@ -31,7 +31,9 @@ def session_files() -> list[Path]:
     """Every real session file under ../shared/sessions (empty when absent)."""
     if not SESSIONS.exists():
         return []
-    return sorted(p for p in SESSIONS.rglob("*") if p.is_file() and p.suffix in {".json", ".jsonl", ".traj"} and p.name != "manifest.json")
+    from dp_compact.io import session_files as walk
+
+    return walk(SESSIONS)
 
 
 @pytest.fixture(autouse=True)

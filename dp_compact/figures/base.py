@@ -6,12 +6,11 @@ matplotlib is imported inside the functions only, so importing this package stay
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dp_compact.errors import OutputError
+from dp_compact.io import write_atomic
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -70,20 +69,9 @@ def save_figure(figure: Figure, out: Path | str, *, dpi: int = 120) -> Path:
     """
     path = Path(out)
     kind = figure_format(path)
+    metadata = {"Software": "dp-compact"} if kind == "png" else {"Creator": "dp-compact", "Date": None}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        write_atomic(path, lambda handle: figure.savefig(handle, format=kind, dpi=dpi, metadata=metadata))
     except OSError as exc:
         raise OutputError(f"{path}: cannot write the figure: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            figure.savefig(handle, format=kind, dpi=dpi, metadata={"Software": "dp-compact"} if kind == "png" else {"Creator": "dp-compact", "Date": None})
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write the figure: {exc.strerror or exc}") from exc
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
     return path

@@ -25,8 +25,8 @@ from dp_compact.pipeline.extract import (
 )
 from dp_compact.pipeline.texts import parse_sections
 from dp_compact.pipeline.types import Anchor
-from dp_compact.sessions.common import is_summary_text
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import is_summary_text
+from dp_compact.conversation import Message
 
 __all__ = [
     "ANCHOR_LIMIT",

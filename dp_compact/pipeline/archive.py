@@ -30,7 +30,6 @@ import os
 import re
 import secrets
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import ArchiveError
+from dp_compact.io import write_atomic
 
 __all__ = ["ARCHIVE_SCHEME", "ArchiveHit", "ArchiveStore", "default_archive_root", "session_id_for", "write_jsonl_atomic"]
 
@@ -154,32 +154,6 @@ def _json_line(obj: Any) -> bytes:
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Flush a directory entry (POSIX); a no-op where directories cannot be opened or synced."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_temp(directory: Path, data: bytes) -> Path:
-    """``data`` in a new fsynced temporary file of ``directory``; its path."""
-    fd, name = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(name, 0o644)  # as an ordinary file; mkstemp makes it private
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-    return Path(name)
-
-
 def write_jsonl_atomic(path: Path | str, messages: Sequence[Any]) -> None:
     """Write ``messages`` as JSONL to ``path`` atomically (temp file in the same directory, fsync, rename).
 
@@ -191,16 +165,7 @@ def write_jsonl_atomic(path: Path | str, messages: Sequence[Any]) -> None:
     """
     target = Path(path)
     try:
-        data = b"".join(_json_line(m) for m in messages)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temp = _write_temp(target.parent, data)
-        try:
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                temp.unlink()
-            raise
-        _fsync_dir(target.parent)
+        write_atomic(target, b"".join(_json_line(m) for m in messages))
     except (OSError, TypeError, ValueError) as exc:
         raise ArchiveError(f"{target}: cannot write: {exc}") from exc
 
@@ -350,14 +315,9 @@ class ArchiveStore:
     def _place_and_index(self, directory: Path, archive_id: str, jsonl: bytes, meta: bytes, row: tuple, fts: tuple) -> None:
         """Write both files atomically, then insert the index rows in one transaction; undo all on failure."""
         placed: list[Path] = []
-        temps: list[Path] = []
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            temps = [_write_temp(directory, jsonl), _write_temp(directory, meta)]
-            for temp, final in zip(temps, (directory / f"{archive_id}.jsonl", directory / f"{archive_id}.json"), strict=True):
-                os.replace(temp, final)
-                placed.append(final)
-            _fsync_dir(directory)
+            for data, final in ((jsonl, directory / f"{archive_id}.jsonl"), (meta, directory / f"{archive_id}.json")):
+                placed.append(write_atomic(final, data))
             with self._connect(write=True) as db:
                 db.execute("BEGIN IMMEDIATE")
                 try:
@@ -368,7 +328,7 @@ class ArchiveStore:
                     raise
                 db.execute("COMMIT")
         except BaseException as exc:
-            for path in (*temps, *placed):
+            for path in placed:
                 with contextlib.suppress(OSError):
                     path.unlink()
             if isinstance(exc, OSError | sqlite3.Error):

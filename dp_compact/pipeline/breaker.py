@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import CircuitOpenError
+from dp_compact.io import write_atomic
 
 __all__ = ["COOLDOWN_S", "FAILURE_THRESHOLD", "CircuitBreaker", "default_state_path"]
 
@@ -80,17 +79,8 @@ class CircuitBreaker:
 
     def _save(self, data: dict[str, Any]) -> None:
         """Write the state atomically; failures to write are ignored (bookkeeping only)."""
-        name: str | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix=".breaker-", suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle)
-            os.replace(name, self.path)
-        except OSError:
-            if name is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(name)
+        with contextlib.suppress(OSError):
+            write_atomic(self.path, json.dumps(data).encode("utf-8"))
 
     def failures(self, session_path: Path | str) -> int:
         """Consecutive failures recorded for the session."""

@@ -35,7 +35,7 @@ from typing import Any
 
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
 from dp_compact.sessions.common import text_and_images
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
 __all__ = [
     "API_MESSAGE_KEYS",

@@ -10,8 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from dp_compact.sessions.common import is_summary_text
-from dp_compact.sessions.model import Message, ToolCall
+from dp_compact.conversation import Message, ToolCall
 
 __all__ = [
     "call_names",
@@ -21,7 +20,6 @@ __all__ = [
     "error_lines",
     "identifiers",
     "instruction_sentences",
-    "is_injected",
     "is_instruction",
     "keywords",
     "paths",
@@ -63,8 +61,6 @@ _STOPWORDS = frozenset(
     "your about into also just only some more most very been were they here does done make sure please can't "
     "don't need want like file files code line lines using used does".split()
 )
-#: Openings of user messages written by the client, not typed (Claude Code and Codex readers).
-_INJECTED_PREFIXES = ("<", "# AGENTS.md", "Caveat: The messages below", "[Request interrupted by user")
 _SHELL_KEYS = ("command", "cmd", "script", "commands")
 #: Argument names whose values name files (Claude Code, Codex, OpenAI agents' file tools).
 _PATH_KEY = re.compile(r"path|file|dir|cwd|workdir|target|source|dest|pattern|glob", re.I)
@@ -131,21 +127,15 @@ def clean_user_text(text: str) -> str:
     return _INJECTED_BLOCK.sub("", text).strip()
 
 
-def is_injected(text: str) -> bool:
-    """True for user-message text a client injects rather than a person types (tags, AGENTS.md, caveats)."""
-    head = text.lstrip()
-    return head.startswith(_INJECTED_PREFIXES)
-
-
 def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool = False) -> list[tuple[int, str]]:
-    """``(index, text)`` of the user messages: not summaries; injected context only with ``injected``."""
+    """``(index, text)`` of the user turns (:attr:`Message.is_user_turn`), with injected context too
+    when ``injected``; never summaries. Texts are :func:`clean_user_text`; empty ones are left out."""
     out = []
     for index, message in messages:
-        if not message.is_user_turn or is_summary_text(message.text):
-            continue
-        text = clean_user_text(message.text)
-        if text and (injected or not is_injected(text)):
-            out.append((index, text))
+        if message.is_user_turn or (injected and message.kind == "injected"):
+            text = clean_user_text(message.text)
+            if text:
+                out.append((index, text))
     return out
 
 

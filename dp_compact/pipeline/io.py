@@ -20,7 +20,7 @@ from dp_compact.pipeline.shrink import SHRINK_KEEP_TURNS, shrink_session
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api, Violation
 from dp_compact.pipeline.validate import validate_messages
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Session
+from dp_compact.conversation import Session
 from dp_compact.sessions.source import read_source
 
 __all__ = ["NATIVE_API", "ShrinkFileResult", "read_messages", "shrink_file", "target_api", "validate_file", "write_messages"]

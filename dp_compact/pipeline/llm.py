@@ -32,7 +32,7 @@ from dp_compact.pipeline.convert import call_ids, message_to_api, system_message
 from dp_compact.pipeline.summarize import SummaryRequest, check_summary
 from dp_compact.pipeline.types import Api
 from dp_compact.sessions.common import text_and_images
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 
 __all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "count_request_tokens", "summary_context_window"]

@@ -21,7 +21,7 @@ from typing import Any
 from dp_compact.pipeline.convert import system_messages_for, to_api
 from dp_compact.pipeline.texts import texts
 from dp_compact.pipeline.types import Anchor, Api
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
 __all__ = ["acknowledgement_message", "reassemble", "summary_message_text"]
 
@@ -46,7 +46,7 @@ def summary_message_text(
     user_turns, llm_calls : int
         User turns and LLM calls the head held, earlier summaries' included, and ``compaction``
         the number of this compaction in the session: stated in the intro line, where the
-        session readers count them back (:func:`dp_compact.sessions.common.summary_counts`), so
+        session readers count them back (:func:`dp_compact.conversation.summary_counts`), so
         that t, L and c of DESIGN §2 survive compaction.
     kept_messages : int, optional
         Messages written after the summary (the tail, and the acknowledgement when there is one),

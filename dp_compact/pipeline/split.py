@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from dp_compact.cuts import ROLE_TOOL, feasible_cut_mask, message_arrays
 from dp_compact.errors import NoFeasibleCutError
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
 __all__ = ["CutBlocker", "cut_blocker", "cut_for_keep", "feasible_cuts", "keep_moved_note", "nearest_feasible_keeps", "split"]
 
@@ -84,7 +84,7 @@ def cut_blocker(
 
     Examples
     --------
-    >>> from dp_compact.sessions.model import ToolCall, ToolResult
+    >>> from dp_compact.conversation import ToolCall, ToolResult
     >>> msgs = [Message("user", "hi"), Message("assistant", tool_calls=(ToolCall("a", "ls"),), line=2),
     ...         Message("tool", tool_results=(ToolResult("a", "x"),), line=3), Message("assistant", "done")]
     >>> cut_blocker(msgs, 2, path="s.jsonl").reason
@@ -134,7 +134,7 @@ def nearest_feasible_keeps(
 ) -> tuple[int | None, int | None]:
     """The feasible keep counts nearest ``k``: ``(largest below k, smallest above k)``, None where there is none.
 
-    >>> from dp_compact.sessions.model import ToolCall, ToolResult
+    >>> from dp_compact.conversation import ToolCall, ToolResult
     >>> msgs = [Message("user", "hi"), Message("assistant", tool_calls=(ToolCall("a", "ls"),)),
     ...         Message("tool", tool_results=(ToolResult("a", "x"),)), Message("assistant", "done")]
     >>> nearest_feasible_keeps(msgs, 2)  # keeps 1 (cut 3) and 3 (cut 1) are feasible
@@ -194,7 +194,7 @@ def cut_for_keep(messages: Sequence[Message], k: int, *, user_turns_only: bool =
 
     Examples
     --------
-    >>> from dp_compact.sessions.model import Message, ToolCall, ToolResult
+    >>> from dp_compact.conversation import Message, ToolCall, ToolResult
     >>> msgs = [Message("user", "hi"), Message("assistant", tool_calls=(ToolCall("a", "ls"),)),
     ...         Message("tool", tool_results=(ToolResult("a", "x"),)), Message("assistant", "done")]
     >>> cut_for_keep(msgs, 2)  # keeping 2 would open on the tool result: move to its call

@@ -33,7 +33,7 @@ from dp_compact.pipeline.extract import (
     user_turn_texts,
 )
 from dp_compact.pipeline.texts import parse_sections, render_sections
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 from dp_compact.tokens import count_text_tokens
 
 __all__ = [
@@ -132,9 +132,9 @@ def _files(head: Sequence[Message]) -> list[str]:
                 counts[path] += 2
                 if _EDIT_TOOL.search(call.name):
                     edited.add(path)
-        if message.is_user_turn:
+        if message.is_user_message:  # typed, context the client gave the model (a skill, a hook), or a previous summary
             for path in paths(clean_user_text(message.text)):
-                counts[path] += 3  # named by the user
+                counts[path] += 3  # named in a user message
     for path in [p for p in counts if p.startswith(("/", "~"))]:  # an absolute path and its relative form are one file
         relative = [q for q in counts if "/" in q and not q.startswith(("/", "~")) and path.endswith("/" + q.lstrip("./"))]
         shorter = max(relative, key=len, default=None)

@@ -1,5 +1,7 @@
 """Replay: what a recorded session would have cost, call by call, under each compaction policy.
 
+- :mod:`~dp_compact.replay.recording`: the recording replayed and the replay's parameters;
+- :mod:`~dp_compact.replay.context`: what a policy sees (the live conversation, the call) and answers;
 - :mod:`~dp_compact.replay.meter`: the pure cost meter (cache, compactions, lost information);
 - :mod:`~dp_compact.replay.policies`: dp_compact's planner, the fixed rules of other tools, a schedule;
 - :mod:`~dp_compact.replay.oracle`: the hindsight-optimal schedule (backward dynamic programming);

@@ -32,7 +32,7 @@ from dp_compact.errors import SettingsError
 from dp_compact.planner import EXTRACTIVE_SUMMARY_TOKENS, plan
 from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
 from dp_compact.replay.oracle import oracle_schedule
-from dp_compact.sessions.model import Message, Session, Usage
+from dp_compact.conversation import Message, Session, Usage
 from dp_compact.settings import Settings
 from dp_compact.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
 
@@ -314,7 +314,7 @@ class PlannerPolicy:
         if carry:
             tokens = np.concatenate(([live.carry_tokens], tokens))
         arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
-        turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user messages so far, whole history
+        turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user turns so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
                           llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
         result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays)
@@ -324,20 +324,17 @@ class PlannerPolicy:
 
 
 def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> MessageArrays:
-    """MessageArrays of ``[carry block] + history[start:end]`` sliced from the recording's arrays."""
-    shift = int(carry)
-    calls = a.call_index[start:end]
-    calls = np.where(calls >= start, calls - start + shift, -1)
-    turns = a.turn_index[start:end] - (a.turn_index[start - 1] if start else 0) + shift
-    rounds = a.round_index[start:end] - (a.round_index[start - 1] if start else 0)
-    roles, plain = a.roles[start:end], a.plain_user[start:end]
-    if carry:
-        roles = np.concatenate((np.array([ROLE_USER], dtype=np.int8), roles))
-        calls = np.concatenate(([-1], calls))
-        turns = np.concatenate(([1], turns))
-        rounds = np.concatenate(([0], rounds))
-        plain = np.concatenate(([True], plain))
-    return MessageArrays(roles, calls.astype(np.int64), turns.astype(np.int64), rounds.astype(np.int64), plain)
+    """MessageArrays of ``[carry block] + history[start:end]``: :meth:`MessageArrays.slice` of the
+    recording's arrays, behind the carried summary (a user message, not a user turn) when ``carry``."""
+    live = a.slice(start, end)
+    if not carry:
+        return live
+    calls = np.where(live.call_index >= 0, live.call_index + 1, -1)
+    return MessageArrays(
+        np.concatenate((np.array([ROLE_USER], dtype=np.int8), live.roles)), np.concatenate(([-1], calls)).astype(np.int64),
+        np.concatenate(([0], live.turn_index)).astype(np.int64), np.concatenate(([0], live.round_index)).astype(np.int64),
+        np.concatenate(([True], live.plain_user)),
+    )
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.api import choose_prices, read_notes, session_tokens
+from dp_compact.conversation import Message, Session, Usage, recorded_history
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import DpCompactError, SessionError
-from dp_compact.history import call_message_counts
+from dp_compact.estimation import call_message_counts
+from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.replay.meter import (
     FIXED_RECORDING,
     Policy,
@@ -53,8 +55,6 @@ from dp_compact.replay.meter import (
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.reuse import find_uses
 from dp_compact.sessions import read_session
-from dp_compact.sessions.common import recorded_history
-from dp_compact.sessions.model import Message, Session, Usage
 from dp_compact.sessions.source import read_source
 from dp_compact.settings import Settings
 
@@ -76,12 +76,11 @@ __all__ = [
 ]
 
 #: Files a directory replay reads (``manifest.json`` excluded).
-SESSION_SUFFIXES = frozenset({".json", ".jsonl", ".traj"})
 
 Progress = Callable[[int, int, str], None]
 
 
-#: The messages a replay appends (:func:`dp_compact.sessions.common.recorded_history`).
+#: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
 replay_history = recorded_history
 
 
@@ -359,12 +358,6 @@ def replay_file(
     resolved = parse_policies(policies, settings)  # bad specs fail before the file is read
     session = read_session(path, lenient=lenient)
     return replay_session(session, settings, resolved, cache_ttl_s=cache_ttl_s, use_cache=use_cache, loss=loss)
-
-
-def session_files(folder: Path | str) -> list[Path]:
-    """Session files under ``folder`` (recursively, by suffix, ``manifest.json`` excluded), sorted."""
-    root = Path(folder)
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SESSION_SUFFIXES and p.name != "manifest.json")
 
 
 def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...], options: dict[str, Any]) -> SessionReplay | str:

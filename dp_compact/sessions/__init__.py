@@ -1,26 +1,27 @@
 """Session readers: detect a file's format by content and normalize it (DESIGN §4).
 
-Each reader module exposes ``FORMAT`` (a short name), ``DESCRIPTION`` (one line),
-``sniff(source) -> bool`` and ``read(source) -> Session``. ``READERS`` lists them most
-specific first; the first whose ``sniff`` accepts the file reads it.
+Each reader module is a :class:`Reader`: ``FORMAT`` (a short name), ``DESCRIPTION`` (one
+line), ``sniff(source) -> bool`` and ``read(source) -> Session``. ``READERS`` is the static
+registry, most specific first; the first whose ``sniff`` accepts the file reads it.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
+from typing import Protocol
 
 import orjson
 
+from dp_compact.conversation import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.errors import SessionError, UnknownFormatError
-from dp_compact.sessions.model import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions import anthropic, atif, claude_code, cline_ui, codex, gemini_cli, openai_chat
 from dp_compact.sessions.source import Source, read_source
 
 __all__ = [
     "READERS",
     "Message",
+    "Reader",
     "RecordedCompaction",
     "SeedStats",
     "Session",
@@ -32,23 +33,27 @@ __all__ = [
     "supported_formats",
 ]
 
-#: Reader modules, most specific first.
-_READER_NAMES = ("claude_code", "codex", "gemini_cli", "atif", "cline_ui", "openai_chat", "anthropic")
+class Reader(Protocol):
+    """What a reader module provides (DESIGN §4).
+
+    ``FORMAT`` names the format in ``Session.format``; ``DESCRIPTION`` is one line for the list
+    of supported formats; ``sniff`` tells by content whether the file is of this format;
+    ``read`` normalizes it, giving every message its :attr:`~dp_compact.conversation.Message.kind`
+    (and raises :class:`~dp_compact.errors.MalformedLineError` naming ``path:line``, through
+    :func:`~dp_compact.sessions.source.each_record`). A module may set ``IS_SESSION = False``
+    when it recognizes a file that is not a conversation, only to say so.
+    """
+
+    FORMAT: str
+    DESCRIPTION: str
+
+    def sniff(self, source: Source) -> bool: ...
+
+    def read(self, source: Source) -> Session: ...
 
 
-def _load_readers() -> tuple[ModuleType, ...]:
-    """Import the reader modules that exist (in ``_READER_NAMES`` order)."""
-    modules = []
-    for name in _READER_NAMES:
-        try:
-            modules.append(importlib.import_module(f"dp_compact.sessions.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"dp_compact.sessions.{name}":
-                raise
-    return tuple(modules)
-
-
-READERS: tuple[ModuleType, ...] = _load_readers()
+#: The readers, most specific first (the first whose ``sniff`` accepts a file reads it).
+READERS: tuple[Reader, ...] = (claude_code, codex, gemini_cli, atif, cline_ui, openai_chat, anthropic)  # type: ignore[assignment]
 
 
 def supported_formats() -> list[str]:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
-from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Record, Source
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "answers_by_position", "message_from_anthropic", "read", "sniff"]
@@ -214,18 +213,14 @@ def read(source: Source) -> Session:
     """
     messages: list[Message] = []
     usage: list[Usage] = []
-    skipped = 0
-    for index, record in enumerate(_items(source) or []):
-        try:
-            message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
-            messages.append(message)
-            if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
-                usage.append(u)
-        except ValueError as exc:
-            if not source.lenient:
-                where = "" if record.line else f"message {index}: "
-                raise MalformedLineError(source.path, record.line or None, where + str(exc)) from exc
-            skipped += 1
+
+    def add(record: Record) -> None:
+        message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
+        messages.append(message)
+        if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
+            usage.append(u)
+
+    skipped = each_record(source, _items(source) or [], add)
     messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(

@@ -22,10 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Source
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -122,7 +121,6 @@ class _Reader:
         self.messages: list[Message] = []
         self.usage: list[Usage] = []
         self.system: list[str] = []
-        self.turns = 0
         self.live_start = 0
         self.compactions = 0
         self.model: str | None = None
@@ -154,8 +152,6 @@ class _Reader:
             return
         if is_summary_text(text):
             self.compactions, self.live_start = self.compactions + 1, len(self.messages)
-        else:
-            self.turns += 1
         self.messages.append(Message(role="user", text=text, images=images, source_bytes=nbytes, raw={"role": "user", "content": text}))
 
     def agent(self, step: dict[str, Any], text: str, images: int, nbytes: int, step_id: str) -> None:
@@ -209,17 +205,11 @@ def read(source: Source) -> Session:
     steps = source.document["steps"]
     structured = any(isinstance(s, dict) and (s.get("tool_calls") or s.get("observation")) for s in steps)
     reader = _Reader(structured)
-    skipped = 0
-    for index, step in enumerate(steps):
-        try:
-            reader.step(step, index)
-        except ValueError as exc:
-            if not source.lenient:
-                raise MalformedLineError(source.path, None, f"step {index + 1}: {exc}") from exc
-            skipped += 1
+    numbered = list(enumerate(steps))
+    skipped = each_record(source, numbered, lambda item: reader.step(item[1], item[0]), label="step", first=1)
     return build_session(
         path=source.path, format=FORMAT, messages=relink(reader.messages, reader.live_start), usage=reader.usage,
-        live_start=reader.live_start, compactions=reader.compactions, user_turns=reader.turns,
+        live_start=reader.live_start, compactions=reader.compactions,
         system_text="\n\n".join(reader.system), model=reader.model or _agent_model(source.document.get("agent")),
         skipped_lines=source.skipped_lines + skipped,
     )

@@ -10,13 +10,13 @@ Every line is an envelope ``{timestamp, type, payload}`` (``sessions/FORMATS.md`
 - ``developer`` messages and ``session_meta.base_instructions`` are the fixed prefix
   (``system_text``), not messages. User messages that only carry injected context
   (``<environment_context>``, ``# AGENTS.md``, ``<turn_aborted>``, ...) stay messages (they
-  are sent) but are not user turns.
+  are sent) of kind ``injected``, not user turns.
 - ``event_msg/token_count``: ``info.last_token_usage`` is one LLM call (prompt =
   ``input_tokens``, which includes ``cached_input_tokens``). Repeats of the previous event and
   zero-input events (right after a compaction) are dropped.
 - ``compacted`` is a compaction marker: the live conversation is its ``replacement_history``
-  (copies of earlier prompts plus the summary; not counted again as user turns) and what follows.
-  It is kept as a :class:`~dp_compact.sessions.model.RecordedCompaction` (summary =
+  (copies of earlier prompts, kind ``injected``, plus the summary; not user turns again) and what follows.
+  It is kept as a :class:`~dp_compact.conversation.RecordedCompaction` (summary =
   ``payload.message``; size when it fired = the prompt of the last non-zero ``token_count``
   before it). The ``event_msg/context_compacted`` event that follows belongs to it; one with no
   ``compacted`` line of its own is recorded too, without a summary (and not counted as a marker).
@@ -29,10 +29,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Source
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "TokenCounts", "read", "sniff"]
@@ -147,7 +146,6 @@ class _Reader:
     def __init__(self, source: Source) -> None:
         self.source = source
         self.messages: list[Message] = []
-        self.turns = 0
         self.counts = TokenCounts()
         self.system: list[str] = []
         self.live_start = 0
@@ -254,7 +252,9 @@ class _Reader:
             self.flush()
         elif isinstance(payload.get("message"), str):
             text = payload["message"]
-            self.messages.append(Message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}))
+            self.messages.append(
+                Message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}, kind="summary")
+            )
 
     def item(self, payload: dict[str, Any], line: int, nbytes: int, *, replayed: bool) -> None:
         """One Responses-API item; ``replayed`` items (replacement history) are not new user turns."""
@@ -304,12 +304,11 @@ class _Reader:
             self.images += images
         elif role == "user":
             self.flush()
-            self.messages.append(
-                Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text})
-            )
             head = text.lstrip()
-            if not replayed and not head.startswith(_INJECTED_PREFIXES) and not is_summary_text(head):
-                self.turns += 1
+            kind = "summary" if is_summary_text(head) else "injected" if replayed or head.startswith(_INJECTED_PREFIXES) else "prompt"
+            self.messages.append(
+                Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text}, kind=kind)
+            )
 
 
 def read(source: Source) -> Session:
@@ -336,13 +335,7 @@ def read(source: Source) -> Session:
         call/output without ``call_id`` (``path:line``); skipped when the source is lenient.
     """
     reader = _Reader(source)
-    for record in source.records or ():
-        try:
-            reader.record(record.value, record.line, record.nbytes)
-        except ValueError as exc:
-            if not source.lenient:
-                raise MalformedLineError(source.path, record.line, str(exc)) from exc
-            reader.skipped += 1
+    reader.skipped += each_record(source, source.records or (), lambda r: reader.record(r.value, r.line, r.nbytes))
     reader.flush()
     return build_session(
         path=source.path,
@@ -351,7 +344,6 @@ def read(source: Source) -> Session:
         usage=reader.counts.usage,
         live_start=reader.live_start,
         compactions=reader.compactions,
-        user_turns=reader.turns,
         system_text="\n\n".join(reader.system),
         model=reader.model,
         context_window=reader.counts.context_window,

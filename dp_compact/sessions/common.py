@@ -1,8 +1,10 @@
-"""Helpers shared by the session readers: compaction markers, counters, building a Session."""
+"""Helpers shared by the session readers: content blocks, tool-result links, building a Session.
+
+The format-neutral rules (summary detection, counts of user turns and LLM calls) live in
+:mod:`dp_compact.conversation` and are re-exported here for the readers.
+"""
 
 from __future__ import annotations
-
-import re
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -10,7 +12,21 @@ from typing import Any
 
 import orjson
 
-from dp_compact.sessions.model import CompactingTool, Message, Session, Usage
+from dp_compact.conversation import (
+    SUMMARY_PREFIXES,
+    Message,
+    Session,
+    Usage,
+    count_llm_calls,
+    count_user_turns,
+    is_summary_text,
+    last_own_summary,
+    recorded_history,
+    summary_counts,
+    summary_kept,
+    summary_recorded,
+    summary_tool,
+)
 
 __all__ = [
     "IMAGE_TYPES",
@@ -31,36 +47,10 @@ __all__ = [
     "text_and_images",
 ]
 
-#: Text that opens a hand-over summary message written by a compaction: ours (DESIGN §5.7,
-#: ``[summary]``) and Claude Code's / converters' ("This session is being continued ...").
-SUMMARY_PREFIXES = (
-    "[summary]",
-    "This session is being continued from a previous conversation",
-    "Another language model started to solve this problem and produced a summary",  # Codex
-)
-
 #: Content-block types that carry an image or other binary payload (Anthropic, OpenAI chat and
 #: Responses, Gemini ``inlineData``); counted in ``Message.images``, never put into text.
 IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url", "input_file", "file", "input_audio"})
 _BINARY_KEYS = frozenset({"inlineData", "inline_data", "image_url", "source", "data", "fileData", "file_data"})
-
-
-def is_summary_text(text: str) -> bool:
-    """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
-    head = text.lstrip()[:120]
-    return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
-
-
-def summary_tool(text: str) -> CompactingTool:
-    """The tool whose hand-over sentence opens a summary message (``SUMMARY_PREFIXES``).
-
-    Claude Code's "This session is being continued ..." gives ``claude-code``, Codex's "Another
-    language model started ..." gives ``codex``; anything else (ours included) ``other``.
-    """
-    head = text.lstrip()
-    if head.startswith(SUMMARY_PREFIXES[1]):
-        return "claude-code"
-    return "codex" if head.startswith(SUMMARY_PREFIXES[2]) else "other"
 
 
 def dumps(value: object) -> str:
@@ -205,100 +195,6 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
     return out if changed else list(messages)
 
 
-_SUMMARY_COUNTS = re.compile(
-    r"\((\d[\d,]*) messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)[;)]"
-)
-
-
-def summary_counts(text: str) -> tuple[int, int, int, int]:
-    """(messages, user turns, LLM calls, compaction number) that a summary of ours states; zeros otherwise.
-
-    Our summary message opens with ``[summary]`` and an intro line "(N messages, T user turns,
-    C LLM calls, about H tokens) were compacted by dp-compact (compaction c)"
-    (``pipeline/prompts.toml``), so that t, L and c of DESIGN §2 survive compaction (they include
-    what earlier summaries in the head stood for) and N, the messages of that head (an earlier
-    summary among them counts as one), gives the planner the share it kept.
-
-    >>> summary_counts("[summary]\\nEarlier messages (1,204 messages, 9 user turns, 88 LLM calls, about 1 tokens) "
-    ...                "were compacted by dp-compact (compaction 2).")
-    (1204, 9, 88, 2)
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return 0, 0, 0, 0
-    found = _SUMMARY_COUNTS.search(text[:500])
-    return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0, 0)  # type: ignore[return-value]
-
-
-_SUMMARY_KEPT = re.compile(r"about [\d,]+ tokens, (\d[\d,]*) messages follow\) were compacted by dp-compact")
-
-
-def summary_kept(text: str) -> int | None:
-    """Messages a summary of ours states it is followed by (the kept tail and an acknowledgement), or None.
-
-    >>> summary_kept("[summary]\\nEarlier messages (12 messages, 1 user turns, 5 LLM calls, about 900 tokens, "
-    ...              "4 messages follow) were compacted by dp-compact (compaction 1).")
-    4
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return None
-    found = _SUMMARY_KEPT.search(text[:600])
-    return int(found.group(1).replace(",", "")) if found else None
-
-
-_SUMMARY_RECORDED = re.compile(r"compacted by dp-compact \(compaction \d+((?:; [^;)]+)*)\)")
-
-
-def summary_recorded(text: str) -> tuple[str | None, int | None]:
-    """The model and window (tokens) a summary of ours states the conversation ran with; None where it does not.
-
-    >>> summary_recorded("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
-    ...                  "compacted by dp-compact (compaction 1; model gpt-5.3-codex; window 258,400 tokens).")
-    ('gpt-5.3-codex', 258400)
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return None, None
-    found = _SUMMARY_RECORDED.search(text[:800])
-    model, window = None, None
-    for part in (found.group(1).split(";") if found else ()):
-        key, _, value = part.strip().partition(" ")
-        if key == "model" and value:
-            model = value.strip()
-        elif key == "window" and (digits := value.replace(",", "").split(" ")[0]).isdigit():
-            window = int(digits)
-    return model, window
-
-
-def _last_own_summary(messages: Sequence[Message]) -> int | None:
-    """Index of the last summary message of ours that states its counts, if any."""
-    found = [i for i, m in enumerate(messages) if m.is_user_turn and any(summary_counts(m.text))]
-    return found[-1] if found else None
-
-
-def _is_typed(message: Message) -> bool:
-    """A user turn (:attr:`Message.is_user_turn`) that is not a summary."""
-    return message.is_user_turn and not is_summary_text(message.text)
-
-
-def _carried(messages: Sequence[Message], field: int, counted: Any) -> int:
-    """What the last of our summaries states (``summary_counts`` field) plus ``counted`` over the messages after it."""
-    last = _last_own_summary(messages)
-    start = 0 if last is None else last + 1
-    carried = 0 if last is None else summary_counts(messages[last].text)[field]
-    return carried + sum(1 for m in messages[start:] if counted(m))
-
-
-def count_user_turns(messages: Sequence[Message]) -> int:
-    """User turns in ``messages``: user messages that are not summaries, the turns before the last
-    of our summaries counted by what it states (they are gone from the file)."""
-    return _carried(messages, 1, _is_typed)
-
-
-def count_llm_calls(messages: Sequence[Message]) -> int:
-    """LLM calls behind ``messages``: assistant messages, those before the last of our summaries
-    counted by what it states."""
-    return _carried(messages, 2, lambda m: m.role == "assistant")
-
-
 def build_session(
     *,
     path: str,
@@ -308,25 +204,20 @@ def build_session(
     live_start: int = 0,
     compactions: int = 0,
     llm_calls: int | None = None,
-    user_turns: int | None = None,
     **extra: object,
 ) -> Session:
     """A :class:`Session` whose live conversation is ``messages[live_start:]``.
 
-    ``user_turns`` defaults to the user messages over all ``messages`` (the whole file) except
-    compaction summaries; a reader that knows better (injected context, copies of earlier
-    prompts in a compaction's replacement history) passes its own count. ``llm_calls``
-    defaults to the number of usage records, else of assistant messages. ``Session.history``
-    holds all of ``messages``.
+    ``Session.user_turns`` counts the user turns over all ``messages`` (the whole file) by the
+    one rule, :attr:`Message.is_user_turn` (:func:`~dp_compact.conversation.count_user_turns`):
+    a reader says what is typed by giving each message its ``kind``. ``llm_calls`` defaults to
+    the number of usage records, else of assistant messages. ``Session.history`` holds all of
+    ``messages``.
     """
     usage = tuple(usage)
     all_messages = tuple(messages)
-    last = _last_own_summary(all_messages)
-    if user_turns is None:
-        user_turns = count_user_turns(all_messages)
-    elif last is not None:  # the reader's own count, with the turns our summary stands for in place of those before it
-        before = sum(1 for m in all_messages[:last] if _is_typed(m))
-        user_turns = max(user_turns - before, 0) + summary_counts(all_messages[last].text)[1]
+    last = last_own_summary(all_messages)
+    user_turns = count_user_turns(all_messages)
     if llm_calls is None:
         llm_calls = len(usage) or count_llm_calls(all_messages)
     earlier, since = 0, None
@@ -357,16 +248,3 @@ def build_session(
     )
 
 
-def recorded_history(session: Any) -> tuple[Any, ...]:
-    """The messages a replay appends and calibration judges: the whole history of ``session``
-    without what its recorded compactions inserted (their summary message, and what was written
-    on the summary's line, such as Codex's replacement history); a file that records no
-    compaction gives its live conversation (``Session.messages``).
-    """
-    if not session.compactions or not session.history:
-        return session.messages
-    inserted = {m.line for m in session.history if m.role == "user" and is_summary_text(m.text)}
-    return tuple(
-        m for m in session.history
-        if not (m.role == "user" and is_summary_text(m.text)) and not (m.line > 0 and m.line in inserted)
-    )

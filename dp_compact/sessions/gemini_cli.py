@@ -23,8 +23,8 @@ from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Source
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -65,7 +65,11 @@ def _is_summary(text: str) -> bool:
 
 
 def _user(text: str, images: int, line: int, nbytes: int) -> Message:
-    return Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "parts": [{"text": text}]})
+    """A user message: a prompt, or a compaction's summary (:func:`_is_summary`)."""
+    return Message(
+        role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "parts": [{"text": text}]},
+        kind="summary" if _is_summary(text) else "prompt",
+    )
 
 
 def _assistant(texts: list[str], calls: list[ToolCall], args: list[Any], thinking: str, line: int, nbytes: int, lines: int) -> Message:
@@ -103,7 +107,7 @@ def _read_saved_chat(source: Source) -> Session:
     """Messages, calls, results and per-call usage of a saved chat."""
     messages: list[Message] = []
     usage: list[Usage] = []
-    turns, live_start, compactions, model = 0, 0, 0, None
+    live_start, compactions, model = 0, 0, None
     for index, item in enumerate(source.document["messages"]):
         kind = item.get("type")
         nbytes = len(dumps(item).encode())
@@ -111,8 +115,6 @@ def _read_saved_chat(source: Source) -> Session:
             text, images = text_and_images(item.get("content"))
             if _is_summary(text):
                 compactions, live_start = compactions + 1, len(messages)
-            else:
-                turns += 1
             messages.append(_user(text, images, 0, nbytes))
         elif kind == "gemini":
             calls_spec = item.get("toolCalls") or []
@@ -142,7 +144,7 @@ def _read_saved_chat(source: Source) -> Session:
             model = item.get("model") if isinstance(item.get("model"), str) else model
     return build_session(
         path=source.path, format=FORMAT, messages=relink(messages, live_start), usage=usage, live_start=live_start,
-        compactions=compactions, user_turns=turns, model=model, skipped_lines=source.skipped_lines,
+        compactions=compactions, model=model, skipped_lines=source.skipped_lines,
     )
 
 
@@ -163,7 +165,6 @@ class _Stream:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.turns = 0
         self.live_start = 0
         self.compactions = 0
         self.session_id: Any = None
@@ -232,8 +233,6 @@ class _Stream:
             self.flush()
             if _is_summary(text):
                 self.compactions, self.live_start = self.compactions + 1, len(self.messages)
-            else:
-                self.turns += 1
             self.messages.append(_user(text, images, line, nbytes))
         elif role == "assistant":
             delta = value.get("delta") is True
@@ -281,16 +280,9 @@ def read(source: Source) -> Session:
     if source.records is None:
         return _read_saved_chat(source)
     stream = _Stream()
-    skipped = 0
-    for record in source.records:
-        try:
-            stream.event(record.value, record.line, record.nbytes)
-        except ValueError as exc:
-            if not source.lenient:
-                raise MalformedLineError(source.path, record.line, str(exc)) from exc
-            skipped += 1
+    skipped = each_record(source, source.records, lambda r: stream.event(r.value, r.line, r.nbytes))
     stream.flush()
     return build_session(
         path=source.path, format=FORMAT, messages=relink(stream.messages, stream.live_start), live_start=stream.live_start,
-        compactions=stream.compactions, user_turns=stream.turns, model=stream.model, skipped_lines=source.skipped_lines + skipped,
+        compactions=stream.compactions, model=stream.model, skipped_lines=source.skipped_lines + skipped,
     )

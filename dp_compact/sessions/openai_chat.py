@@ -8,7 +8,7 @@ document (converted Claude Code sessions, the ``meta.token_counts`` variant); a 
   ``[compact_boundary]`` system message and a user message opening "This session is being
   continued ..." are compaction markers (one marker when both appear together); the live
   conversation starts at the summary message. Each is kept as a
-  :class:`~dp_compact.sessions.model.RecordedCompaction` with the summary's text; its tool is
+  :class:`~dp_compact.conversation.RecordedCompaction` with the summary's text; its tool is
   ``claude-code`` when the summary uses Claude Code's hand-over sentence or the marker is Claude
   Code's ``[compact_boundary]`` (a converted Claude Code session), ``codex`` for Codex's
   hand-over prefix, else ``other``.
@@ -33,8 +33,8 @@ from typing import Any
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.codex import TokenCounts
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, summary_tool, text_and_images
-from dp_compact.sessions.model import Message, RecordedCompaction, Session, ToolCall, ToolResult
-from dp_compact.sessions.source import Record, Source
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult
+from dp_compact.sessions.source import Record, Source, each_record
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
 
@@ -141,7 +141,6 @@ class _Reader:
         self.messages: list[Message] = []
         self.system: list[str] = []
         self.system_raw: list[dict[str, Any]] = []  # every system/developer message as read, markers too
-        self.turns = 0
         self.live_start = 0
         self.compactions = 0
         self.after_boundary = False
@@ -171,9 +170,8 @@ class _Reader:
                     self.compactions += 1
                     self.records.append(RecordedCompaction(summary_tool(head), line, summary_text=text))
                 self.live_start = len(self.messages)
-            elif not head.startswith(_INTERRUPTED):
-                self.turns += 1
-            self.messages.append(Message(role="user", text=text, **base))
+            kind = "summary" if is_summary_text(head) else "injected" if head.startswith(_INTERRUPTED) else "prompt"
+            self.messages.append(Message(role="user", text=text, kind=kind, **base))
         elif role == "assistant":
             self.messages.append(Message(role="assistant", text=text, tool_calls=self._calls(value, block_calls), thinking=_thinking(value), **base))
         else:
@@ -267,22 +265,15 @@ def read(source: Source) -> Session:
     """
     records, document = _container(source) or ([], None)
     reader = _Reader()
-    skipped = 0
-    for index, record in enumerate(records):
-        try:
-            if not _is_message(record.value):
-                raise ValueError("not an OpenAI chat message ({role, content | tool_calls})")
-            reader.add(record.value, record.line, record.nbytes)
-        except ValueError as exc:
-            if not source.lenient:
-                where = "" if record.line else f"message {index}: "
-                raise MalformedLineError(source.path, record.line or None, where + str(exc)) from exc
-            skipped += 1
+    def add(record: Record) -> None:
+        if not _is_message(record.value):
+            raise ValueError("not an OpenAI chat message ({role, content | tool_calls})")
+        reader.add(record.value, record.line, record.nbytes)
+
+    skipped = each_record(source, records, add)
     messages = reader.messages
-    turns = reader.turns
     if _is_action_trajectory(messages, document):
         messages = _link_observations(messages)
-        turns = sum(1 for m in messages if m.role == "user" and not is_summary_text(m.text))
     meta = document.get("meta") if document is not None else None
     counts = TokenCounts()
     if isinstance(meta, dict) and isinstance(meta.get("token_counts"), list):
@@ -300,7 +291,6 @@ def read(source: Source) -> Session:
         live_start=reader.live_start,
         compactions=reader.compactions,
         llm_calls=len(counts.usage) or _api_calls(document) or None,
-        user_turns=turns,
         system_text="\n\n".join(reader.system),
         system_messages=tuple(reader.system_raw),
         model=_model(document),

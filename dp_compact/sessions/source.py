@@ -15,15 +15,16 @@ in :attr:`Source.partial_line` (the commands print a note); a bad line anywhere 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["BINARY_SNIFF_BYTES", "Record", "Source", "partial_line_note", "read_source"]
+__all__ = ["BINARY_SNIFF_BYTES", "Record", "Source", "each_record", "partial_line_note", "read_source"]
 
 #: Bytes searched for a NUL to call a file binary (git's ``buffer_is_binary`` reads 8,000).
 BINARY_SNIFF_BYTES = 8_000
@@ -98,6 +99,50 @@ def _check_not_binary(path: Path | str, data: bytes) -> None:
         raise SessionError(path, None, "UTF-16 text, not UTF-8; convert it first (iconv -f UTF-16 -t UTF-8)")
     if b"\x00" in head:
         raise SessionError(path, None, "binary data, not a JSON/JSONL transcript")
+
+
+_Item = TypeVar("_Item")
+
+
+def each_record(
+    source: Source, items: Iterable[_Item], handle: Callable[[_Item], object], *, label: str = "message", first: int = 0
+) -> int:
+    """Hand each item of a session to its reader, the one malformed-record rule of every format.
+
+    Parameters
+    ----------
+    source : Source
+        The file the items come from (its path, and whether it is read ``lenient``).
+    items : iterable
+        :class:`Record` lines of a JSONL file, or the entries of a JSON document.
+    handle : callable
+        The reader's step; a ``ValueError`` it raises means the item breaks the format's rules.
+    label, first : str, int
+        How an item without a source line is named in the error (``"message 3: ..."``,
+        ``"step 1: ..."``): the label and the number of the first item.
+
+    Returns
+    -------
+    int
+        Items skipped (lenient only).
+
+    Raises
+    ------
+    MalformedLineError
+        Without ``lenient``, for the first item ``handle`` rejects: ``path:line: why``, or
+        ``path: <label> <n>: why`` for an item that has no line.
+    """
+    skipped = 0
+    for index, item in enumerate(items, first):
+        try:
+            handle(item)
+        except ValueError as exc:
+            if not source.lenient:
+                line = getattr(item, "line", 0) or None
+                where = "" if line else f"{label} {index}: "
+                raise MalformedLineError(source.path, line, where + str(exc)) from exc
+            skipped += 1
+    return skipped
 
 
 def partial_line_note(path: str, line: int) -> str:

@@ -1,4 +1,4 @@
-"""Providers' usage objects as :class:`~dp_compact.sessions.model.Usage` records (DESIGN §4).
+"""Providers' usage objects as :class:`~dp_compact.conversation.Usage` records (DESIGN §4).
 
 Two conventions exist for the prompt of a call, and a file may mix them (a proxy in front of
 several providers, a converter): Anthropic's ``input_tokens`` excludes the cache reads and
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dp_compact.sessions.model import Usage
+from dp_compact.conversation import Usage
 
 __all__ = ["token_count", "usage_from_api"]
 

@@ -1,0 +1,434 @@
+"""The conversation every reader produces and the core reads (DESIGN §1, §4).
+
+Value types (:class:`Message`, :class:`ToolCall`, :class:`ToolResult`, :class:`Usage`,
+:class:`Session`, :class:`RecordedCompaction`, :class:`SeedStats`) and the format-neutral rules
+over them: what a user turn is (:attr:`Message.is_user_turn`, from :attr:`Message.kind`), how a
+compaction summary opens, and the counts of user turns and LLM calls a summary of ours carries.
+A :class:`Session` holds the *live* conversation (the messages after the last compaction
+marker, which is what the model sees now), the usage records of the LLM calls, and counters over
+the whole file (user turns, LLM calls, compactions). Everything is immutable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "MESSAGE_KINDS",
+    "SUMMARY_PREFIXES",
+    "Message",
+    "MessageKind",
+    "RecordedCompaction",
+    "SeedStats",
+    "Session",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "count_llm_calls",
+    "count_user_turns",
+    "is_summary_text",
+    "last_own_summary",
+    "recorded_history",
+    "summary_counts",
+    "summary_kept",
+    "summary_recorded",
+    "summary_tool",
+]
+
+#: Text that opens a hand-over summary message written by a compaction: ours (DESIGN §5.7,
+#: ``[summary]``) and Claude Code's / converters' ("This session is being continued ...").
+SUMMARY_PREFIXES = (
+    "[summary]",
+    "This session is being continued from a previous conversation",
+    "Another language model started to solve this problem and produced a summary",  # Codex
+)
+
+
+def is_summary_text(text: str) -> bool:
+    """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
+    head = text[:4096].lstrip()[:120]
+    return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
+
+
+def summary_tool(text: str) -> CompactingTool:
+    """The tool whose hand-over sentence opens a summary message (``SUMMARY_PREFIXES``).
+
+    Claude Code's "This session is being continued ..." gives ``claude-code``, Codex's "Another
+    language model started ..." gives ``codex``; anything else (ours included) ``other``.
+    """
+    head = text.lstrip()
+    if head.startswith(SUMMARY_PREFIXES[1]):
+        return "claude-code"
+    return "codex" if head.startswith(SUMMARY_PREFIXES[2]) else "other"
+
+
+
+Role = Literal["user", "assistant", "tool"]
+#: The agent whose compaction a marker records (:class:`RecordedCompaction`).
+CompactingTool = Literal["claude-code", "codex", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call of an assistant message.
+
+    ``id`` links it to its :class:`ToolResult` (OpenAI ``tool_call_id``, Anthropic
+    ``tool_use_id``, Codex ``call_id``); ``arguments`` is the JSON text or free text as sent.
+    """
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The result of one tool call, ``call_id`` naming the :class:`ToolCall` it answers."""
+
+    call_id: str
+    text: str
+    is_error: bool = False
+
+
+#: What a message is, set once by its reader (:attr:`Message.kind`).
+MessageKind = Literal["prompt", "injected", "summary", "tool_result", "assistant"]
+#: Every :data:`MessageKind`; the first three are user messages (``role == "user"``).
+MESSAGE_KINDS: tuple[MessageKind, ...] = ("prompt", "injected", "summary", "tool_result", "assistant")
+_USER_KINDS = frozenset({"prompt", "injected", "summary"})
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of the conversation as sent to the API (DESIGN §1).
+
+    Attributes
+    ----------
+    role : {"user", "assistant", "tool"}
+        ``"tool"`` is a message that carries tool results (an Anthropic user message with
+        ``tool_result`` blocks, an OpenAI ``tool`` message, a Codex ``function_call_output``).
+    text : str
+        All visible text blocks, joined by newlines.
+    tool_calls, tool_results : tuple
+        Tool calls made (assistant) or answered (tool).
+    thinking : str
+        Visible thinking / reasoning text (its signature or encrypted payload is not counted).
+    signed_thinking : bool
+        True when the message carries a signed ``thinking`` or ``redacted_thinking`` block,
+        which must be sent back byte-identical (DESIGN §1).
+    images : int
+        Image or other binary blocks; charged a flat cost each, never their base64 length.
+    line : int
+        1-based line of the source file where the message starts (0 when unknown).
+    source_bytes, source_lines : int
+        UTF-8 bytes and number of the source lines it came from (the ``bytes4`` estimate).
+    raw : Any
+        The message as read (a dict in the source's API shape), kept for the pipeline;
+        ignored by equality.
+    kind : {"prompt", "injected", "summary", "tool_result", "assistant"}
+        What the message is, decided once by its reader:
+
+        - ``"prompt"``: a user message typed by a person (a user turn, DESIGN §1);
+        - ``"injected"``: a user message the client or a compaction wrote (task notifications,
+          attachments, hook and local-command output, system reminders, interruption markers,
+          Codex's environment context, copies of earlier prompts a compaction put back);
+        - ``"summary"``: the hand-over summary of a compaction (:func:`is_summary_text`);
+        - ``"tool_result"``: ``role == "tool"``; ``"assistant"``: ``role == "assistant"``.
+
+        Not given (None), it follows from ``role`` and, for a user message, from the text
+        (``"summary"`` when :func:`is_summary_text`, else ``"prompt"``). For a tool or assistant
+        message the role decides whatever is given, so a reader that turns a user message into
+        a tool message (a result linked by position) cannot leave a stale kind.
+    """
+
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    thinking: str = ""
+    signed_thinking: bool = False
+    images: int = 0
+    line: int = 0
+    source_bytes: int = 0
+    source_lines: int = 1
+    raw: Any = field(default=None, compare=False, hash=False, repr=False)
+    kind: MessageKind | None = None
+
+    def __post_init__(self) -> None:
+        if self.role == "assistant":
+            kind = "assistant"
+        elif self.role == "tool":
+            kind = "tool_result"
+        elif self.kind in _USER_KINDS:
+            kind = self.kind
+        else:
+            kind = "summary" if is_summary_text(self.text) else "prompt"
+        if kind != self.kind:
+            object.__setattr__(self, "kind", kind)
+
+    @property
+    def is_user_turn(self) -> bool:
+        """True for a user turn: a prompt typed by a person (``kind == "prompt"``, DESIGN §1).
+
+        The one rule the counters (``Session.user_turns``, :func:`count_user_turns`), the turn
+        index of the cuts and ages (:func:`dp_compact.cuts.message_arrays`), the estimates, the
+        timeline and the pipeline share. Injected context and compaction summaries are user
+        messages (a cut may start there, :attr:`is_user_message`) but not user turns.
+
+        >>> Message("user", "fix the bug").is_user_turn, Message("user", "[summary] earlier").is_user_turn
+        (True, False)
+        >>> Message("user", "<task-notification>done</task-notification>", kind="injected").is_user_turn
+        False
+        """
+        return self.kind == "prompt"
+
+    @property
+    def is_user_message(self) -> bool:
+        """True for any message sent with the user role that carries no tool result: a prompt,
+        injected context or a summary (a tail may start there, :mod:`dp_compact.cuts`)."""
+        return self.role == "user"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one LLM call, as the provider reported it.
+
+    ``prompt_tokens`` is the whole prompt of the call (uncached input + cache reads + cache
+    writes), in tokens; the other fields split it or give the output. ``line`` is the 1-based
+    source line of the record (0 when unknown: such a record cannot be placed among the
+    messages). ``convention`` tells how the source's usage object was read
+    (:func:`~dp_compact.sessions.usage.usage_from_api`): ``"anthropic"`` (``input_tokens``
+    excludes the cache reads and writes, which are added), ``"openai"`` (``input_tokens`` /
+    ``prompt_tokens`` already include the cached tokens) or ``""`` (no cache split, or a
+    format with one fixed meaning).
+    """
+
+    prompt_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    line: int = 0
+    convention: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCompaction:
+    """A compaction a tool recorded in the file (evidence for DESIGN §6: summary size, window).
+
+    Attributes
+    ----------
+    tool : {"claude-code", "codex", "other"}
+        Who compacted: Claude Code (its ``compact_boundary``, or a conversion of one), Codex
+        (``compacted`` / ``context_compacted``), or another tool (a summary message only).
+    line : int
+        1-based source line of the marker (0 when the source has no lines: a JSON document).
+    trigger : {"auto", "manual"} or None
+        How it was started, when the file records it (Claude Code ``compactMetadata.trigger``).
+    pre_tokens : int or None
+        Context size when it fired, tokens as the provider counts them: Claude Code
+        ``compactMetadata.preTokens``; Codex: the prompt of the last non-zero ``token_count``
+        before the marker. None when the file does not tell.
+    summary_text : str
+        The hand-over summary the tool wrote (Claude Code: the ``isCompactSummary`` message;
+        Codex: ``compacted.message``; converted files: the summary message); ``""`` if not found.
+    """
+
+    tool: CompactingTool
+    line: int
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    summary_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SeedStats:
+    """The seed agent's ``stats.json`` counters (DESIGN §4); missing keys are None."""
+
+    current_turn_count: int | None = None
+    agent_request_count: int | None = None
+    compact_request_count: int | None = None
+    total_input_tokens: int | None = None
+    total_output_tokens: int | None = None
+    total_cache_read_tokens: int | None = None
+    total_cache_creation_tokens: int | None = None
+    current_context_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A normalized session.
+
+    Attributes
+    ----------
+    path : str
+        The file it was read from.
+    format : str
+        The reader's ``FORMAT`` name (``"anthropic"``, ``"claude_code"``, ...).
+    messages : tuple[Message, ...]
+        The live conversation: messages after the last compaction marker, in order.
+    usage : tuple[Usage, ...]
+        One record per distinct LLM call of the whole file, in order (deduplicated).
+    user_turns : int
+        User turns in the whole file, before and after compactions (t of DESIGN §2).
+    llm_calls : int
+        LLM calls in the whole file: distinct usage records, else assistant messages.
+    compactions : int
+        Compaction markers in the file, ours and other tools' (c of DESIGN §2).
+    system_text : str
+        System / developer prompt text when the file has it (part of the prefix V, not a message).
+    model : str or None
+        The model name the session records, if any.
+    context_window : int or None
+        The context window the session records (Codex ``model_context_window``), if any.
+    skipped_lines : int
+        Lines skipped with ``lenient=True``.
+    partial_line : int or None
+        1-based number of a half-written last line left out (the agent was still writing it:
+        no line break after it, not valid JSON), else None. Not counted in ``skipped_lines``.
+    stats : SeedStats or None
+        The seed agent's counters when given (``--stats``).
+    earlier_messages : int
+        Messages that the last summary of ours in the live conversation replaced, as it states
+        them (its head; an earlier summary there counts as one message; 0 without one): with
+        ``messages`` they make the N the conversation had when it was compacted, which the
+        planner's least kept share is taken of, so that a compacted file re-plans as before.
+    messages_since_compaction : int or None
+        Messages added after what the last summary of ours in the live conversation states it
+        was followed by (0: the file is that compaction's output, nothing new); None without
+        such a summary.
+    system_messages : tuple
+        The source's system / developer messages as read (raw dicts, in order), which belong
+        to the fixed prefix and are written back unchanged by the pipeline.
+    history : tuple[Message, ...]
+        Every message the file records, in order, before and after its compaction markers
+        (``messages`` is its tail from the last marker on), including what a recorded
+        compaction inserted (its summary, Codex's replacement history). Used by the replay
+        (DESIGN §6); empty for an empty file. Ignored by equality.
+    compaction_records : tuple[RecordedCompaction, ...]
+        The compactions the file records, in file order, with what each tells (trigger, size
+        when it fired, summary). Usually one per marker counted in ``compactions``; a Codex
+        ``context_compacted`` event without its ``compacted`` line adds a record (no summary)
+        but is not counted there. Ignored by equality.
+    """
+
+    path: str
+    format: str
+    messages: tuple[Message, ...]
+    usage: tuple[Usage, ...] = ()
+    user_turns: int = 0
+    llm_calls: int = 0
+    compactions: int = 0
+    system_text: str = ""
+    model: str | None = None
+    context_window: int | None = None
+    skipped_lines: int = 0
+    stats: SeedStats | None = None
+    earlier_messages: int = 0
+    messages_since_compaction: int | None = None
+    partial_line: int | None = None
+    system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
+    compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)
+
+
+_SUMMARY_COUNTS = re.compile(
+    r"\((\d[\d,]*) messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)[;)]"
+)
+
+
+def summary_counts(text: str) -> tuple[int, int, int, int]:
+    """(messages, user turns, LLM calls, compaction number) that a summary of ours states; zeros otherwise.
+
+    Our summary message opens with ``[summary]`` and an intro line "(N messages, T user turns,
+    C LLM calls, about H tokens) were compacted by dp-compact (compaction c)"
+    (``pipeline/prompts.toml``), so that t, L and c of DESIGN §2 survive compaction (they include
+    what earlier summaries in the head stood for) and N, the messages of that head (an earlier
+    summary among them counts as one), gives the planner the share it kept.
+
+    >>> summary_counts("[summary]\\nEarlier messages (1,204 messages, 9 user turns, 88 LLM calls, about 1 tokens) "
+    ...                "were compacted by dp-compact (compaction 2).")
+    (1204, 9, 88, 2)
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return 0, 0, 0, 0
+    found = _SUMMARY_COUNTS.search(text[:500])
+    return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0, 0)  # type: ignore[return-value]
+
+
+_SUMMARY_KEPT = re.compile(r"about [\d,]+ tokens, (\d[\d,]*) messages follow\) were compacted by dp-compact")
+
+
+def summary_kept(text: str) -> int | None:
+    """Messages a summary of ours states it is followed by (the kept tail and an acknowledgement), or None.
+
+    >>> summary_kept("[summary]\\nEarlier messages (12 messages, 1 user turns, 5 LLM calls, about 900 tokens, "
+    ...              "4 messages follow) were compacted by dp-compact (compaction 1).")
+    4
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return None
+    found = _SUMMARY_KEPT.search(text[:600])
+    return int(found.group(1).replace(",", "")) if found else None
+
+
+_SUMMARY_RECORDED = re.compile(r"compacted by dp-compact \(compaction \d+((?:; [^;)]+)*)\)")
+
+
+def summary_recorded(text: str) -> tuple[str | None, int | None]:
+    """The model and window (tokens) a summary of ours states the conversation ran with; None where it does not.
+
+    >>> summary_recorded("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
+    ...                  "compacted by dp-compact (compaction 1; model gpt-5.3-codex; window 258,400 tokens).")
+    ('gpt-5.3-codex', 258400)
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return None, None
+    found = _SUMMARY_RECORDED.search(text[:800])
+    model, window = None, None
+    for part in (found.group(1).split(";") if found else ()):
+        key, _, value = part.strip().partition(" ")
+        if key == "model" and value:
+            model = value.strip()
+        elif key == "window" and (digits := value.replace(",", "").split(" ")[0]).isdigit():
+            window = int(digits)
+    return model, window
+
+
+def last_own_summary(messages: Sequence[Message]) -> int | None:
+    """Index of the last summary message of ours that states its counts (:func:`summary_counts`), if any."""
+    found = [i for i, m in enumerate(messages) if m.kind == "summary" and any(summary_counts(m.text))]
+    return found[-1] if found else None
+
+
+def _carried(messages: Sequence[Message], field: int, counted: Any) -> int:
+    """What the last of our summaries states (``summary_counts`` field) plus ``counted`` over the messages after it."""
+    last = last_own_summary(messages)
+    start = 0 if last is None else last + 1
+    carried = 0 if last is None else summary_counts(messages[last].text)[field]
+    return carried + sum(1 for m in messages[start:] if counted(m))
+
+
+def count_user_turns(messages: Sequence[Message]) -> int:
+    """User turns in ``messages`` (:attr:`Message.is_user_turn`), the turns before the last of our
+    summaries counted by what it states (they are gone from the file)."""
+    return _carried(messages, 1, lambda m: m.is_user_turn)
+
+
+def count_llm_calls(messages: Sequence[Message]) -> int:
+    """LLM calls behind ``messages``: assistant messages, those before the last of our summaries
+    counted by what it states."""
+    return _carried(messages, 2, lambda m: m.role == "assistant")
+
+
+def recorded_history(session: Any) -> tuple[Any, ...]:
+    """The messages a replay appends and calibration judges: the whole history of ``session``
+    without what its recorded compactions inserted (their summary message, and what was written
+    on the summary's line, such as Codex's replacement history); a file that records no
+    compaction gives its live conversation (``Session.messages``).
+    """
+    if not session.compactions or not session.history:
+        return session.messages
+    inserted = {m.line for m in session.history if m.kind == "summary"}
+    return tuple(m for m in session.history if m.kind != "summary" and not (m.line > 0 and m.line in inserted))

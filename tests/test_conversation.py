@@ -1,0 +1,95 @@
+"""One rule for a user turn: :attr:`Message.is_user_turn`, from the kind its reader set once."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from dp_compact.conversation import MESSAGE_KINDS, Message, ToolCall, ToolResult, count_user_turns
+from dp_compact.cuts import message_ages, message_arrays
+from dp_compact.pipeline.extract import user_turn_texts
+from dp_compact.sessions import read_session
+
+SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
+POSTHOG = SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"
+PACKAGE = Path(__file__).resolve().parents[1] / "dp_compact"
+
+
+@pytest.fixture(scope="module")
+def posthog():
+    if not POSTHOG.is_file():
+        pytest.skip("shared sessions not available")
+    return read_session(POSTHOG)
+
+
+def _raw_user_records(path: Path) -> dict[int, dict]:
+    """Line -> Claude Code ``user`` record of the main chain, read straight from the file."""
+    records = {}
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
+        value = orjson.loads(line) if line.strip() else None
+        if isinstance(value, dict) and value.get("type") == "user" and not value.get("isSidechain"):
+            records[number] = value
+    return records
+
+
+def test_kinds_follow_the_claude_code_record(posthog) -> None:
+    raw = _raw_user_records(POSTHOG)
+    users = [m for m in posthog.history if m.role == "user"]
+    by_line = {m.line: m for m in users}
+    summaries = [n for n, v in raw.items() if v.get("isCompactSummary")]
+    notifications = [n for n, v in raw.items() if isinstance(v["message"].get("content"), str)
+                     and v["message"]["content"].startswith("<task-notification>")]
+    assert summaries and len(notifications) > 10  # the file holds both, so the checks below can fail
+    assert all(by_line[n].kind == "summary" and not by_line[n].is_user_turn for n in summaries)
+    assert all(by_line[n].kind == "injected" and not by_line[n].is_user_turn for n in notifications)
+    interrupted = [m for m in users if m.text.startswith("[Request interrupted by user")]
+    assert interrupted and not any(m.is_user_turn for m in interrupted)
+
+
+def test_every_count_uses_the_one_rule(posthog) -> None:
+    history = posthog.history
+    turns = [m for m in history if m.is_user_turn]
+    # 15 prompts typed in the file (read by hand: 4 before the compaction, 11 after it)
+    assert len(turns) == 15
+    assert posthog.user_turns == len(turns) == count_user_turns(history)
+    arrays = message_arrays(history)
+    assert int(arrays.turn_index[-1]) == len(turns)
+    assert np.array_equal(np.diff(np.concatenate(([0], arrays.turn_index))) == 1, [m.is_user_turn for m in history])
+    ages = message_ages(arrays, "turns", 1.0)
+    assert ages[-1] == len(turns)
+    indices = {i for i, _ in user_turn_texts(enumerate(history))}
+    assert indices and indices <= {i for i, m in enumerate(history) if m.is_user_turn}
+    with_injected = {i for i, _ in user_turn_texts(enumerate(history), injected=True)}
+    assert any(history[i].kind == "injected" for i in with_injected)
+    assert not any(history[i].kind == "summary" for i in with_injected)
+
+
+def test_a_cut_may_still_start_at_injected_context_and_summaries(posthog) -> None:
+    from dp_compact.cuts import ROLE_USER
+
+    arrays = message_arrays(posthog.history)
+    user = np.flatnonzero(arrays.roles == ROLE_USER)
+    assert {posthog.history[i].kind for i in user} == {"prompt", "injected", "summary"}
+
+
+def test_kind_follows_the_role() -> None:
+    assert Message("user", "fix it").kind == "prompt"
+    assert Message("user", "[summary]\nearlier").kind == "summary"
+    assert Message("user", "x", kind="injected").kind == "injected"
+    assert Message("assistant", "a", kind="prompt").kind == "assistant"
+    tool = replace(Message("user", "out", kind="prompt"), role="tool", tool_results=(ToolResult("c", "out"),))
+    assert tool.kind == "tool_result" and not tool.is_user_turn
+    assert Message("assistant", tool_calls=(ToolCall("c", "f"),)).kind in MESSAGE_KINDS
+
+
+def test_no_other_user_turn_rule_in_the_package() -> None:
+    """No module but the readers and :mod:`dp_compact.conversation` decides what is typed."""
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert not names & {"is_injected", "_is_typed", "_is_injected"}, path
