@@ -127,7 +127,8 @@ def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int
     """Provider tokens per counted token for ``session``, and where the factor comes from.
 
     ``DP_TOKEN_RATIO`` when set; else the ratio measured from the session's own usage records
-    (:func:`~dp_compact.estimation.measured_token_ratio`); else the calibrated factor of its
+    (:func:`~dp_compact.estimation.measured_token_ratio`); else the one a summary of ours states was
+    measured on the conversation it compacted (``Session.recorded_token_ratio``); else the calibrated factor of its
     provider family (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family).
     ``bytes4`` counts are the seed's and never scaled.
     """
@@ -138,6 +139,8 @@ def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int
     measured = measured_token_ratio(session, counts)
     if measured is not None:
         return measured, "measured"
+    if session.recorded_token_ratio is not None:  # a compacted file: measured on the conversation it compacted
+        return session.recorded_token_ratio, "recorded"
     family = provider_family(session.model, session.format)
     return token_ratio(family), f"family {family or 'unknown'}"
 

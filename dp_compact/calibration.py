@@ -298,7 +298,7 @@ def _bootstrap(values: Sequence[Any], statistic: Any, resamples: int, rng: np.ra
     point = float(statistic(list(values)))
     draws = np.array([statistic([values[i] for i in rng.integers(0, len(values), len(values))]) for _ in range(resamples)], dtype=float)
     draws = draws[np.isfinite(draws)]
-    if draws.size == 0:
+    if draws.size == 0 or len(values) < 2:  # one session: resampling it shows no spread, only rounding
         return Estimate(point, float("nan"), float("nan"), float("nan"), len(values))
     p05, p95 = np.percentile(draws, [5, 95])
     return Estimate(point, float(draws.std()), float(p05), float(p95), len(values))
@@ -347,7 +347,7 @@ def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.ra
 def _bootstrap_fits(point: float, draws: list[float], n: int) -> Estimate:
     """An :class:`Estimate` from a point value and bootstrap draws (NaN draws dropped)."""
     values = np.array([d for d in draws if np.isfinite(d)], dtype=float)
-    if values.size == 0:
+    if values.size == 0 or n < 2:  # one session: resampling it shows no spread, only rounding
         return Estimate(point, float("nan"), float("nan"), float("nan"), n)
     p05, p95 = np.percentile(values, [5, 95])
     return Estimate(point, float(values.std()), float(p05), float(p95), n)
@@ -468,7 +468,11 @@ def calibrate(
 
 
 def env_lines(calibration: Calibration) -> list[str]:
-    """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family)."""
+    """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family).
+
+    A value that could not be measured is a ``#`` note instead of a line (never ``nan``); a
+    calibration from one session opens with a note that its values are weak estimates.
+    """
     _, q0, tau = calibration.recall_fits[calibration.recall_age]
     if np.isfinite(q0.value) and np.isfinite(tau.value):
         lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}",
@@ -485,5 +489,7 @@ def env_lines(calibration: Calibration) -> list[str]:
     if calibration.survival is not None:
         alpha, scale = calibration.survival
         lines += [f"export DP_SURVIVAL_ALPHA={alpha.value:.3g}", f"export DP_SURVIVAL_SCALE={scale.value:.3g}"]
+    if len(calibration.sessions) < 2:
+        lines.insert(0, "# one session: every value below is a weak estimate (no spread between sessions)")
     return lines
 

@@ -298,6 +298,17 @@ class Session:
         Messages added after what the last summary of ours in the live conversation states it
         was followed by (0: the file is that compaction's output, nothing new); None without
         such a summary.
+    recorded_avg_tokens : float or None
+        avg of DESIGN §2 (mean prompt tokens per call) that the last summary of ours in the live
+        conversation states for the conversation it compacted: the planner's avg when the file
+        has no usage records of its own (a compacted file keeps its usage evidence). None otherwise.
+    recorded_token_ratio : float or None
+        Provider tokens per cl100k token that summary states was measured on the compacted
+        conversation, used when the file's own usage cannot measure one. None otherwise.
+    recorded_context : tuple[int, int] or None
+        (tokens, messages): the current context a file ``dp-compact shrink`` wrote states it had
+        when written, and the live messages it had then; the current context of such a file
+        without usage records is that figure plus what was appended after it. None otherwise.
     system_messages : tuple
         The source's system / developer messages as read (raw dicts, in order), which belong
         to the fixed prefix and are written back unchanged by the pipeline.
@@ -328,6 +339,9 @@ class Session:
     earlier_messages: int = 0
     messages_since_compaction: int | None = None
     partial_line: int | None = None
+    recorded_avg_tokens: float | None = None
+    recorded_token_ratio: float | None = None
+    recorded_context: tuple[int, int] | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)
@@ -385,7 +399,7 @@ def summary_recorded(text: str) -> tuple[str | None, int | None]:
     """
     if not text.lstrip().startswith("[summary]"):
         return None, None
-    found = _SUMMARY_RECORDED.search(text[:800])
+    found = _SUMMARY_RECORDED.search(text[:1000])
     model, window = None, None
     for part in (found.group(1).split(";") if found else ()):
         key, _, value = part.strip().partition(" ")

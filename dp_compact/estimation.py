@@ -82,7 +82,9 @@ class Estimates:
     context_source : str
         ``"usage"``, ``"stats"`` or ``"estimate"`` (V + T).
     l_source, avg_source : str
-        Where L and avg come from (``"setting"``, ``"measured"``, ``"stats"``, ``"default"``).
+        Where L and avg come from (``"setting"``, ``"measured"``, ``"stats"``, ``"default"``; avg
+        also ``"recorded"``: stated by the summary of a compaction of ours, the file having no
+        usage records of its own).
     context_note : str
         How the current context was obtained, when it is more than a figure read as is (the
         tokens added since the last call, a usage record not trusted); ``""`` otherwise.
@@ -119,8 +121,9 @@ class CurrentContext:
     ----------
     tokens : int
         The current context, tokens (V included).
-    source : {"usage", "stats", "estimate"}
-        A usage record (plus what was appended since), the seed agent's counter, or V + T.
+    source : {"usage", "stats", "recorded", "estimate"}
+        A usage record (plus what was appended since), the seed agent's counter, the context a
+        file ``dp-compact shrink`` wrote states (plus what was appended since), or V + T.
     appended_tokens : int
         Tokens of the messages appended after the call the last usage record measured (its
         response and the tool results after it), on the scale of T; 0 when none is known.
@@ -256,6 +259,16 @@ def current_context(
     if stats and stats.current_context_tokens is not None:
         return CurrentContext(stats.current_context_tokens, "stats")
     estimated = settings.v + total_tokens
+    if not session.usage and session.recorded_context is not None:  # a shrunk file: its context when written
+        tokens, count = session.recorded_context
+        n = len(session.messages)
+        if message_tokens is not None:
+            appended = int(np.asarray(message_tokens)[min(count, n):].sum())
+        else:
+            appended = round(total_tokens * max(n - count, 0) / n) if n else 0
+        note = (f"current context = the {tokens:,} tokens the shrunk file states it had ({count} messages)"
+                + (f" + {appended:,} tokens of the {n - count} messages appended since" if n > count else ""))
+        return CurrentContext(tokens + appended, "recorded", appended_tokens=appended, note=note)
     if not session.usage:
         return CurrentContext(estimated, "estimate")
     last = session.usage[-1]
@@ -318,6 +331,8 @@ def estimate(
     elif session.usage:
         avg = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
         avg_source = "measured"
+    elif session.recorded_avg_tokens:  # a compacted file: the usage of the conversation it compacted
+        avg, avg_source = session.recorded_avg_tokens, "recorded"
     else:
         avg, avg_source = DEFAULT_AVG_TOKENS, "default"
 

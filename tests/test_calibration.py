@@ -94,23 +94,22 @@ def write_synthetic_session(path: Path, *, turns: int = 80, seed: int = 0) -> fl
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[float]]:
+    """Three synthetic sessions and the mean prompt per call each was written with."""
     folder = tmp_path_factory.mktemp("synthetic")
-    avg = 0.0
-    for seed in range(3):
-        avg = write_synthetic_session(folder / f"session_{seed}.jsonl", seed=seed)
-    return folder, avg
+    avgs = [write_synthetic_session(folder / f"session_{seed}.jsonl", seed=seed) for seed in range(3)]
+    return folder, avgs
 
 
 def test_calibrate_synthetic_sessions_recover_planted_values_within_10_percent(synthetic):
-    folder, _ = synthetic
+    folder, planted_avgs = synthetic
     result = calibrate([folder], bootstrap=30, recall_l=CALLS_PER_TURN)
     assert len(result.sessions) == 3
     assert result.v_tokens.value == pytest.approx(V_TOKENS, rel=0.10)
     assert result.calls_per_turn.value == pytest.approx(CALLS_PER_TURN, rel=0.10)
     assert result.token_ratios["unknown"].value == pytest.approx(RATIO, rel=0.10)
-    expected_avg = np.median([s.prompt_tokens.mean() for s in result.sessions])
-    assert result.avg_tokens.value == pytest.approx(expected_avg, rel=1e-9)
+    # avg: the median over sessions of the mean prompt each session was written with (planted)
+    assert result.avg_tokens.value == pytest.approx(np.median(planted_avgs), rel=1e-9)
     fit, q0, tau = result.recall_fits["turns"]
     assert q0.value == pytest.approx(Q0, rel=0.10)
     assert tau.value == pytest.approx(TAU, rel=0.10)
@@ -118,8 +117,27 @@ def test_calibrate_synthetic_sessions_recover_planted_values_within_10_percent(s
     assert result.recall_age == max(AGE_UNITS, key=lambda unit: result.recall_session_r2[unit])
 
 
+def test_calibrate_exports_the_planted_q0_without_conversion(synthetic):
+    """q(a) counts the judge's uses, so the exported DP_RECALL_Q0 is the chance at age 0 as planted.
+
+    The sessions plant q(a) = 0.6 · exp(−a / 2.5) in user turns; API rounds / L with the planted
+    L = 6 are nearly user turns, so the value exported for the planner, in either unit, is 0.6
+    (no rescaling by L, no per-call rate), and JSON carries the same number.
+    """
+    folder, _ = synthetic
+    result = calibrate([folder], bootstrap=10, recall_l=CALLS_PER_TURN)
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in env_lines(result) if line.startswith("export "))
+    assert exported["DP_RECALL_AGE"] == result.recall_age
+    assert float(exported["DP_RECALL_Q0"]) == pytest.approx(Q0, rel=0.10)
+    assert float(exported["DP_RECALL_TAU"]) == pytest.approx(TAU, rel=0.15)
+    recall = result.to_dict()["recall"][result.recall_age]
+    assert recall["q0"]["value"] == pytest.approx(Q0, rel=0.10) == float(exported["DP_RECALL_Q0"])
+    assert load_settings(recall_q0=float(exported["DP_RECALL_Q0"])).recall_q0 == pytest.approx(Q0, rel=0.10)
+
+
 def test_synthetic_session_avg_is_mean_prompt(synthetic):
-    folder, avg = synthetic
+    folder, avgs = synthetic
+    avg = avgs[2]
     session = read_session(folder / "session_2.jsonl")
     assert np.mean([u.prompt_tokens for u in session.usage]) == pytest.approx(avg)
     assert session.llm_calls / session.user_turns == CALLS_PER_TURN
@@ -323,6 +341,50 @@ def test_calibrate_one_session_never_prints_nan(tmp_path: Path):
     result = calibrate([path], bootstrap=20)
     assert "nan" not in format_report(result).lower() and "weak estimate" in format_report(result)
     env = env_lines(result)
-    assert not any("nan" in line.lower() for line in env) and env[0].startswith("# DP_RECALL_AGE")
+    assert not any("nan" in line.lower() for line in env) and env[0].startswith("# one session") and env[1].startswith("# DP_RECALL_AGE")
     text = json.dumps(result.to_dict(), allow_nan=False)  # raises on NaN
     assert json.loads(text)["recall"]["turns"]["q0"]["value"] is None
+
+
+@pytest.mark.parametrize(("name", "fitted"), [("codex/codex_raze.jsonl", False), ("claude_code/cc_task43_develop.jsonl", True)])
+def test_cli_calibrate_one_real_session_is_weak_and_never_nan(name: str, fitted: bool):
+    """One real session, through the command: text, JSON and --env say the values are weak and print no NaN.
+
+    codex_raze (18 calls) observes too few ages for a recall fit; cc_task43 (325 calls) has one.
+    """
+    path = str(need(SESSIONS / name))
+    runner = CliRunner()
+    text = runner.invoke(app, ["calibrate", path, "--bootstrap", "20"])
+    assert text.exit_code == 0, text.output
+    assert "nan" not in text.output.lower()
+    for label in ("V ", "L ", "avg ", "ratio "):  # every measured pooled value is marked weak
+        (line,) = [row for row in text.output.splitlines() if row.startswith(label)]
+        assert "one session, no spread; a weak estimate" in line, line
+    assert ("q0 = not measured" in text.output) is not fitted
+    data = runner.invoke(app, ["calibrate", path, "--bootstrap", "20", "--json"])
+    assert data.exit_code == 0, data.output
+    parsed = json.loads(data.output, parse_constant=lambda c: pytest.fail(f"JSON holds {c}"))
+    for key in ("V", "L", "avg"):  # n = 1: a value, no spread (null), never NaN or a rounding-error std
+        assert parsed[key]["n"] == 1 and parsed[key]["value"] > 0
+        assert parsed[key]["std"] is None and parsed[key]["p05"] is None and parsed[key]["p95"] is None
+    assert (parsed["recall"]["rounds"]["q0"]["value"] is not None) is fitted
+    env = runner.invoke(app, ["calibrate", path, "--bootstrap", "20", "--env"])
+    assert env.exit_code == 0, env.output
+    lines = env.output.strip().splitlines()
+    assert "nan" not in env.output.lower() and lines[0].startswith("# one session") and "weak" in lines[0]
+    assert all(line.startswith(("export DP_", "# ")) for line in lines)
+    assert any(line.startswith("export DP_RECALL_Q0=") for line in lines) is fitted
+
+
+def test_cli_calibrate_real_folder_never_prints_nan():
+    """The shared sessions as a folder: no NaN in text, JSON (strict) or --env; no weak-estimate note."""
+    folder = str(need(SESSIONS))
+    runner = CliRunner()
+    text = runner.invoke(app, ["calibrate", folder, "--bootstrap", "20"])
+    assert text.exit_code == 0 and "nan" not in text.output.lower() and "weak estimate" not in text.output
+    data = runner.invoke(app, ["calibrate", folder, "--bootstrap", "20", "--json"])
+    parsed = json.loads(data.output, parse_constant=lambda c: pytest.fail(f"JSON holds {c}"))
+    assert parsed["V"]["n"] >= 2 and parsed["V"]["std"] > 0
+    env = runner.invoke(app, ["calibrate", folder, "--bootstrap", "20", "--env"])
+    assert env.exit_code == 0 and "nan" not in env.output.lower() and "weak" not in env.output
+    assert all(line.startswith("export DP_") for line in env.output.strip().splitlines())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dp_compact.api import plan_session
-from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, current_context, estimate
+from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, current_context, estimate, measured_token_ratio
 from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Message, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
@@ -154,3 +154,60 @@ def test_plan_keeps_when_what_followed_is_small(tmp_path):
     session = read_session(_codex_rollout(tmp_path, "2 passed in 0.10s"))
     plan = plan_session(session, SETTINGS, use_cache=False)
     assert 26_000 < plan.estimates.context_tokens < 26_100 < 0.9 * 32_768
+
+
+# ----------------------------------------------------------------------------- E and the token ratio
+
+
+@pytest.mark.parametrize(
+    ("baseline", "turns", "expected"),
+    [
+        (8, 0, 8), (8, 3, 5), (8, 4, 4), (8, 7, 4), (8, 30, 4),  # floor 8 // 2 = 4
+        (9, 9, 4), (3, 2, 1),  # floor 9 // 2 = 4, 3 // 2 = 1
+        (1, 0, 2), (1, 1, 2), (1, 5, 2),  # DESIGN §2: the floor is 2 when the baseline is 1 (not 1 // 2 = 0)
+        (2, 0, 2), (2, 5, 1),  # baseline 2: floor 1
+    ],
+)
+def test_expected_turns_floor_of_the_baseline(baseline, turns, expected):
+    """DESIGN §2: E = max(DP_BASELINE_E − t, floor), floor = DP_BASELINE_E // 2, 2 when the baseline is 1."""
+    messages = tuple(Message("user", f"turn {i}", line=i + 1) for i in range(turns)) or (Message("assistant", "hi", line=1),)
+    session = Session(path="s.jsonl", format="anthropic", messages=messages, user_turns=turns)
+    result = estimate(session, load_settings(baseline_e=baseline, e_fixed=0, l=1), total_tokens=100)
+    assert (result.user_turns, result.expected_turns) == (turns, expected)
+    assert result.remaining_calls == expected  # R = E · L with L = 1
+
+
+def test_expected_turns_fixed_and_without_baseline():
+    session = Session(path="s.jsonl", format="anthropic", messages=(Message("user", "go", line=1),), user_turns=1)
+    assert estimate(session, load_settings(e_fixed=3.5), total_tokens=10).expected_turns == 3.5
+    assert estimate(session, load_settings(baseline_e=0), total_tokens=10).expected_turns == 2  # DESIGN §2: else 2
+
+
+def _ratio_session(ratio: float) -> tuple[Session, np.ndarray]:
+    """The loop's two calls see messages [0, 1) and [0, 3): 3,500 counted tokens apart; the
+    reported prompt grows by ``ratio`` × 3,500."""
+    first = 8_000
+    return _session((Usage(first, line=3), Usage(first + round(ratio * 3_500), line=6))), TOKENS
+
+
+@pytest.mark.parametrize("ratio", [RATIO_BOUNDS[0], 1.0, 1.63, RATIO_BOUNDS[1]])
+def test_measured_token_ratio_within_bounds_is_used(ratio):
+    session, tokens = _ratio_session(ratio)
+    assert measured_token_ratio(session, tokens) == pytest.approx(ratio, abs=1e-9)
+
+
+@pytest.mark.parametrize("ratio", [0.2, RATIO_BOUNDS[0] - 0.01, RATIO_BOUNDS[1] + 0.01, 10.0])
+def test_measured_token_ratio_outside_bounds_is_not_trusted(ratio):
+    """A ratio far from any tokenizer's (0.2 or 10 provider tokens per cl100k token) says the transcript
+    leaves content out or usage is misread: the family's calibrated ratio is used instead (None here)."""
+    session, tokens = _ratio_session(ratio)
+    assert measured_token_ratio(session, tokens) is None
+
+
+def test_token_ratio_bounds_hold_every_calibrated_session():
+    """Every per-session ratio the committed calibration measured (0.90–2.76) is within the bounds."""
+    from tests.conftest import REPO
+
+    results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
+    ratios = [s["token_ratio"] for s in results["sessions"] if s.get("token_ratio") is not None]
+    assert len(ratios) >= 5 and all(RATIO_BOUNDS[0] <= r <= RATIO_BOUNDS[1] for r in ratios)

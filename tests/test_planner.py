@@ -167,3 +167,20 @@ def test_min_keep_takes_its_share_of_the_messages_before_our_summary():
     assert min_keep(6, 0.25, earlier_messages=11) == 4
     assert min_keep(6, 0.25) == 3
     assert min_keep(4, 0.5, earlier_messages=40) == 4  # never more than N
+
+
+def test_best_cut_ties_go_to_the_smaller_k():
+    """DESIGN §2 decision 1: among cuts of equal NetBenefit the one keeping fewer messages wins,
+    whatever order the candidates come in."""
+    from types import SimpleNamespace
+
+    from dp_compact.planner import _pick_best
+
+    keep = np.array([9, 3, 7, 5, 4], dtype=np.int64)
+    net = np.array([2.0, 1.0, 2.0, 2.0, 0.5])  # k = 9, 7 and 5 tie at the best net
+    assert keep[_pick_best(SimpleNamespace(net=net), keep, least=3)] == 5
+    backwards, net_backwards = keep[::-1].copy(), net[::-1].copy()
+    assert backwards[_pick_best(SimpleNamespace(net=net_backwards), backwards, least=3)] == 5
+    assert keep[_pick_best(SimpleNamespace(net=net), keep, least=6)] == 7  # k below the least kept is not a candidate
+    assert _pick_best(SimpleNamespace(net=net), keep, least=10) is None
+

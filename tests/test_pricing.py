@@ -96,9 +96,16 @@ def test_list_profiles_sorted_and_complete() -> None:
     assert set(names) == set(PROFILES)
 
 
+#: pyproject allows any genai-prices >= 0.0.30, so a release the built-ins were not written from may
+#: be installed: prices are compared within this relative tolerance (a vendor's price revision of a
+#: few cents passes; a field read from the wrong column — cache read for input, output for input,
+#: a factor 2 to 10 apart — fails). Pinning one release instead would tie every user's install to it.
+GENAI_TOLERANCE = 0.25
+
+
 @pytest.mark.parametrize("name", sorted(GENAI_IDS))
 def test_profiles_agree_with_genai_prices_snapshot(name: str) -> None:
-    """Drift check: a genai-prices upgrade that changes a price should be reviewed here."""
+    """Drift check against whichever genai-prices is installed, within GENAI_TOLERANCE."""
     from genai_prices.types import TieredPrices
 
     _, model = pricing._bundled_snapshot().find_provider_model(GENAI_IDS[name], None, None, None)
@@ -118,8 +125,13 @@ def test_profiles_agree_with_genai_prices_snapshot(name: str) -> None:
         "max_context_tokens": model.context_window,
     }
     for field, value in expected.items():
-        if field not in GENAI_OVERRIDES.get(name, set()):
-            assert getattr(PROFILES[name], field) == value, field
+        if field in GENAI_OVERRIDES.get(name, set()):
+            continue
+        mine = getattr(PROFILES[name], field)
+        if value is None or mine is None:  # listed on one side only: only a window may be missing there
+            assert (mine is None and value is None) or field == "max_context_tokens", field
+        else:
+            assert mine == pytest.approx(value, rel=GENAI_TOLERANCE), field
 
 
 @pytest.mark.parametrize("name", ["CLAUDE-SONNET-4", "Claude-Sonnet-4", " claude-sonnet-4 "])
@@ -142,46 +154,54 @@ def test_get_prices_dash_for_dot_finds_builtin(name: str, profile: str) -> None:
 
 def test_get_prices_genai_only_name_uses_snapshot() -> None:
     assert "gpt-4o-mini" not in PROFILES
-    p = get_prices("gpt-4o-mini")  # OpenAI: 0.15 / 0.075 / 0.60, 128K, no write premium
-    assert (p.name, p.p_input, p.p_cache, p.p_out, p.p_cache_write, p.max_context_tokens) == (
-        "gpt-4o-mini",
-        0.15,
-        0.075,
-        0.6,
-        None,
-        128_000,
-    )
+    p = get_prices("gpt-4o-mini")  # OpenAI's pricing page: 0.15 / 0.075 / 0.60, 128K, no write premium
+    assert p.name == "gpt-4o-mini" and p.p_cache_write is None and p.max_context_tokens == 128_000
+    assert (p.p_input, p.p_cache, p.p_out) == pytest.approx((0.15, 0.075, 0.6), rel=GENAI_TOLERANCE)
+    assert p.p_cache < p.p_input < p.p_out  # each read from its own column
     from genai_prices import __version__
 
     assert p.source == f"genai-prices {__version__}"
 
 
 def test_get_prices_genai_anthropic_keeps_cache_write() -> None:
-    p = get_prices("Claude-3-5-Haiku-Latest")
-    assert (p.p_input, p.p_cache, p.p_out, p.p_cache_write, p.max_context_tokens) == (0.8, 0.08, 4.0, 1.0, 200_000)
+    p = get_prices("Claude-3-5-Haiku-Latest")  # Anthropic: 0.80 / 0.08 / 4.00, writes 1.25 x input, 200K
+    assert (p.p_input, p.p_cache, p.p_out, p.p_cache_write) == pytest.approx((0.8, 0.08, 4.0, 1.0), rel=GENAI_TOLERANCE)
+    assert p.p_cache_write == pytest.approx(1.25 * p.p_input) and p.max_context_tokens == 200_000
     assert p.source.startswith("genai-prices ")
 
 
 def test_get_prices_genai_tiered_uses_base_tier() -> None:
     p = get_prices("claude-sonnet-4-5")  # tiered in genai-prices: 3.00 below 200K tokens, 6.00 above
-    assert (p.p_input, p.p_cache, p.p_out) == (3.0, 0.3, 15.0)
+    assert (p.p_input, p.p_cache, p.p_out) == pytest.approx((3.0, 0.3, 15.0), rel=GENAI_TOLERANCE)
     assert "base tier" in p.source
 
 
+def _snapshot_model(keep) -> str:
+    """The first model id of the installed genai-prices data that ``keep(model)`` accepts (skip if none):
+    which models lack a field changes between releases, so the case is found, not named."""
+    for provider in pricing._bundled_snapshot().providers:
+        for model in provider.models:
+            if not isinstance(model.prices, list) and keep(model) and model.prices.input_mtok is not None and model.prices.output_mtok is not None:
+                return model.id
+    pytest.skip("the installed genai-prices lists no such model")
+
+
 def test_get_prices_genai_without_cache_read_uses_input_price() -> None:
-    p = get_prices("claude-2")  # genai-prices lists no cache-read price
-    assert p.p_cache == p.p_input == 8.0
+    name = _snapshot_model(lambda m: m.prices.cache_read_mtok is None)
+    p = get_prices(name)
+    assert p.p_cache == p.p_input
     assert "p_cache = p_input" in p.source
 
 
 def test_get_prices_genai_without_window_assumes_128k() -> None:
-    p = get_prices("llama-3.1-8b-instant")  # groq, no context_window in genai-prices
-    assert p.max_context_tokens == pricing.ASSUMED_CONTEXT_TOKENS == 128_000
+    name = _snapshot_model(lambda m: m.context_window is None and not m.id.startswith("gemini"))
+    p = get_prices(name)
+    assert p.max_context_tokens == pricing.ASSUMED_CONTEXT_TOKENS == 128_000  # the gpt-4o window of DESIGN §3
     assert "128,000 tokens assumed" in p.source
 
 
 def test_get_prices_provider_prefix_selects_provider() -> None:
-    assert get_prices("openai/gpt-4o-mini").p_input == 0.15
+    assert get_prices("openai/gpt-4o-mini") == get_prices("gpt-4o-mini")
 
 
 def test_get_prices_unknown_name_lists_close_matches() -> None:
@@ -246,7 +266,7 @@ def test_get_prices_genai_lookup_works_without_network(monkeypatch: pytest.Monke
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     pricing._bundled_snapshot.cache_clear()  # reload the data under the patch
-    assert get_prices("gpt-4o-mini").p_out == 0.6
+    assert get_prices("gpt-4o-mini").p_out == pytest.approx(0.6, rel=GENAI_TOLERANCE)
     with pytest.raises(UnknownProfileError):
         get_prices("claude-sonet-4")
 

@@ -293,14 +293,21 @@ def test_replay_history_drops_what_recorded_compactions_inserted():
 
 def test_replay_directory_lists_every_session_and_skips_non_sessions():
     folder = need(SESSIONS)
-    report = replay_directory(folder, load_settings(), ["never", "dp"], workers=1)
+    policies = ["never", "threshold:0.8:0.3", "dp"]
+    report = replay_directory(folder, load_settings(), policies, workers=1)
     readable = [p for p in session_files() if _readable(p)]
     assert [Path(s.path) for s in report.sessions] == readable
     assert [Path(p).name for p, _ in report.skipped] == ["cline_ui_messages_cardgame.json"]
     ((path, reason),) = report.skipped
     assert "Cline UI log" in reason and path not in reason  # the row names the file once
     totals = {row["policy"]: row for row in report.totals()}
-    assert totals["never"]["vs_best_fixed"] == 1.0
+    # Recomputed from the per-session results: the sum over sessions of each policy's total, over
+    # the least such sum among the fixed rules (never, threshold; dp adapts, so it is not one).
+    summed = {name: sum(s.results[i].total_usd for s in report.sessions) for i, name in enumerate(policies)}
+    best_fixed = min(summed["never"], summed["threshold:0.8:0.3"])
+    for name in policies:
+        assert totals[name]["total_usd"] == pytest.approx(summed[name], rel=1e-12)
+        assert totals[name]["vs_best_fixed"] == pytest.approx(summed[name] / best_fixed, rel=1e-12)
     assert totals["dp"]["calls"] == sum(s.n_calls for s in report.sessions)
 
 

@@ -2,27 +2,100 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from dp_compact.api import resolve_prices
 from dp_compact.errors import SettingsError, UnknownProfileError
+from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
 from dp_compact.settings import Settings, load_settings
+from tests.conftest import REPO
 
-# DESIGN §3's table, except V, L and the recall curve: calibrated (calibration/README.md).
-DESIGN_DEFAULTS = {
-    "provider": "claude-sonnet-4", "v": 20_800, "s": 500, "l": 0.0, "baseline_e": 8, "e_fixed": 0.0, "r": 0.8,
-    "beta": 0.03, "quality_penalty": 0.2, "min_keep_ratio": 0.25, "force_ratio": 0.9, "model": "recall",
-    "tokenizer": "tiktoken", "p_input": None, "p_cache": None, "p_out": None, "p_cache_write": None,
-    "max_context_tokens": None, "recall_q0": 0.0394, "recall_tau": 2.05, "recall_age": "rounds", "token_ratio": None,
-}
+DESIGN = REPO.parent / "shared" / "DESIGN.md"
 
 
-def test_settings_defaults_are_design_table():
+def _design_table() -> dict[str, str]:
+    """DESIGN §3's settings table: ``DP_*`` name -> its default cell, as written."""
+    if not DESIGN.exists():
+        pytest.skip(f"{DESIGN} is absent: DESIGN §3's table cannot be read")
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text[text.index("## 3. Settings"):text.index("## 4.")]
+    table: dict[str, str] = {}
+    for row in section.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("DP_"):
+            for name in cells[0].split("/"):
+                table[name.strip()] = cells[1]
+    return table
+
+
+def _design_value(cell: str) -> object:
+    """A default cell read by hand's rules: "from profile …" is None (the profile decides), a number
+    is that number (its first word: "5 (0 = measure)" is 5), a word is itself."""
+    if cell.startswith("from profile"):
+        return None
+    word = cell.split()[0].replace(",", "")
+    try:
+        return float(word)
+    except ValueError:
+        return word
+
+
+def _three_digits(value: float) -> float:
+    """A calibrated value as shipped: three significant digits."""
+    return float(f"{value:.3g}")
+
+
+def _calibrated_departures() -> dict[str, object]:
+    """The defaults that depart from DESIGN §3's table, from the committed calibration.
+
+    ``calibration/results.json`` holds the fits (``dp-compact calibrate ../shared/sessions``);
+    ``calibration/README.md`` and the ``Settings`` docstring say which are shipped: the recall
+    curve in its chosen unit, V rounded to 100 tokens, L measured per session (0; the pooled L is
+    the fallback, checked below), the survival curve of session lengths (DESIGN §7, which also
+    makes the look-ahead planner the default), and no fixed token ratio (each family's calibrated
+    one, :data:`dp_compact.tokens.TOKEN_RATIOS`).
+    """
+    results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
+    unit = results["recall_age"]
+    return {
+        "v": round(results["V"]["value"], -2), "l": 0.0,
+        "recall_age": unit, "recall_q0": _three_digits(results["recall"][unit]["q0"]["value"]),
+        "recall_tau": _three_digits(results["recall"][unit]["tau"]["value"]),
+        "survival_alpha": _three_digits(results["survival"]["alpha"]["value"]),
+        "survival_scale": _three_digits(results["survival"]["scale_calls"]["value"]),
+        "planner": "lookahead", "token_ratio": None,
+    }
+
+
+def test_settings_defaults_are_design_table_and_calibrated_departures():
+    """Every default is DESIGN §3's, or a calibrated departure documented in calibration/."""
+    table = _design_table()
+    departures = _calibrated_departures()
     settings = load_settings()
-    for name, value in DESIGN_DEFAULTS.items():
+    # the pipeline's file locations are not cost settings: None = the platform's user directories
+    locations = {name for name, info in Settings.model_fields.items() if info.exclude}
+    assert locations == {"archive_dir", "breaker_path"} and all(getattr(settings, name) is None for name in locations)
+    fields = set(Settings.model_fields) - locations
+    from_design = {name.removeprefix("DP_").lower(): _design_value(cell) for name, cell in table.items()}
+    assert set(from_design) | set(departures) == fields  # no setting without a documented default
+    for name, value in from_design.items():
+        if name in departures:
+            assert table[f"DP_{name.upper()}"] == "calibrated" or name in {"v", "l"}, name  # the known departures
+            continue
+        assert getattr(settings, name) == value, (name, table[f"DP_{name.upper()}"])
+    for name, value in departures.items():
         assert getattr(settings, name) == value, name
+    # DESIGN's "5 (0 = measure)": 0 measures L; where it cannot be measured, the pooled L of the calibration
+    results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
+    assert DEFAULT_CALLS_PER_TURN == round(results["L"]["value"]) and "0 = measure" in table["DP_L"]
+    # DESIGN: "from profile (200,000)": the default profile's window
+    assert resolve_prices(settings).max_context_tokens == int(table["DP_MAX_CONTEXT_TOKENS"].split("(")[1].split(")")[0].replace(",", ""))
+    planner = re.search(r"DP_PLANNER=(\w+)\|", DESIGN.read_text(encoding="utf-8"))
+    assert planner is not None and departures["planner"] == planner.group(1)  # DESIGN §7: the look-ahead planner is the default
 
 
 @pytest.mark.parametrize(
@@ -146,3 +219,27 @@ def test_unknown_dp_names_and_values_from_the_env_file_are_named(tmp_path, monke
     done = CliRunner().invoke(app, ["plan", str(session), "--no-cache"])
     assert done.exit_code == 0
     assert "DP_PLANER is not a dp-compact setting" in done.output and "DP_S=600 comes from the .env file" in done.output
+
+
+@pytest.mark.parametrize("provider", ["claude-sonnet-4", "gpt-4o", "deepseek-v4-flash"])
+def test_cache_read_may_cost_at_most_the_input_price(provider):
+    """A cache read priced above uncached input is refused, naming DP_P_CACHE; equal is allowed."""
+    base = resolve_prices(load_settings(provider=provider))
+    assert resolve_prices(load_settings(provider=provider, p_cache=base.p_input)).p_cache == base.p_input
+    with pytest.raises(SettingsError, match="DP_P_CACHE") as info:
+        resolve_prices(load_settings(provider=provider, p_cache=base.p_input * 1.01))
+    assert "must not cost more than input" in str(info.value)
+    with pytest.raises(SettingsError, match="DP_P_CACHE"):  # lowering the input price under the cache price, too
+        resolve_prices(load_settings(provider=provider, p_input=base.p_cache / 2))
+
+
+def test_cli_cache_read_above_input_is_a_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    session = tmp_path / "s.jsonl"
+    session.write_text('{"role": "user", "content": "hello"}\n{"role": "assistant", "content": "hi"}\n')
+    result = CliRunner().invoke(app, ["plan", str(session)], env={"DP_P_INPUT": "1", "DP_P_CACHE": "2"})
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # an error line, not a traceback
+    assert "DP_P_CACHE=2.0: a cache read must not cost more than input" in result.output

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from dp_compact.api import choose_prices, session_tokens
+from dp_compact.api import _scaled_tokens, choose_prices
+from dp_compact.estimation import estimate
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.breaker import CircuitBreaker
@@ -196,7 +197,7 @@ def compact_session(
 ) -> CompactionResult:
     """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output)."""
     api = target_api(session, to)
-    tokens = session_tokens(session, settings, use_cache=use_cache)
+    tokens, ratio, ratio_source = _scaled_tokens(session, settings, use_cache)
     prices, price_notes = choose_prices(settings, session)
     read_notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
     window = prices.max_context_tokens
@@ -217,11 +218,17 @@ def compact_session(
     # What follows the summary (the tail, and the acknowledgement when there is one), stated in it.
     after = sum(1 for m in reassemble("", tail, api) if m.get("role") not in ("system", "developer")) - 1
 
+    # The usage evidence the session was planned with (its avg and measured token scale), stated in the
+    # summary: the compacted file has no usage records, and re-plans with the same avg and scale.
+    evidence = decided.estimates if decided is not None else estimate(session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens)
+    avg = None if evidence.avg_source == "default" else evidence.avg_tokens
+    measured_ratio = ratio if ratio_source in ("measured", "recorded") else None
+
     def assemble(ref: str | None) -> tuple[str, list[dict[str, Any]]]:
         text = summary_message_text(
             body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
             llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=after,
-            model=session.model, window=window,
+            model=session.model, window=window, avg_tokens=avg, token_ratio=measured_ratio,
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 

@@ -22,6 +22,7 @@ from dp_compact.pipeline.validate import validate_messages
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Session
 from dp_compact.sessions.source import read_source
+from dp_compact.settings import Settings, load_settings
 
 __all__ = ["NATIVE_API", "ShrinkFileResult", "read_messages", "shrink_file", "target_api", "validate_file", "write_messages"]
 
@@ -157,6 +158,7 @@ def shrink_file(
     keep_turns: int = SHRINK_KEEP_TURNS,
     to: str | None = None,
     lenient: bool = False,
+    settings: Settings | None = None,
 ) -> ShrinkFileResult:
     """Micro-compaction of a session file: old, long tool results become previews (DESIGN §5.3).
 
@@ -173,6 +175,10 @@ def shrink_file(
         Target API; default: the format's own (:func:`target_api`).
     lenient : bool
         Skip malformed lines.
+    settings : Settings, optional
+        For the statement of what the conversation ran with (model, window, context after
+        shrinking, avg, token ratio) in the first preview (:func:`~.shrink.statement_for`);
+        default: :func:`~dp_compact.settings.load_settings`.
 
     Returns
     -------
@@ -187,7 +193,7 @@ def shrink_file(
     """
     session = read_session(path, lenient=lenient)
     api = target_api(session, to)
-    result = shrink_session(session, keep_turns=keep_turns)
+    result = shrink_session(session, keep_turns=keep_turns, settings=settings if settings is not None else load_settings())
     written = None
     if result.shrunk_results:
         messages = [*system_messages_for(session.system_messages, session.system_text, api), *to_api(result.messages, api)]

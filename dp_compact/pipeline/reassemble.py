@@ -29,7 +29,7 @@ __all__ = ["acknowledgement_message", "reassemble", "summary_message_text"]
 def summary_message_text(
     summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int, user_turns: int = 0,
     llm_calls: int = 0, compaction: int = 1, kept_messages: int | None = None, model: str | None = None,
-    window: int | None = None,
+    window: int | None = None, avg_tokens: float | None = None, token_ratio: float | None = None,
 ) -> str:
     """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
 
@@ -56,6 +56,12 @@ def summary_message_text(
         The model and context window (tokens) the conversation ran with, stated so that the
         compacted file is planned with the same prices and window (the readers take them back
         when the file records none); None leaves them out.
+    avg_tokens, token_ratio : float or None
+        The usage evidence the conversation was planned with: avg of DESIGN §2 (mean prompt
+        tokens per call, from its usage records) and the provider tokens per cl100k token
+        measured on it, stated so that the compacted file, which has no usage records, is
+        planned with the same avg and token scale (``Session.recorded_avg_tokens``,
+        ``Session.recorded_token_ratio``); None leaves them out.
 
     Examples
     --------
@@ -65,7 +71,9 @@ def summary_message_text(
     t = texts()
     kept = "" if kept_messages is None else t.kept.format(kept_messages=kept_messages)
     recorded = ("" if not model else t.recorded_model.format(model=model)) + (
-        "" if not window else t.recorded_window.format(window=f"{window:,}"))
+        "" if not window else t.recorded_window.format(window=f"{window:,}")) + (
+        "" if not avg_tokens else t.recorded_avg.format(avg=f"{round(avg_tokens):,}")) + (
+        "" if not token_ratio else t.recorded_ratio.format(ratio=f"{token_ratio:.4f}"))
     parts = [t.marker, t.intro.format(
         n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction,
         kept=kept, recorded=recorded,

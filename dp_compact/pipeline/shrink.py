@@ -22,6 +22,7 @@ import numpy as np
 
 from dp_compact.sessions.common import text_and_images
 from dp_compact.sessions.model import Message, Session
+from dp_compact.settings import Settings
 
 __all__ = [
     "PREVIEW_MAX_CHARS",
@@ -33,6 +34,7 @@ __all__ = [
     "shrink_message",
     "shrink_messages",
     "shrink_session",
+    "shrunk_statement",
 ]
 
 SHRINK_THRESHOLD_CHARS = 800  # seeds/000 §4.3 SHRINK_THRESHOLD
@@ -45,6 +47,8 @@ SHRINK_KEEP_TURNS = 3
 _ERROR_LINE = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|panic|denied|not found|errno)\b", re.I)
 _KEY_FIELD = re.compile(r"(^|_)(id|name|status|state|error|errors|message|code|path|file|title|type|result|summary|count|total|url|ok|success)s?$", re.I)
 _SPACES = re.compile(r"[ \t]{4,}")
+#: Opens every preview (:func:`preview`).
+_HEADER = "[tool result shrunk by dp-compact:"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -111,7 +115,7 @@ def preview(text: str) -> str:
     """
     parsed = _parse_json(text)
     kind = "JSON" if parsed is not None else "text"
-    header = f"[tool result shrunk by dp-compact: {len(text):,} characters, {text.count(chr(10)) + 1:,} lines of {kind}]"
+    header = f"{_HEADER} {len(text):,} characters, {text.count(chr(10)) + 1:,} lines of {kind}]"
     if parsed is not None:
         structured = _json_lines(parsed)
     else:
@@ -192,7 +196,69 @@ def _old_boundary(messages: Sequence[Message], keep_turns: int) -> int:
     return int(users[-keep_turns]) if users.size >= keep_turns else 0
 
 
-def shrink_session(session: Session, *, keep_turns: int = SHRINK_KEEP_TURNS) -> ShrinkResult:
+#: Opens the statement a shrunk file carries in its first preview: what the conversation ran with.
+SHRUNK_STATEMENT = "; conversation when shrunk: "
+
+
+def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_messages: int,
+                     avg_tokens: float | None, token_ratio: float | None) -> str:
+    """What a file ``dp-compact shrink`` writes states about its conversation, in the first preview's header.
+
+    The output has no usage records and no place for the model, so the planner would read it
+    with the default profile's window and V + T; this statement (read back by
+    :func:`dp_compact.sessions.common.shrunk_recorded`) keeps the model, window (tokens), the
+    current context after shrinking (tokens, with the live messages it covers), avg (prompt
+    tokens per call) and the measured token ratio, so that the shrunk file is planned as the
+    conversation it is.
+
+    >>> shrunk_statement(model="m", window=200_000, context_tokens=1_234, n_messages=9, avg_tokens=None, token_ratio=None)
+    '; conversation when shrunk: model m; window 200,000 tokens; context 1,234 tokens in 9 messages'
+    """
+    parts = ([f"model {model}"] if model else []) + [f"window {window:,} tokens", f"context {context_tokens:,} tokens in {n_messages} messages"]
+    parts += [f"avg {round(avg_tokens):,} prompt tokens per call"] if avg_tokens else []
+    parts += [f"ratio {token_ratio:.4f} provider tokens per cl100k token"] if token_ratio else []
+    return SHRUNK_STATEMENT + "; ".join(parts)
+
+
+def _with_statement(message: Message, statement: str) -> Message:
+    """``message`` (a shrunk one) with ``statement`` added to its first preview's header line."""
+    index = next(i for i, r in enumerate(message.tool_results) if r.text.startswith(_HEADER))
+    text = message.tool_results[index].text
+    end = text.index("]")
+    new = text[:end] + statement + text[end:]
+    results = tuple(replace(r, text=new) if i == index else r for i, r in enumerate(message.tool_results))
+    previews = [new if i == index else (r.text if r.text.startswith(_HEADER) else None) for i, r in enumerate(message.tool_results)]
+    return replace(message, tool_results=results, raw=_shrunk_raw(message.raw, previews))
+
+
+def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message]) -> str | None:
+    """:func:`shrunk_statement` for ``session`` shrunk to ``shrunk``: the current context after
+    shrinking is the session's current context (DESIGN §2: last usage plus what was added since)
+    less the tokens the previews saved, at the session's own token scale. None when the
+    session's prices or window cannot be chosen (the shrunk file then states nothing).
+    """
+    from dp_compact.api import _scaled_tokens, choose_prices
+    from dp_compact.errors import SettingsError, UnknownProfileError
+    from dp_compact.estimation import estimate
+    from dp_compact.tokens import count_message_tokens
+
+    try:
+        prices, _ = choose_prices(settings, session)
+    except (SettingsError, UnknownProfileError):
+        return None
+    tokens, ratio, source = _scaled_tokens(session, settings, use_cache=True)
+    est = estimate(session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens)
+    after = count_message_tokens(shrunk, tokenizer=settings.tokenizer)
+    after = after if ratio == 1.0 else np.rint(after * ratio).astype(np.int64)
+    return shrunk_statement(
+        model=session.model, window=prices.max_context_tokens, n_messages=len(shrunk),
+        context_tokens=max(est.context_tokens - int(tokens.sum() - after.sum()), 0),
+        avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
+        token_ratio=ratio if source in ("measured", "recorded") else None,
+    )
+
+
+def shrink_session(session: Session, *, keep_turns: int = SHRINK_KEEP_TURNS, settings: Settings | None = None) -> ShrinkResult:
     """Micro-compaction: shrink old, long tool results of ``session``; the recent part untouched.
 
     Parameters
@@ -201,6 +267,9 @@ def shrink_session(session: Session, *, keep_turns: int = SHRINK_KEEP_TURNS) -> 
     keep_turns : int
         "Old" means before the first message of the last ``keep_turns`` user turns; those turns
         and everything after them are kept as they are. With fewer user turns nothing is old.
+    settings : Settings, optional
+        When given, the first preview's header states what the conversation ran with
+        (:func:`statement_for`), so that the shrunk file re-plans as the same conversation.
 
     Returns
     -------
@@ -212,4 +281,8 @@ def shrink_session(session: Session, *, keep_turns: int = SHRINK_KEEP_TURNS) -> 
     before = sum(len(r.text) for a, _ in changed for r in a.tool_results)
     after = sum(len(r.text) for _, b in changed for r in b.tool_results)
     count = sum(len(r.text) > SHRINK_THRESHOLD_CHARS for a, _ in changed for r in a.tool_results)
+    statement = statement_for(session, settings, messages) if settings is not None and changed else None
+    if statement:
+        first = next(i for i, (a, b) in enumerate(zip(session.messages, messages, strict=True)) if a is not b)
+        messages = (*messages[:first], _with_statement(messages[first], statement), *messages[first + 1:])
     return ShrinkResult(messages, count, before, after, boundary)

@@ -32,6 +32,8 @@ class Texts:
     kept: str
     recorded_model: str
     recorded_window: str
+    recorded_avg: str
+    recorded_ratio: str
     archive_line: str
     no_archive_line: str
     headings: dict[str, str]
@@ -51,6 +53,8 @@ def texts() -> Texts:
         kept=summary["kept"],
         recorded_model=summary["recorded_model"],
         recorded_window=summary["recorded_window"],
+        recorded_avg=summary["recorded_avg"],
+        recorded_ratio=summary["recorded_ratio"],
         archive_line=summary["archive_line"],
         no_archive_line=summary["no_archive_line"],
         headings={key: summary["sections"][key] for key in SECTION_KEYS},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+import re
 from typing import Any
 
 import orjson
@@ -22,6 +23,7 @@ from dp_compact.conversation import (
     is_summary_text,
     last_own_summary,
     recorded_history,
+    _SUMMARY_RECORDED,
     summary_counts,
     summary_kept,
     summary_recorded,
@@ -37,6 +39,7 @@ __all__ = [
     "summary_counts",
     "summary_kept",
     "summary_recorded",
+    "summary_usage",
     "count_images",
     "dumps",
     "is_summary_text",
@@ -195,6 +198,75 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
     return out if changed else list(messages)
 
 
+def summary_usage(text: str) -> tuple[float | None, float | None]:
+    """avg (prompt tokens per call) and the token ratio a summary of ours states; None where it does not.
+
+    >>> summary_usage("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
+    ...               "compacted by dp-compact (compaction 1; model m; avg 94,542 prompt tokens per call;"
+    ...               " ratio 2.0100 provider tokens per cl100k token).")
+    (94542.0, 2.01)
+    """
+    if not text.lstrip().startswith("[summary]"):
+        return None, None
+    found = _SUMMARY_RECORDED.search(text[:1000])
+    avg, ratio = None, None
+    for part in (found.group(1).split(";") if found else ()):
+        key, _, value = part.strip().partition(" ")
+        number = value.split(" ")[0].replace(",", "")
+        try:
+            parsed = float(number)
+        except ValueError:
+            continue
+        if key == "avg" and value.endswith("prompt tokens per call") and parsed > 0:
+            avg = parsed
+        elif key == "ratio" and value.endswith("provider tokens per cl100k token") and parsed > 0:
+            ratio = parsed
+    return avg, ratio
+
+
+#: Header of a preview ``dp-compact shrink`` wrote, and the statement its first one carries
+#: (:func:`dp_compact.pipeline.shrink.shrunk_statement`).
+_SHRUNK_HEADER = "[tool result shrunk by dp-compact:"
+_SHRUNK_STATEMENT = re.compile(r"; conversation when shrunk: ([^\]\n]*)\]")
+_SHRUNK_CONTEXT = re.compile(r"^context (\d[\d,]*) tokens in (\d+) messages$")
+
+
+def shrunk_recorded(text: str) -> dict[str, Any]:
+    """What the first preview of a file ``dp-compact shrink`` wrote states about its conversation:
+    any of ``model``, ``context_window``, ``recorded_context`` (tokens, messages),
+    ``recorded_avg_tokens`` and ``recorded_token_ratio``; empty for any other text.
+
+    >>> shrunk_recorded("[tool result shrunk by dp-compact: 900 characters, 3 lines of text; conversation when shrunk:"
+    ...                 " model m-1; window 1,000,000 tokens; context 12,345 tokens in 9 messages; avg 4,100 prompt"
+    ...                 " tokens per call]\\nfirst: …")
+    {'model': 'm-1', 'context_window': 1000000, 'recorded_context': (12345, 9), 'recorded_avg_tokens': 4100.0}
+    """
+    found = _SHRUNK_STATEMENT.search(text[:1000]) if text.startswith(_SHRUNK_HEADER) else None
+    recorded: dict[str, Any] = {}
+    for part in (found.group(1).split("; ") if found else ()):
+        if part.startswith("model "):
+            recorded["model"] = part.removeprefix("model ").strip()
+        elif part.startswith("window ") and (digits := part.split(" ")[1].replace(",", "")).isdigit():
+            recorded["context_window"] = int(digits)
+        elif context := _SHRUNK_CONTEXT.match(part):
+            recorded["recorded_context"] = (int(context.group(1).replace(",", "")), int(context.group(2)))
+    avg, ratio = summary_usage(f"[summary] compacted by dp-compact (compaction 0; {found.group(1)})") if found else (None, None)
+    if avg:
+        recorded["recorded_avg_tokens"] = avg
+    if ratio:
+        recorded["recorded_token_ratio"] = ratio
+    return recorded
+
+
+def _last_shrunk(messages: Sequence[Message], after: int) -> tuple[int, dict[str, Any]] | None:
+    """Index and statement of the last preview statement in ``messages[after:]``, if any."""
+    for index in range(len(messages) - 1, after - 1, -1):
+        for result in messages[index].tool_results:
+            if result.text.startswith(_SHRUNK_HEADER) and (recorded := shrunk_recorded(result.text)):
+                return index, recorded
+    return None
+
+
 def build_session(
     *,
     path: str,
@@ -233,6 +305,14 @@ def build_session(
                 extra["model"] = model
             if window and not extra.get("context_window"):
                 extra["context_window"] = window
+            extra["recorded_avg_tokens"], extra["recorded_token_ratio"] = summary_usage(all_messages[last].text)
+    after_summary = live_start if last is None or last < live_start else last + 1
+    shrunk = _last_shrunk(all_messages, after_summary)
+    if shrunk is not None:  # a file dp-compact shrink wrote: what the conversation ran with, where the file records nothing
+        index, recorded = shrunk
+        for key, value in recorded.items():
+            if not extra.get(key):
+                extra[key] = value
     return Session(
         path=path,
         format=format,
