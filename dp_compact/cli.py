@@ -585,6 +585,10 @@ def calibrate(
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False) if as_json else format_report(result))
 
 
+from dp_compact.adapters.commands import register as _register_adapter_commands  # noqa: E402
+_register_adapter_commands(app)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
