@@ -28,11 +28,12 @@ from langchain_core.messages.utils import convert_to_messages, convert_to_openai
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from dp_compact.adapters.live import ModelFacts, framework_settings, live_session, output_pairs
+from dp_compact.adapters.live import ModelFacts, live_session, output_pairs
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.compact import CompactionResult, compact_session
 from dp_compact.planner import Plan
 from dp_compact.sessions.model import Usage
+from dp_compact.settings import load_settings
 
 __all__ = ["METADATA_KEY", "DpCompactMiddleware", "model_facts", "to_openai", "usage_of"]
 
@@ -122,7 +123,7 @@ class DpCompactMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.facts = model_facts(model)
-        self.settings = framework_settings(self.facts, **settings)
+        self.settings = load_settings(**settings)
         self.session_id = session_id
         if archive == "default":
             from dp_compact.pipeline.archive import ArchiveStore

@@ -7,12 +7,12 @@ counts a summary carries), and hand the session to :func:`dp_compact.pipeline.co
 which plans (DESIGN §2, §7) and, when the plan says so, runs the pipeline (DESIGN §5) with the
 archive. Nothing here decides anything: this module only builds the inputs.
 
-Pure but for :func:`framework_settings`, which reads ``DP_*`` and ``.env`` like every command.
+Pure: no files, environment or clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,14 +20,8 @@ from dp_compact.sessions import openai_chat
 from dp_compact.sessions.common import dumps
 from dp_compact.sessions.model import Session, Usage
 from dp_compact.sessions.source import Record, Source
-from dp_compact.settings import Settings, load_settings
 
-__all__ = ["ModelFacts", "framework_settings", "live_session", "output_pairs"]
-
-#: Keys of a models.dev ``cost`` entry (a LangChain model profile may carry one), $/MTok, and the
-#: setting each fills when the user gave none.
-_PROFILE_COST_KEYS = {"input": "p_input", "cache_read": "p_cache", "output": "p_out", "cache_write": "p_cache_write"}
-
+__all__ = ["ModelFacts", "live_session", "output_pairs"]
 
 @dataclass(frozen=True, slots=True)
 class ModelFacts:
@@ -35,44 +29,11 @@ class ModelFacts:
 
     ``name`` is the model id (prices come from its profile or genai-prices, DESIGN §3, unless
     ``DP_PROVIDER`` or ``provider=`` names one); ``window`` is its context window in tokens, taken
-    as the window the session records (``DP_MAX_CONTEXT_TOKENS`` still wins, DESIGN §6);
-    ``prices`` are $/MTok from the framework's profile (``input``, ``cache_read``, ``output``,
-    ``cache_write``), used only where no flag or ``DP_P_*`` gives one.
+    as the window the session records (``DP_MAX_CONTEXT_TOKENS`` still wins, DESIGN §6).
     """
 
     name: str | None = None
     window: int | None = None
-    prices: Mapping[str, float] | None = None
-
-
-def framework_settings(facts: ModelFacts, **flags: Any) -> Settings:
-    """Settings for an adapter: ``flags`` (as command-line flags), ``DP_*``, ``.env``, then the profile's prices.
-
-    Parameters
-    ----------
-    facts : ModelFacts
-        The framework's model profile; its prices fill only the prices nobody set.
-    **flags
-        Setting values by field name (``provider=``, ``p_input=``, ``planner=``, ...); ``None`` is "not given".
-
-    Returns
-    -------
-    Settings
-
-    Raises
-    ------
-    SettingsError
-        An invalid value, naming it (:func:`dp_compact.settings.load_settings`).
-    """
-    settings = load_settings(**flags)
-    costs = dict(facts.prices or {})
-    filled = {
-        field: float(costs[key]) for key, field in _PROFILE_COST_KEYS.items()
-        if isinstance(costs.get(key), int | float) and costs[key] >= 0 and getattr(settings, field) is None
-    }
-    if filled.get("p_input") == 0:
-        filled.pop("p_input")
-    return load_settings(**{**flags, **filled}) if filled else settings
 
 
 def live_session(

@@ -27,11 +27,12 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from dp_compact.adapters.live import ModelFacts, framework_settings, live_session
+from dp_compact.adapters.live import ModelFacts, live_session
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.compact import CompactionResult, compact_session
 from dp_compact.planner import Plan
 from dp_compact.sessions.model import Usage
+from dp_compact.settings import load_settings
 
 __all__ = ["METADATA_KEY", "DpCompactProcessor", "to_openai", "usage_of"]
 
@@ -140,7 +141,7 @@ class DpCompactProcessor:
 
     def __init__(self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None, **settings: Any) -> None:
         self.model = model.split(":", 1)[-1] if model else None
-        self.settings = framework_settings(ModelFacts(self.model), **settings)
+        self.settings = load_settings(**settings)
         self.session_id = session_id
         if archive == "default":
             from dp_compact.pipeline.archive import ArchiveStore
