@@ -34,3 +34,17 @@ def test_hook_command_loads_no_adapter_framework(tmp_path):
     probe = f"{code}\nprint(sorted({{m.split('.')[0] for m in sys.modules}} & set({FRAMEWORKS!r})))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_mcp_command_without_the_sdk_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
+    done = CliRunner().invoke(app, ["mcp"])
+    assert done.exit_code == 2
+    assert done.stderr.strip() == 'dp-compact: the MCP SDK is not installed: pip install "dp-compact[mcp]"'

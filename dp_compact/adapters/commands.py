@@ -43,11 +43,13 @@ def hook() -> None:
 
 def mcp() -> None:
     """Run the MCP server on stdio (tools: plan, recall, restore). Needs the `mcp` extra."""
-    try:
-        from dp_compact.adapters.mcp_server import serve
-    except ImportError as exc:
-        typer.echo(f'dp-compact: the mcp extra is not installed ({exc}): pip install "dp-compact[mcp]"', err=True)
-        raise typer.Exit(2) from None
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:
+        typer.echo('dp-compact: the MCP SDK is not installed: pip install "dp-compact[mcp]"', err=True)
+        raise typer.Exit(2)
+    from dp_compact.adapters.mcp_server import serve
+
     serve()
 
 
