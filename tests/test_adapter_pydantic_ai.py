@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from pathlib import Path
 
 import pytest
@@ -52,8 +54,14 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[DpCompactProcessor, 
     root = tmp_path_factory.mktemp("archive")
     processor = DpCompactProcessor(session_id="pai-1", archive=ArchiveStore(root), max_context_tokens=WINDOW, v=1_000)
     seen: list[list[ModelMessage]] = []
-    result = _agent(processor, seen).run_sync("Read every module under src/.", usage_limits=UsageLimits(request_limit=None))
+    agent = _agent(processor, seen)  # asyncio.run closes its event loop (run_sync leaves one for the garbage collector)
+    result = asyncio.run(agent.run("Read every module under src/.", usage_limits=UsageLimits(request_limit=None)))
     return processor, seen, result, root
+
+
+def test_pydantic_ai_run_leaves_no_unclosed_resource(loop, recwarn):
+    gc.collect()
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
 
 
 def test_pydantic_ai_loop_runs_and_compacts(loop):
