@@ -17,5 +17,8 @@ from dp_compact.cli import plan  # noqa: E402, F401, I001
 from dp_compact.cli import pipeline  # noqa: E402, F401
 from dp_compact.cli import replay  # noqa: E402, F401
 from dp_compact.cli import calibrate  # noqa: E402, F401
+from dp_compact.adapters.commands import register as _register_adapter_commands  # noqa: E402
+
+_register_adapter_commands(app)  # hook, mcp: their frameworks load only when they run
 
 __all__ = ["EXIT_COMPACT", "EXIT_ERROR", "EXIT_INVALID", "app", "main"]

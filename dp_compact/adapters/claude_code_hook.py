@@ -1,0 +1,154 @@
+"""Claude Code: a status line that shows the plan, and a ``PreCompact`` hook that archives the conversation.
+
+Claude Code runs a status line command and hook commands with a JSON object on stdin; both
+carry ``session_id`` and ``transcript_path`` (the session's JSONL transcript). ``dp-compact hook``
+tells them apart by ``hook_event_name``:
+
+- ``PreCompact`` (``trigger`` ``manual`` or ``auto``): Claude Code is about to replace the live
+  conversation by its own summary. Everything it drops (the whole live conversation) is
+  archived verbatim with the pipeline's archive step (summary, anchors and keywords indexed),
+  under the transcript's session id, so ``dp-compact recall`` and ``restore`` (or the MCP
+  server) find it afterwards. Prints ``archived N messages as archive://...``.
+- anything else (the status line's input): plans the transcript (DESIGN §2, §7) and prints one
+  line, ``ctx 142k/200k · compact now saves $0.42 · keep 33`` when compacting pays now, or
+  ``ctx 142k/200k · keep all`` while waiting is cheaper. ``model.id`` and
+  ``context_window.context_window_size`` of the input stand for the model and window the
+  transcript records, when it records none.
+
+Only reads the transcript; never writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dp_compact.errors import SessionError
+from dp_compact.conversation import Message, Session
+from dp_compact.settings import Settings
+
+__all__ = ["PRE_COMPACT", "HookOutcome", "archive_before_compaction", "run_hook", "status_line"]
+
+#: ``hook_event_name`` of the hook Claude Code runs before it compacts.
+PRE_COMPACT = "PreCompact"
+#: Text of the placeholder that stands for what follows the compaction (never archived).
+_AFTER = "(Claude Code compacts the conversation here)"
+
+
+@dataclass(frozen=True, slots=True)
+class HookOutcome:
+    """What ``dp-compact hook`` prints (``text``, one line) and, for ``PreCompact``, the archive reference."""
+
+    text: str
+    archive_ref: str | None = None
+
+
+def _session(payload: Mapping[str, Any]) -> Session:
+    """The transcript named by the payload, with the payload's model and window where it records none."""
+    from dp_compact.sessions import read_session
+
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        raise SessionError("<stdin>", None, "no transcript_path: not the JSON of a Claude Code hook or status line")
+    session = read_session(Path(path).expanduser(), lenient=True)
+    model = payload.get("model")
+    window = payload.get("context_window")
+    extra: dict[str, Any] = {}
+    if not session.model and isinstance(model, Mapping) and isinstance(model.get("id"), str):
+        extra["model"] = model["id"]
+    size = window.get("context_window_size") if isinstance(window, Mapping) else None
+    if session.context_window is None and isinstance(size, int) and size > 0:
+        extra["context_window"] = size
+    return replace(session, **extra) if extra else session
+
+
+def _k(tokens: float) -> str:
+    """Tokens in thousands, ``142k``."""
+    return f"{tokens / 1000:.0f}k"
+
+
+def status_line(payload: Mapping[str, Any], settings: Settings) -> str:
+    """The status line: context over window, and the plan (DESIGN §2 decision, §7 savings).
+
+    Parameters
+    ----------
+    payload : mapping
+        Claude Code's status line JSON (``transcript_path``; ``model.id`` and
+        ``context_window.context_window_size`` used when the transcript records neither).
+    settings : Settings
+
+    Returns
+    -------
+    str
+        ``ctx 142k/200k · compact now saves $0.42 · keep 33`` or ``ctx 142k/200k · keep all``;
+        the saving is the look-ahead's against the best schedule that waits, else NetBenefit ($).
+
+    Raises
+    ------
+    SessionError
+        No ``transcript_path``, or an unreadable transcript.
+    """
+    from dp_compact.api import plan_session
+
+    plan = plan_session(_session(payload), settings)
+    head = f"ctx {_k(plan.estimates.context_tokens)}/{_k(plan.prices.max_context_tokens)}"
+    if plan.decision != "compact":
+        return f"{head} · keep all"
+    saves = (plan.lookahead or {}).get("saves_usd")
+    saves = plan.terms.get("net", 0.0) if saves is None else saves
+    return f"{head} · compact now saves ${saves:.2f} · keep {plan.k}"
+
+
+def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, archive: Any) -> HookOutcome:
+    """Archive the live conversation that Claude Code's compaction is about to replace.
+
+    The pipeline runs with the whole live conversation as its head: a placeholder user turn
+    stands for what follows the compaction and is the one message kept (``--keep 1``), so the
+    archive, its summary, anchors and index are the pipeline's own (DESIGN §5.6). Nothing is
+    written but the archive.
+
+    Parameters
+    ----------
+    payload : mapping
+        The ``PreCompact`` hook's JSON (``transcript_path``, ``trigger``).
+    settings : Settings
+    archive : Archiver
+        Usually :class:`~dp_compact.pipeline.archive.ArchiveStore` (``DP_ARCHIVE_DIR``).
+
+    Returns
+    -------
+    HookOutcome
+        ``archived N messages as archive://<session>/<id>``, or ``nothing to archive``.
+
+    Raises
+    ------
+    SessionError
+        No ``transcript_path``, or an unreadable transcript.
+    CompactionError, ArchiveError
+        The summary or the archive failed (nothing archived).
+    """
+    from dp_compact.pipeline.compact import compact_session
+
+    session = _session(payload)
+    if not session.messages:
+        return HookOutcome("dp-compact: nothing to archive")
+    after = Message(role="user", text=_AFTER, raw={"role": "user", "content": _AFTER})
+    result = compact_session(replace(session, messages=(*session.messages, after)), settings, keep=1, archiver=archive)
+    return HookOutcome(f"dp-compact: archived {result.cut} messages as {result.archive_ref}", result.archive_ref)
+
+
+def run_hook(payload: Any, settings: Settings, archive: Any = None) -> HookOutcome:
+    """Dispatch Claude Code's JSON: ``PreCompact`` archives, anything else is the status line.
+
+    Raises
+    ------
+    SessionError
+        The input is not a JSON object, or as :func:`status_line` / :func:`archive_before_compaction`.
+    """
+    if not isinstance(payload, Mapping):
+        raise SessionError("<stdin>", None, "expected a JSON object (the input of a Claude Code hook or status line)")
+    if payload.get("hook_event_name") == PRE_COMPACT:
+        return archive_before_compaction(payload, settings, archive)
+    return HookOutcome(status_line(payload, settings))

@@ -1,0 +1,201 @@
+"""LangChain 1.x: :class:`DpCompactMiddleware`, the planner and pipeline before every model call.
+
+A drop-in for ``SummarizationMiddleware`` in ``create_agent(..., middleware=[...])``. Before each
+model call it reads the agent's messages as a session (:mod:`dp_compact.adapters.live`), plans
+(DESIGN §2, §7) and, when the plan says compact, runs the pipeline at the planned feasible cut
+(DESIGN §5: tool-call pairs intact, extractive summary, head archived so ``dp-compact recall``
+finds it). The state's messages are then replaced the way ``SummarizationMiddleware`` does it
+(``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` and the new list): the summary as a ``HumanMessage``,
+an acknowledgement ``AIMessage`` when the kept tail starts with a user message, and the kept
+messages themselves, unchanged (same objects, ids and metadata). Otherwise nothing is returned
+and the messages are left as they are.
+
+Token counts come from each ``AIMessage.usage_metadata`` where present (LangChain's convention:
+``input_tokens`` includes cache reads); the window from the model's profile
+(``max_input_tokens``) and the prices from the model's name (DESIGN §3 profiles, genai-prices);
+``DP_*`` settings and keyword arguments win over both. Requires ``pip install "dp-compact[langchain]"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware.types import AgentMiddleware, AgentState
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages.utils import convert_to_messages, convert_to_openai_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+
+from dp_compact.adapters.live import ModelFacts, live_session, output_pairs
+from dp_compact.errors import CompactionError
+from dp_compact.pipeline.compact import CompactionResult, compact_session
+from dp_compact.planner import Plan
+from dp_compact.conversation import Usage
+from dp_compact.settings import load_settings
+
+__all__ = ["METADATA_KEY", "DpCompactMiddleware", "model_facts", "to_openai", "usage_of"]
+
+#: Key of ``HumanMessage.additional_kwargs`` on our summary message: the archive reference and
+#: the ids of the kept ``AIMessage`` s whose usage records measured the prompt before compaction.
+METADATA_KEY = "dp_compact"
+_LOG = logging.getLogger(__name__)
+
+
+def model_facts(model: Any) -> ModelFacts:
+    """Name and window (``profile["max_input_tokens"]``, tokens) of a chat model or model name."""
+    if model is None or isinstance(model, str):
+        return ModelFacts(name=model.split(":", 1)[-1] if isinstance(model, str) else None)
+    name = None
+    try:
+        name = model._get_ls_params().get("ls_model_name")  # noqa: SLF001 - the name LangSmith traces under
+    except (AttributeError, TypeError):
+        pass
+    name = name or getattr(model, "model_name", None) or getattr(model, "model", None)
+    profile = getattr(model, "profile", None)
+    profile = profile if isinstance(profile, Mapping) else {}
+    window = profile.get("max_input_tokens")
+    return ModelFacts(name=name if isinstance(name, str) else None, window=window if isinstance(window, int) and window > 0 else None)
+
+
+def usage_of(message: BaseMessage) -> Usage | None:
+    """The :class:`Usage` of an ``AIMessage`` from its ``usage_metadata`` (tokens), else None."""
+    meta = getattr(message, "usage_metadata", None)
+    if not isinstance(message, AIMessage) or not meta or not meta.get("input_tokens"):
+        return None
+    details = meta.get("input_token_details") or {}
+    return Usage(
+        prompt_tokens=int(meta["input_tokens"]), cache_read_tokens=int(details.get("cache_read") or 0),
+        cache_write_tokens=int(details.get("cache_creation") or 0), output_tokens=int(meta.get("output_tokens") or 0),
+        convention="openai",
+    )
+
+
+def to_openai(message: BaseMessage) -> dict[str, Any]:
+    """One LangChain message as a chat-completions dict (``convert_to_openai_messages``)."""
+    converted = convert_to_openai_messages(message)
+    return converted if isinstance(converted, dict) else converted[0]
+
+
+def _stale_ids(messages: Sequence[BaseMessage]) -> set[str]:
+    """Ids of kept messages whose usage predates our last compaction (stated on its summary message)."""
+    for message in reversed(messages):
+        info = message.additional_kwargs.get(METADATA_KEY) if isinstance(message, HumanMessage) else None
+        if isinstance(info, Mapping):
+            return set(info.get("stale_usage_ids") or ())
+    return set()
+
+
+class DpCompactMiddleware(AgentMiddleware):
+    """Plan before each model call; compact at the planned cut when it pays (DESIGN §2, §5, §7).
+
+    Parameters
+    ----------
+    model : BaseChatModel or str, optional
+        The agent's model (or its name): its name gives prices, its profile the window.
+    session_id : str, optional
+        Name of the conversation in the archive; default the graph's ``thread_id``, else ``"langchain"``.
+    archive : Archiver or None or "default"
+        Where compacted heads go; ``"default"`` is :class:`~dp_compact.pipeline.archive.ArchiveStore`
+        at ``DP_ARCHIVE_DIR`` (else the user data directory); None archives nothing.
+    summarizer : Summarizer, optional
+        Default the extractive summarizer (offline, no model call).
+    **settings
+        Settings by field name (``provider=``, ``max_context_tokens=``, ``planner=``, ``v=`` ...), as
+        command-line flags: above ``DP_*``, ``.env`` and the profile.
+
+    Attributes
+    ----------
+    plans : list of Plan
+        The plan made before each model call, in order.
+    compactions : list of CompactionResult
+        The compactions carried out, in order.
+
+    Raises
+    ------
+    SettingsError
+        An invalid setting (at construction).
+    """
+
+    def __init__(
+        self, model: Any = None, *, session_id: str | None = None, archive: Any = "default", summarizer: Any = None, **settings: Any
+    ) -> None:
+        super().__init__()
+        self.facts = model_facts(model)
+        self.settings = load_settings(**settings)
+        self.session_id = session_id
+        if archive == "default":
+            from dp_compact.pipeline.archive import ArchiveStore
+
+            archive = ArchiveStore(self.settings.archive_dir)
+        self.archive = archive
+        self.summarizer = summarizer
+        self.plans: list[Plan] = []
+        self.compactions: list[CompactionResult] = []
+
+    def _session_id(self) -> str:
+        """The given session id, else the running graph's thread id, else ``langchain``."""
+        if self.session_id:
+            return self.session_id
+        try:
+            from langgraph.config import get_config
+
+            thread = (get_config().get("configurable") or {}).get("thread_id")
+        except RuntimeError:  # called outside a graph
+            thread = None
+        return str(thread) if thread else "langchain"
+
+    def compact_messages(self, messages: Sequence[AnyMessage]) -> list[BaseMessage] | None:
+        """The compacted message list, or None when the plan keeps everything (framework-free entry).
+
+        Parameters
+        ----------
+        messages : sequence of BaseMessage
+            The agent's messages, oldest first.
+
+        Returns
+        -------
+        list of BaseMessage or None
+            Summary ``HumanMessage``, acknowledgement ``AIMessage`` when needed, and the kept
+            messages as the same objects; None when nothing is compacted (also when the
+            summary failed: the pipeline then leaves the conversation untouched, and the
+            failure is logged).
+        """
+        raws = [to_openai(m) for m in messages]
+        stale = _stale_ids(messages)
+        usages = [None if m.id in stale else usage_of(m) for m in messages]
+        session = live_session(raws, usages, session_id=self._session_id(), facts=self.facts)
+        try:
+            result = compact_session(session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive)
+        except CompactionError as exc:
+            _LOG.warning("dp-compact: compaction skipped: %s", exc)
+            return None
+        if result.plan is not None:
+            self.plans.append(result.plan)
+        if result.decision != "compact":
+            return None
+        self.compactions.append(result)
+        kept_ai = [m.id for m in messages[result.cut:] if isinstance(m, AIMessage) and m.id]
+        info = {"archive_ref": result.archive_ref, "stale_usage_ids": kept_ai}
+        out: list[BaseMessage] = []
+        for message, original in output_pairs(result.messages, messages, raws):
+            if original is not None:
+                out.append(original)
+                continue
+            new = convert_to_messages([message])[0]
+            if isinstance(new, HumanMessage):
+                new.additional_kwargs[METADATA_KEY] = info
+            out.append(new)
+        return out
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Replace the messages by the compacted list when the plan says compact; else None."""
+        compacted = self.compact_messages(state["messages"])
+        if compacted is None:
+            return None
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *compacted]}
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """As :meth:`before_model` (planning and the extractive summary are local computations)."""
+        return self.before_model(state, runtime)

@@ -1,0 +1,211 @@
+"""pydantic-ai: :class:`DpCompactProcessor`, a history processor running the planner and the pipeline.
+
+Use it as ``Agent(..., capabilities=[ProcessHistory(DpCompactProcessor(...))])`` (pydantic-ai 2)
+or ``Agent(..., history_processors=[DpCompactProcessor(...)])`` (pydantic-ai 1). Before each
+model request it reads the ``ModelMessage`` list as a session (:mod:`dp_compact.adapters.live`),
+plans (DESIGN §2, §7) and, when the plan says compact, runs the pipeline at the planned feasible
+cut (DESIGN §5): the head is summarized and archived, the summary becomes a ``ModelRequest``
+(after the system prompt parts), an acknowledgement ``ModelResponse`` follows when the tail
+starts with a user prompt, and the kept messages are returned as the same objects. Otherwise the
+list is returned unchanged.
+
+Token counts come from each ``ModelResponse.usage`` (pydantic-ai's ``input_tokens`` includes the
+cache reads and writes) and the model from ``ModelResponse.model_name``; give the window with
+``max_context_tokens=`` when the model's profile is not the one a price list knows. Requires
+``pip install "dp-compact[pydantic-ai]"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage, ModelRequest, ModelResponse, RetryPromptPart, SystemPromptPart, TextPart, ToolCallPart, ToolReturnPart,
+    UserPromptPart,
+)
+
+from dp_compact.adapters.live import ModelFacts, live_session
+from dp_compact.errors import CompactionError
+from dp_compact.pipeline.compact import CompactionResult, compact_session
+from dp_compact.planner import Plan
+from dp_compact.conversation import Usage
+from dp_compact.settings import load_settings
+
+__all__ = ["METADATA_KEY", "DpCompactProcessor", "to_openai", "usage_of"]
+
+#: Key of ``ModelRequest.metadata`` on our summary request (not sent to the model): the archive
+#: reference and how many kept ``ModelResponse`` s after it measured the prompt before compaction.
+METADATA_KEY = "dp_compact"
+_LOG = logging.getLogger(__name__)
+
+
+def _user_text(content: Any) -> str:
+    """A user prompt's text (non-text content named by its kind)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(item if isinstance(item, str) else f"[{type(item).__name__}]" for item in content)
+
+
+def _request_dicts(message: ModelRequest) -> list[tuple[dict[str, Any], list[int]]]:
+    """Chat-completions dicts of a request, each with the indices of the parts it stands for."""
+    out: list[tuple[dict[str, Any], list[int]]] = []
+    for index, part in enumerate(message.parts):
+        if isinstance(part, SystemPromptPart):
+            out.append(({"role": "system", "content": part.content}, [index]))
+        elif isinstance(part, UserPromptPart):
+            out.append(({"role": "user", "content": _user_text(part.content)}, [index]))
+        elif isinstance(part, ToolReturnPart):
+            out.append(({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response_str()}, [index]))
+        elif isinstance(part, RetryPromptPart):
+            body = part.model_response()
+            wire = {"role": "tool", "tool_call_id": part.tool_call_id, "content": body} if part.tool_name else {"role": "user", "content": body}
+            out.append((wire, [index]))
+    return out
+
+
+def _response_dict(message: ModelResponse) -> dict[str, Any]:
+    """A response as one assistant dict: its text parts and tool calls (thinking and built-in tools left out)."""
+    text = "\n".join(p.content for p in message.parts if isinstance(p, TextPart) and p.content)
+    calls = [
+        {"id": p.tool_call_id, "type": "function", "function": {"name": p.tool_name, "arguments": p.args_as_json_str()}}
+        for p in message.parts if isinstance(p, ToolCallPart)
+    ]
+    return {"role": "assistant", "content": text or (None if calls else ""), **({"tool_calls": calls} if calls else {})}
+
+
+def to_openai(messages: Sequence[ModelMessage]) -> list[tuple[dict[str, Any], int, list[int]]]:
+    """Each chat-completions dict of ``messages`` with its message index and part indices."""
+    out: list[tuple[dict[str, Any], int, list[int]]] = []
+    for n, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            out.append((_response_dict(message), n, list(range(len(message.parts)))))
+        else:
+            out.extend((wire, n, parts) for wire, parts in _request_dicts(message))
+    return out
+
+
+def usage_of(message: ModelMessage) -> Usage | None:
+    """The :class:`Usage` of a ``ModelResponse`` (tokens; input includes cache reads and writes), else None."""
+    usage = getattr(message, "usage", None)
+    if not isinstance(message, ModelResponse) or usage is None or not usage.input_tokens:
+        return None
+    return Usage(
+        prompt_tokens=usage.input_tokens, cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+        output_tokens=usage.output_tokens, convention="openai",
+    )
+
+
+def _stale(messages: Sequence[ModelMessage]) -> set[int]:
+    """Indices of kept responses whose usage predates our last compaction (counted on its summary request)."""
+    for n in range(len(messages) - 1, -1, -1):
+        info = (getattr(messages[n], "metadata", None) or {}).get(METADATA_KEY)
+        if isinstance(info, dict):
+            responses = [i for i in range(n + 1, len(messages)) if isinstance(messages[i], ModelResponse)]
+            return set(responses[: int(info.get("stale_responses", 0))])
+    return set()
+
+
+class DpCompactProcessor:
+    """A pydantic-ai history processor: plan before each request, compact when it pays (DESIGN §2, §5, §7).
+
+    Parameters
+    ----------
+    model : str, optional
+        Model name for prices and window when the responses name none (``ModelResponse.model_name`` wins).
+    session_id : str
+        Name of the conversation in the archive.
+    archive : Archiver or None or "default"
+        Where compacted heads go; ``"default"`` is :class:`~dp_compact.pipeline.archive.ArchiveStore`
+        at ``DP_ARCHIVE_DIR`` (else the user data directory); None archives nothing.
+    summarizer : Summarizer, optional
+        Default the extractive summarizer (offline, no model call).
+    **settings
+        Settings by field name (``provider=``, ``max_context_tokens=``, ``v=`` ...), as command-line
+        flags: above ``DP_*`` and ``.env``.
+
+    Attributes
+    ----------
+    plans : list of Plan
+        The plan made before each request.
+    compactions : list of CompactionResult
+        The compactions carried out.
+
+    Raises
+    ------
+    SettingsError
+        An invalid setting (at construction).
+    """
+
+    def __init__(self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None, **settings: Any) -> None:
+        self.model = model.split(":", 1)[-1] if model else None
+        self.settings = load_settings(**settings)
+        self.session_id = session_id
+        if archive == "default":
+            from dp_compact.pipeline.archive import ArchiveStore
+
+            archive = ArchiveStore(self.settings.archive_dir)
+        self.archive = archive
+        self.summarizer = summarizer
+        self.plans: list[Plan] = []
+        self.compactions: list[CompactionResult] = []
+
+    def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The history to send: compacted when the plan says so, else ``messages`` itself.
+
+        A failed summary leaves the history untouched (DESIGN §5) and is logged.
+        """
+        wires = to_openai(messages)
+        raws = [w for w, _, _ in wires]
+        stale = _stale(messages)
+        usages = [None if n in stale else usage_of(messages[n]) for _, n, _ in wires]
+        name = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None) or self.model
+        session = live_session(raws, usages, session_id=self.session_id, facts=ModelFacts(name))
+        try:
+            result = compact_session(session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive)
+        except CompactionError as exc:
+            _LOG.warning("dp-compact: compaction skipped: %s", exc)
+            return messages
+        if result.plan is not None:
+            self.plans.append(result.plan)
+        if result.decision != "compact":
+            return messages
+        self.compactions.append(result)
+        return self._rebuild(messages, wires, result)
+
+    def _rebuild(self, messages: list[ModelMessage], wires: list[tuple[dict[str, Any], int, list[int]]], result: CompactionResult) -> list[ModelMessage]:
+        """The compacted history: originals whose every dict was kept, the kept parts of the others, new messages for the rest."""
+        places = {id(w): (n, parts) for w, n, parts in wires}
+        kept: dict[int, list[int]] = {}
+        order: list[int | dict[str, Any]] = []  # message index of an original, or a new dict
+        for wire in result.messages:
+            if id(wire) not in places:
+                order.append(wire)
+                continue
+            n, parts = places[id(wire)]
+            if n not in kept:
+                order.append(n)
+            kept.setdefault(n, []).extend(parts)
+        info = {"archive_ref": result.archive_ref, "stale_responses": sum(1 for n in kept if isinstance(messages[n], ModelResponse))}
+        built: list[tuple[ModelMessage, bool]] = []  # (message, untouched original)
+        for item in order:
+            if isinstance(item, dict):
+                text = str(item.get("content") or "")
+                new: ModelMessage = ModelResponse(parts=[TextPart(text)]) if item.get("role") == "assistant" else \
+                    ModelRequest(parts=[UserPromptPart(text)], metadata={METADATA_KEY: info})
+                built.append((new, False))
+            elif sorted(kept[item]) == list(range(len(messages[item].parts))):
+                built.append((messages[item], True))
+            else:
+                built.append((replace(messages[item], parts=[messages[item].parts[i] for i in sorted(kept[item])]), False))
+        out: list[tuple[ModelMessage, bool]] = []
+        for message, untouched in built:  # one request where a new one meets another request
+            if out and isinstance(message, ModelRequest) and isinstance(out[-1][0], ModelRequest) and not (untouched and out[-1][1]):
+                previous = out[-1][0]
+                metadata = {**(previous.metadata or {}), **(message.metadata or {})} or None
+                out[-1] = (replace(previous, parts=[*previous.parts, *message.parts], metadata=metadata), False)
+            else:
+                out.append((message, untouched))
+        return [message for message, _ in out]

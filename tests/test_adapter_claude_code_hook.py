@@ -1,0 +1,76 @@
+"""``dp-compact hook`` on recorded Claude Code payloads pointing at real transcripts."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.api import plan_file
+from dp_compact.cli import app
+from dp_compact.pipeline.archive import ArchiveStore
+from dp_compact.sessions import read_session
+from dp_compact.settings import load_settings
+from tests.conftest import SESSIONS, need
+
+TRANSCRIPTS = ("cc_raze_hooks.jsonl", "cc_privacy_x402.jsonl", "cc_fundwise.jsonl")
+STATUS_LINE = re.compile(r"^ctx \d+k/\d+k · (keep all|compact now saves \$\d+\.\d\d · keep \d+)$")
+
+
+def status_payload(transcript: Path) -> dict:
+    """Claude Code's status line input (its documented fields), as recorded, for ``transcript``."""
+    return {
+        "hook_event_name": "Status", "session_id": transcript.stem, "transcript_path": str(transcript),
+        "cwd": "/home/user/work/raze", "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"},
+        "workspace": {"current_dir": "/home/user/work/raze", "project_dir": "/home/user/work/raze"},
+        "version": "2.1.81", "output_style": {"name": "default"},
+        "cost": {"total_cost_usd": 0.42, "total_duration_ms": 120000, "total_lines_added": 10, "total_lines_removed": 2},
+    }
+
+
+def pre_compact_payload(transcript: Path, trigger: str = "auto") -> dict:
+    """Claude Code's PreCompact hook input, as recorded, for ``transcript``."""
+    return {
+        "session_id": transcript.stem, "transcript_path": str(transcript), "cwd": "/home/user/work/raze",
+        "permission_mode": "default", "hook_event_name": "PreCompact", "trigger": trigger, "custom_instructions": "",
+    }
+
+
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+def test_hook_status_line_is_one_line_and_matches_the_plan(name):
+    transcript = need(SESSIONS / "claude_code" / name)
+    done = CliRunner().invoke(app, ["hook"], input=json.dumps(status_payload(transcript)))
+    assert done.exit_code == 0, done.output
+    line = done.stdout.strip()
+    assert "\n" not in line and STATUS_LINE.match(line), line
+    plan = plan_file(transcript, load_settings(), lenient=True)
+    assert line.startswith(f"ctx {plan.estimates.context_tokens / 1000:.0f}k/{plan.prices.max_context_tokens / 1000:.0f}k")
+    assert line.endswith("keep all" if plan.decision == "keep" else f"keep {plan.k}")
+
+
+def test_hook_pre_compact_archives_the_live_conversation_for_recall(monkeypatch, tmp_path):
+    transcript = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    before = transcript.read_bytes()
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    runner = CliRunner()
+    done = runner.invoke(app, ["hook"], input=json.dumps(pre_compact_payload(transcript)))
+    assert done.exit_code == 0, done.output
+    ref = re.search(r"archive://\S+", done.stdout).group(0)
+    live = read_session(transcript, lenient=True).messages
+    assert done.stdout.startswith(f"dp-compact: archived {len(live)} messages as archive://cc_raze_hooks/")
+    assert ArchiveStore(tmp_path / "archive").restore(ref) == [m.raw for m in live]  # every message the compaction drops
+    first_words = next(m.text for m in live if m.role == "user").split()[:2]
+    hits = json.loads(runner.invoke(app, ["recall", " ".join(first_words), "--json"]).stdout)
+    assert ref in [h["ref"] for h in hits]
+    assert transcript.read_bytes() == before  # the transcript is only read
+
+
+def test_hook_rejects_input_without_a_transcript_in_one_line():
+    done = CliRunner().invoke(app, ["hook"], input="{}")
+    assert done.exit_code == 1 and done.stdout == ""
+    assert done.stderr.strip() == "dp-compact: <stdin>: no transcript_path: not the JSON of a Claude Code hook or status line"
+    done = CliRunner().invoke(app, ["hook"], input="not json")
+    assert done.exit_code == 1 and done.stderr.startswith("dp-compact: <stdin>: not JSON")
