@@ -16,13 +16,7 @@ from tests.conftest import CASES, need
 
 
 #: Cases whose fault is not fixed yet, each with what is wrong; they still run and report.
-KNOWN_FAILURES: dict[str, str] = {
-    "24-compaction-refires-on-its-own-output": (
-        "the look-ahead planner does not compact this input (with DP_E_FIXED=40 and 1.5k tokens of growth per call its"
-        " best schedule compacts in about 6 calls), so there is no first compaction to re-plan; the fixed point holds"
-        " for the compactions it makes (tests/test_pipeline_sessions.py, tests/test_lookahead.py)"
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _case_folders() -> list[Path]:

@@ -17,6 +17,7 @@ from dp_compact.pipeline.compact import compact_file
 from dp_compact.pipeline.texts import parse_sections
 from dp_compact.pipeline.validate import validate_messages
 from dp_compact.settings import load_settings
+from tests.conftest import SESSIONS, need
 from tests.pipeline_helpers import FakeArchiver, read_jsonl, write_jsonl
 
 INSTRUCTION = "Never run migrations against production."
@@ -143,7 +144,7 @@ def test_cli_compact_writes_reports_and_validates(tmp_path: Path):
 def test_cli_compact_nothing_to_do_dry_run_and_errors(tmp_path: Path):
     source, out = _session(tmp_path), tmp_path / "out.jsonl"
     runner = CliRunner()
-    result = runner.invoke(app, ["compact", str(_session(tmp_path, turns=2, lines=2)), "-o", str(out)])
+    result = runner.invoke(app, ["compact", str(_session(tmp_path, turns=2, lines=2)), "-o", str(out), "--when-due"])
     assert result.exit_code == 0 and "nothing to do" in result.stdout and not out.exists()
     result = runner.invoke(app, ["compact", str(source), "--keep", "4", "--dry-run"])
     assert result.exit_code == 0 and "would compact" in result.stdout and "anchor" in result.stdout and not out.exists()
@@ -228,3 +229,35 @@ def test_cli_compact_keep_without_feasible_cut_names_the_blocking_call(tmp_path:
         f"dp-compact: {path}: no feasible cut keeps at least 5 of 6 messages and drops one: the tail would open on"
         f" message 1 ({path}:2), the result of tool call toolu_first made by message 0 ({path}:1); the nearest feasible keep is 4\n"
     )
+
+
+def test_cli_compact_now_where_the_look_ahead_would_wait_for_a_scheduled_compaction(tmp_path: Path, monkeypatch):
+    """`compact` compacts now at the planner's best present cut where its best schedule compacts later
+    (rule `requested`); `--when-due` follows the plan; the output is a fixed point of the planner."""
+    source = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    runner = CliRunner()
+    planned = json.loads(runner.invoke(app, ["plan", str(source), "--json"]).stdout)
+    assert planned["rule"] == "wait" and planned["lookahead"]["next_compaction_calls"] is not None
+    due = tmp_path / "due.jsonl"
+    result = runner.invoke(app, ["compact", str(source), "-o", str(due), "--when-due", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["decision"] == "keep" and not due.exists()
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["compact", str(source), "-o", str(out), "--json"])
+    data = json.loads(result.stdout)
+    assert result.exit_code == 0 and data["decision"] == "compact" and data["rule"] == "requested"
+    assert data["k"] == planned["best_candidate"]["k"] and data["cut"] == planned["best_candidate"]["cut"]
+    assert validate_messages(read_jsonl(out), "anthropic") == ()
+    again = json.loads(runner.invoke(app, ["plan", str(out), "--json"]).stdout)
+    assert again["decision"] == "keep" and again["rule"] == "just-compacted"
+    result = runner.invoke(app, ["compact", str(out), "-o", str(tmp_path / "twice.jsonl"), "--json"])
+    assert json.loads(result.stdout)["decision"] == "keep" and not (tmp_path / "twice.jsonl").exists()
+
+
+def test_cli_compact_writes_nothing_where_no_compaction_pays_before_the_session_ends(tmp_path: Path, monkeypatch):
+    """With one call left (DP_E_FIXED=1) the best schedule never compacts: `compact` keeps the input."""
+    monkeypatch.setenv("DP_E_FIXED", "1")
+    source, out = _session(tmp_path, turns=6), tmp_path / "out.jsonl"
+    planned = json.loads(CliRunner().invoke(app, ["plan", str(source), "--json"]).stdout)
+    assert planned["rule"] == "wait" and planned["lookahead"]["next_compaction_calls"] is None
+    result = CliRunner().invoke(app, ["compact", str(source), "-o", str(out), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["decision"] == "keep" and not out.exists()

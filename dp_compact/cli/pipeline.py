@@ -21,6 +21,9 @@ def compact(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where the compacted conversation is written (JSONL).")] = None,
     keep: Annotated[Optional[int], typer.Option("--keep", min=1, help="Keep at least K recent messages (nearest feasible cut).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Compact even when the planner would not (its forced-rule cut).")] = False,
+    when_due: Annotated[bool, typer.Option(
+        "--when-due", help="Compact only when the plan says to compact now (not when it would wait for a compaction it has scheduled)."
+    )] = False,
     to: ToOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be dropped, kept, anchored and archived; write nothing.")] = False,
     as_json: JsonOpt = False,
@@ -37,7 +40,12 @@ def compact(
     *,
     flags: dict[str, Any],
 ) -> None:
-    """Compact SESSION at the planner's cut (or --keep K / --force) and write the result to OUTPUT."""
+    """Compact SESSION now at the planner's best cut (or --keep K / --force) and write the result to OUTPUT.
+
+    Where the look-ahead planner would wait for a compaction it has scheduled, this compacts now
+    at the cut it prices best now (--when-due: only when the plan says compact now); where no
+    compaction pays, or nothing was added since dp-compact compacted the file, nothing is written.
+    """
     from dp_compact.cli.render import plan_json, render_compaction
     from dp_compact.pipeline.archive import ArchiveStore
     from dp_compact.pipeline.breaker import CircuitBreaker
@@ -57,7 +65,7 @@ def compact(
 
         chosen = LLMSummarizer(llm_api, llm_model, base_url=llm_base_url, context_window=llm_context_window)
     result = compact_file(
-        session, settings, output=output or Path(), keep=keep, force=force, to=to, dry_run=dry_run,
+        session, settings, output=output or Path(), keep=keep, force=force, requested=not when_due, to=to, dry_run=dry_run,
         summarizer=chosen, archiver=None if dry_run else ArchiveStore(settings.archive_dir), breaker=breaker,
         lenient=lenient, use_cache=not no_cache,
     )

@@ -30,7 +30,7 @@ from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
-from dp_compact.planner import Plan, forced_cut, plan
+from dp_compact.planner import RULE_WAIT, Plan, forced_cut, plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
@@ -39,10 +39,13 @@ from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 from dp_compact.tokens import count_text_tokens
 
-__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "CompactionResult", "compact_file", "compact_session"]
+__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "CompactionResult", "compact_file", "compact_session"]
 
 RULE_KEEP_FLAG = "keep-flag"  # the user chose k (--keep K)
 RULE_FORCED_FLAG = "force-flag"  # --force where the planner would keep everything
+#: ``dp-compact compact`` without --keep where the look-ahead planner would wait for a compaction it
+#: has scheduled (DESIGN §7): compacting was asked for now, at the cut the planner prices best now.
+RULE_REQUESTED = "requested"
 #: Share of the kept tail's message tokens added for JSON framing when sizing the summary: the
 #: SCHEMA reference count (JSON of each message) runs ~4 % above the text count on case 07.
 TAIL_FRAMING_FACTOR = 1.10
@@ -99,9 +102,10 @@ class CompactionResult:
 
 
 def _choose_cut(
-    session: Session, tokens: np.ndarray, settings: Settings, prices: Prices, keep: int | None, force: bool
+    session: Session, tokens: np.ndarray, settings: Settings, prices: Prices, keep: int | None, force: bool,
+    requested: bool = False,
 ) -> tuple[int | None, str, str, Plan | None]:
-    """(cut or None, rule, explanation, plan) from ``--keep``, the planner, or ``--force``."""
+    """(cut or None, rule, explanation, plan) from ``--keep``, the planner, a request, or ``--force``."""
     messages = session.messages
     if not messages:
         return None, "empty", "the session has no messages: nothing to compact", None
@@ -113,6 +117,10 @@ def _choose_cut(
     decided = plan(session, tokens, settings, prices)
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
+    scheduled = decided.rule == RULE_WAIT and (decided.lookahead or {}).get("next_compaction_calls") is not None
+    if requested and scheduled and decided.best_candidate is not None:
+        why = f"compacted now as asked, at the planner's best cut now ({decided.explanation})"
+        return int(decided.best_candidate["cut"]), RULE_REQUESTED, why, decided
     if force:
         cut = forced_cut(decided)
         if cut is None:
@@ -188,6 +196,7 @@ def compact_session(
     *,
     keep: int | None = None,
     force: bool = False,
+    requested: bool = False,
     to: str | None = None,
     summarizer: Summarizer | None = None,
     archiver: Archiver | None = None,
@@ -201,7 +210,7 @@ def compact_session(
     prices, price_notes = choose_prices(settings, session)
     read_notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
     window = prices.max_context_tokens
-    cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force)
+    cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force, requested)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
         return CompactionResult(decision="keep", k=len(session.messages), notes=read_notes, **base)
@@ -258,6 +267,7 @@ def compact_file(
     output: Path | str,
     keep: int | None = None,
     force: bool = False,
+    requested: bool = False,
     to: str | None = None,
     dry_run: bool = False,
     summarizer: Summarizer | None = None,
@@ -281,6 +291,12 @@ def compact_file(
         ``--keep K``: the nearest feasible cut keeping at least ``K`` messages (no planning).
     force : bool
         Compact even when the planner would not: at the planner's forced-rule cut.
+    requested : bool
+        Compaction was asked for now (``dp-compact compact`` without ``--when-due``): where the
+        look-ahead planner would wait for a compaction its best schedule makes later (rule
+        ``wait`` with a next compaction, DESIGN §7), compact now at the cut it prices best now
+        (rule ``requested``). Where no compaction pays within the session's expected future, or
+        the conversation is our own output with nothing added, nothing is compacted.
     to : {"anthropic", "openai"}, optional
         Target API (default: Anthropic for anthropic/claude_code, OpenAI for openai_chat/codex).
     dry_run : bool
@@ -317,7 +333,7 @@ def compact_file(
     if not dry_run:
         check_output(output, source=path)
     result = compact_session(
-        session, settings, keep=keep, force=force, to=to, summarizer=summarizer, archiver=archiver,
+        session, settings, keep=keep, force=force, requested=requested, to=to, summarizer=summarizer, archiver=archiver,
         breaker=breaker, dry_run=dry_run, use_cache=use_cache,
     )
     if result.decision != "compact" or dry_run:
