@@ -111,6 +111,12 @@ def test_plan_keeps_at_least_the_last_api_round_at_a_feasible_cut(messages, wind
         assert result.cut in result.benefit.cut.tolist()  # a feasible cut
         last_call = max((i for i, m in enumerate(messages) if m.role == "assistant" and m.tool_calls), default=None)
         assert last_call is None or result.cut <= last_call  # the last tool call stays with its results
+        # the context after compacting stays under the forced threshold, unless no allowed cut gets there:
+        # then the deepest allowed cut (issue: plan against the window)
+        allowed = result.benefit.cut[n - result.benefit.cut >= result.min_keep]
+        deepest = int(allowed.max())
+        if result.context_after_tokens > result.force_threshold_tokens:
+            assert result.cut == deepest, (result.cut, deepest, result.context_after_tokens)
     else:
         assert result.k == n and result.cut == 0
 
