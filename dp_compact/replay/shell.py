@@ -90,7 +90,7 @@ def recorded_calls(
     """Positions (index of each assistant message) and output tokens of the calls, their source,
     and the recorded prompt of each call.
 
-    Usage records are placed on assistant messages by :func:`~dp_compact.history.call_message_counts`
+    Usage records are placed on assistant messages by :func:`~dp_compact.estimation.call_message_counts`
     (when every record has a source line). Returns ``(positions, output_tokens, source, prompts)``,
     arrays of shape (C,); source ``"usage"`` when a record was placed, else ``"messages"``;
     ``prompts`` is the placed record's ``prompt_tokens``, ``-1`` for a call without one.
