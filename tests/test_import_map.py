@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dp_compact"
 
 #: The core modules (``dp_compact.<name>``).
 CORE = (
-    "benefit", "conversation", "cuts", "documents", "estimation", "file_operations", "io", "lookahead", "patterns", "planner",
-    "pricing", "reuse", "settings", "summary_text", "tokens", "windows",
+    "benefit", "conversation", "cuts", "decision", "documents", "estimation", "file_operations", "io", "lookahead",
+    "patterns", "planner", "planner_lookahead", "pricing", "reuse", "settings", "summary_text", "tokens", "windows",
 )
 #: Modules (and packages) the core must not import, at any depth of its own imports.
 FORBIDDEN = ("sessions", "calibration", "figures", "timeline", "cli", "replay", "pipeline")
