@@ -163,6 +163,9 @@ def plan(
     (``Session.messages_since_compaction == 0``) is kept below the threshold: the plan that
     compacted it already chose (a compaction is a fixed point).
 
+    ``DP_PLANNER=seed`` is a second name for ``DP_MODEL=seed``: the seed's model always decides by
+    the myopic rules, and the plan's ``planner`` reads ``seed``.
+
     ``myopic`` and ``seed``: rules, in order (DESIGN §2 "Decision"): candidates are feasible cuts keeping at least
     ``min_keep`` messages and dropping at least one; compact at the best if its NetBenefit > 0
     (ties: smaller k); else, if the current context exceeds DP_FORCE_RATIO · M, compact at the
