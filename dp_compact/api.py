@@ -317,7 +317,7 @@ def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False
     SessionError, UnknownProfileError
         Unreadable session or unknown provider.
     """
-    from dp_compact.history import read_history
+    from dp_compact.calibration.history import read_history
     from dp_compact.timeline import timeline
 
     history = read_history(path, lenient=lenient)

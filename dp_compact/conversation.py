@@ -2,8 +2,9 @@
 
 Value types (:class:`Message`, :class:`ToolCall`, :class:`ToolResult`, :class:`Usage`,
 :class:`Session`, :class:`RecordedCompaction`, :class:`SeedStats`) and the format-neutral rules
-over them: what a user turn is (:attr:`Message.is_user_turn`, from :attr:`Message.kind`), how a
-compaction summary opens, and the counts of user turns and LLM calls a summary of ours carries.
+over them: what a user turn is (:attr:`Message.is_user_turn`, from :attr:`Message.kind`) and the
+counts of user turns and LLM calls, carried over the summaries of ours (how a summary reads is
+:mod:`dp_compact.summary_text`, whose names are re-exported here).
 A :class:`Session` holds the *live* conversation (the messages after the last compaction
 marker, which is what the model sees now), the usage records of the LLM calls, and counters over
 the whole file (user turns, LLM calls, compactions). Everything is immutable.
@@ -11,14 +12,24 @@ the whole file (user turns, LLM calls, compactions). Everything is immutable.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dp_compact.summary_text import (
+    SUMMARY_PREFIXES,
+    CompactingTool,
+    is_summary_text,
+    summary_counts,
+    summary_kept,
+    summary_recorded,
+    summary_tool,
+)
+
 __all__ = [
     "MESSAGE_KINDS",
     "SUMMARY_PREFIXES",
+    "CompactingTool",
     "Message",
     "MessageKind",
     "RecordedCompaction",
@@ -38,37 +49,7 @@ __all__ = [
     "summary_tool",
 ]
 
-#: Text that opens a hand-over summary message written by a compaction: ours (DESIGN §5.7,
-#: ``[summary]``) and Claude Code's / converters' ("This session is being continued ...").
-SUMMARY_PREFIXES = (
-    "[summary]",
-    "This session is being continued from a previous conversation",
-    "Another language model started to solve this problem and produced a summary",  # Codex
-)
-
-
-def is_summary_text(text: str) -> bool:
-    """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
-    head = text[:4096].lstrip()[:120]
-    return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
-
-
-def summary_tool(text: str) -> CompactingTool:
-    """The tool whose hand-over sentence opens a summary message (``SUMMARY_PREFIXES``).
-
-    Claude Code's "This session is being continued ..." gives ``claude-code``, Codex's "Another
-    language model started ..." gives ``codex``; anything else (ours included) ``other``.
-    """
-    head = text.lstrip()
-    if head.startswith(SUMMARY_PREFIXES[1]):
-        return "claude-code"
-    return "codex" if head.startswith(SUMMARY_PREFIXES[2]) else "other"
-
-
-
 Role = Literal["user", "assistant", "tool"]
-#: The agent whose compaction a marker records (:class:`RecordedCompaction`).
-CompactingTool = Literal["claude-code", "codex", "other"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,69 +326,6 @@ class Session:
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)
-
-
-_SUMMARY_COUNTS = re.compile(
-    r"\((\d[\d,]*) messages, (\d[\d,]*) user turns, (\d[\d,]*) LLM calls,[^)]*\) were compacted by dp-compact \(compaction (\d+)[;)]"
-)
-
-
-def summary_counts(text: str) -> tuple[int, int, int, int]:
-    """(messages, user turns, LLM calls, compaction number) that a summary of ours states; zeros otherwise.
-
-    Our summary message opens with ``[summary]`` and an intro line "(N messages, T user turns,
-    C LLM calls, about H tokens) were compacted by dp-compact (compaction c)"
-    (``pipeline/prompts.toml``), so that t, L and c of DESIGN §2 survive compaction (they include
-    what earlier summaries in the head stood for) and N, the messages of that head (an earlier
-    summary among them counts as one), gives the planner the share it kept.
-
-    >>> summary_counts("[summary]\\nEarlier messages (1,204 messages, 9 user turns, 88 LLM calls, about 1 tokens) "
-    ...                "were compacted by dp-compact (compaction 2).")
-    (1204, 9, 88, 2)
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return 0, 0, 0, 0
-    found = _SUMMARY_COUNTS.search(text[:500])
-    return tuple(int(g.replace(",", "")) for g in found.groups()) if found else (0, 0, 0, 0)  # type: ignore[return-value]
-
-
-_SUMMARY_KEPT = re.compile(r"about [\d,]+ tokens, (\d[\d,]*) messages follow\) were compacted by dp-compact")
-
-
-def summary_kept(text: str) -> int | None:
-    """Messages a summary of ours states it is followed by (the kept tail and an acknowledgement), or None.
-
-    >>> summary_kept("[summary]\\nEarlier messages (12 messages, 1 user turns, 5 LLM calls, about 900 tokens, "
-    ...              "4 messages follow) were compacted by dp-compact (compaction 1).")
-    4
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return None
-    found = _SUMMARY_KEPT.search(text[:600])
-    return int(found.group(1).replace(",", "")) if found else None
-
-
-_SUMMARY_RECORDED = re.compile(r"compacted by dp-compact \(compaction \d+((?:; [^;)]+)*)\)")
-
-
-def summary_recorded(text: str) -> tuple[str | None, int | None]:
-    """The model and window (tokens) a summary of ours states the conversation ran with; None where it does not.
-
-    >>> summary_recorded("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
-    ...                  "compacted by dp-compact (compaction 1; model gpt-5.3-codex; window 258,400 tokens).")
-    ('gpt-5.3-codex', 258400)
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return None, None
-    found = _SUMMARY_RECORDED.search(text[:1000])
-    model, window = None, None
-    for part in (found.group(1).split(";") if found else ()):
-        key, _, value = part.strip().partition(" ")
-        if key == "model" and value:
-            model = value.strip()
-        elif key == "window" and (digits := value.replace(",", "").split(" ")[0]).isdigit():
-            window = int(digits)
-    return model, window
 
 
 def last_own_summary(messages: Sequence[Message]) -> int | None:

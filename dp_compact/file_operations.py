@@ -3,8 +3,9 @@
 Recognised by tool name (case-insensitive) and arguments across formats: read tools
 (``Read``, ``read_file``, ``view``), editors (``str_replace_editor`` commands), write tools,
 Codex's ``apply_patch`` bodies and shell commands (``cat``/``head``/``sed -n``/``nl`` reads,
-redirections and here-documents as writes), Windows paths included. Used by the judge's rule (b)
-of DESIGN §6 "Lost information" (:mod:`dp_compact.reuse`). Pure: no IO.
+redirections and here-documents as writes), Windows paths included; the tool and program names
+come from :mod:`dp_compact.patterns`. Used by the judge's rule (b) of DESIGN §6 "Lost information"
+(:mod:`dp_compact.reuse`). Pure: no IO.
 """
 
 from __future__ import annotations
@@ -18,8 +19,22 @@ from collections.abc import Iterator
 from typing import Any
 
 from dp_compact.conversation import ToolCall
+from dp_compact.patterns import (
+    EDITOR_TOOLS,
+    EDITOR_WRITES,
+    PATCH_PATH,
+    PATH_ARGUMENT_KEYS,
+    READ_TOOLS,
+    SHELL_COMMAND_KEYS,
+    SHELL_HINT,
+    SHELL_READERS,
+    SHELLS,
+    WINDOWS_PATH,
+    WORKDIR_KEYS,
+    WRITE_TOOLS,
+)
 
-__all__ = ["WORKDIR_KEYS", "argument_text", "file_operations", "first_string", "operations", "parsed_arguments"]
+__all__ = ["argument_text", "file_operations", "first_string", "operations", "parsed_arguments"]
 
 
 def _leaves(value: Any) -> Iterator[str]:
@@ -47,17 +62,6 @@ def argument_text(call: ToolCall, parsed: Any) -> str:
     return call.arguments if parsed is None else "\n".join(_leaves(parsed))
 
 
-_READ_TOOLS = frozenset({"read", "read_file", "view", "open"})
-_EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
-_EDITOR_WRITES = frozenset({"create", "str_replace", "insert"})
-_WRITE_TOOLS = frozenset(
-    {"edit", "multiedit", "write", "notebookedit", "write_to_file", "replace_in_file", "write_file", "replace", "edit_file"}
-)
-_PATH_KEYS = ("file_path", "path", "absolute_path", "absolutePath", "notebook_path", "target_file", "filename")
-_SHELL_KEYS = ("command", "cmd")
-WORKDIR_KEYS = ("workdir", "cwd")
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "powershell", "pwsh", "powershell.exe", "pwsh.exe", "cmd", "cmd.exe"})
-_SHELL_READERS = frozenset({"cat", "head", "tail", "nl", "get-content", "gc"})
 _POWERSHELL_VALUES = {"-totalcount", "-head", "-tail", "-first", "-last", "-encoding", "-delimiter", "-readcount"}
 _OPTIONS_WITH_VALUE = {
     "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
@@ -66,10 +70,7 @@ _OPTIONS_WITH_VALUE = {
 _CONTROL = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
 _REDIRECT_WRITE = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
 _REDIRECT_OTHER = frozenset({"<", "<<", "<<<", "<>", "<&"})
-_PATCH_PATH = re.compile(r"^\*\*\* (?:Update File|Add File|Delete File|Move to): (.+?)\s*$", re.MULTILINE)
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
-_SHELL_HINT = re.compile(r">|\b(?:cat|head|tail|nl|sed|get-content|gc)\b", re.IGNORECASE)  # lines worth tokenizing
-_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
 
 
 def _normalize(path: str, workdir: str | None) -> str | None:
@@ -77,7 +78,7 @@ def _normalize(path: str, workdir: str | None) -> str | None:
     path = path.strip().strip("'\"")
     if not path or path in ("-", "/dev/null"):
         return None
-    windows = bool(_WINDOWS_PATH.match(path)) or (workdir is not None and bool(_WINDOWS_PATH.match(workdir)))
+    windows = bool(WINDOWS_PATH.match(path)) or (workdir is not None and bool(WINDOWS_PATH.match(workdir)))
     module = ntpath if windows else posixpath
     if workdir and not module.isabs(path) and not path.startswith("~"):
         path = module.join(workdir, path)
@@ -99,7 +100,7 @@ def _script(command: Any) -> str | None:
         return command
     if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
         return None
-    if len(command) >= 3 and posixpath.basename(command[0]).lower() in _SHELLS and command[1].lower() in ("-c", "-lc", "-command", "/c"):
+    if len(command) >= 3 and posixpath.basename(command[0]).lower() in SHELLS and command[1].lower() in ("-c", "-lc", "-command", "/c"):
         return command[-1]
     return shlex.join(command)
 
@@ -151,14 +152,14 @@ def _shell_operations(script: str) -> tuple[list[str], list[str]]:
     reads: list[str] = []
     writes: list[str] = []
     for line in _script_lines(script):
-        if not _SHELL_HINT.search(line):
+        if not SHELL_HINT.search(line):
             continue
         for words, targets in _simple_commands(_tokens(line)):
             writes.extend(targets)
             if not words:
                 continue
             program = ntpath.basename(words[0]).lower()
-            if program in _SHELL_READERS:
+            if program in SHELL_READERS:
                 reads.extend(_operands(words[1:], _OPTIONS_WITH_VALUE.get(program, set())))
             elif program == "sed":
                 options = [w for w in words[1:] if w.startswith("-")]
@@ -218,19 +219,19 @@ def operations(name: str, parsed: Any, text: str, workdir: str | None) -> tuple[
     arguments = parsed if isinstance(parsed, dict) else {}
     workdir = first_string(arguments, WORKDIR_KEYS) or workdir
     reads: list[str] = []
-    writes: list[str] = [m.group(1) for m in _PATCH_PATH.finditer(text)]
-    path = first_string(arguments, _PATH_KEYS)
-    if name in _EDITOR_TOOLS:
+    writes: list[str] = [m.group(1) for m in PATCH_PATH.finditer(text)]
+    path = first_string(arguments, PATH_ARGUMENT_KEYS)
+    if name in EDITOR_TOOLS:
         command = str(arguments.get("command", "")).lower()
         if path and command == "view":
             reads.append(path)
-        elif path and command in _EDITOR_WRITES:
+        elif path and command in EDITOR_WRITES:
             writes.append(path)
-    elif name in _READ_TOOLS and path:
+    elif name in READ_TOOLS and path:
         reads.append(path)
-    elif name in _WRITE_TOOLS and path:
+    elif name in WRITE_TOOLS and path:
         writes.append(path)
-    elif (script := _script(next((arguments[k] for k in _SHELL_KEYS if k in arguments), None))) is not None:
+    elif (script := _script(next((arguments[k] for k in SHELL_COMMAND_KEYS if k in arguments), None))) is not None:
         shell_reads, shell_writes = _shell_operations(script)
         reads.extend(shell_reads)
         writes.extend(shell_writes)

@@ -1,46 +1,56 @@
 """The decision of DESIGN §2: compact now or not, and at which feasible cut.
 
 :func:`plan` is pure: it takes a session, its per-message token counts, settings and prices,
-and returns a :class:`Plan`. Reading files and resolving prices live in :mod:`dp_compact.api`.
+and returns a :class:`~dp_compact.decision.Plan`. The myopic and seed rules are here; the
+look-ahead path (DESIGN §7) is :mod:`dp_compact.planner_lookahead`. Reading files and resolving
+prices live in :mod:`dp_compact.api`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dp_compact.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
-from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
-from dp_compact.estimation import Estimates, estimate
-from dp_compact.lookahead import Forecast, look_ahead
-from dp_compact.pricing import Prices
 from dp_compact.conversation import Session
+from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
+from dp_compact.decision import (
+    NO_TERMS,
+    RULE_BENEFIT,
+    RULE_EMPTY,
+    RULE_FIXED_POINT,
+    RULE_FORCE,
+    RULE_LOOKAHEAD,
+    RULE_NO_BENEFIT,
+    RULE_NO_CUT,
+    RULE_WAIT,
+    Plan,
+)
+from dp_compact.estimation import Estimates, estimate
+from dp_compact.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
+from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
-__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "RULE_BENEFIT", "RULE_FORCE", "RULE_LOOKAHEAD", "RULE_WAIT", "Plan",
-           "forced_cut", "growth_per_call", "min_keep", "plan", "summary_tokens"]
-
-#: What the extractive summarizer writes, tokens: median over the shared sessions of
-#: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
-#: per policy"). The look-ahead planner expects this S unless ``DP_S`` is given.
-EXTRACTIVE_SUMMARY_TOKENS = 780
-#: Calls whose prompt growth gives the forecast's growth per call (DESIGN §7 "recent median").
-GROWTH_WINDOW_CALLS = 20
-
-RULE_BENEFIT = "benefit"  # DESIGN §2 decision 2: best NetBenefit > 0
-RULE_LOOKAHEAD = "lookahead"  # DESIGN §7: compacting now costs less than the best schedule that waits
-RULE_WAIT = "wait"  # DESIGN §7: the best schedule keeps now
-RULE_FIXED_POINT = "just-compacted"  # nothing added since our own compaction: it already chose this cut
-RULE_FORCE = "force"  # DESIGN §2 decision 3: context above DP_FORCE_RATIO · M
-RULE_NO_BENEFIT = "no-benefit"  # decision 4: no positive benefit, context under the threshold
-RULE_EMPTY = "empty"  # no messages
-RULE_NO_CUT = "no-feasible-cut"  # nothing can be dropped under the cut rules
-_TERM_NAMES = ("savings", "cache_miss", "compact_cost", "info_loss", "quality", "net")
-_NO_TERMS = dict.fromkeys(_TERM_NAMES, 0.0)
+__all__ = [
+    "EXTRACTIVE_SUMMARY_TOKENS",
+    "RULE_BENEFIT",
+    "RULE_EMPTY",
+    "RULE_FIXED_POINT",
+    "RULE_FORCE",
+    "RULE_LOOKAHEAD",
+    "RULE_NO_BENEFIT",
+    "RULE_NO_CUT",
+    "RULE_WAIT",
+    "Plan",
+    "forced_cut",
+    "growth_per_call",
+    "min_keep",
+    "plan",
+    "summary_tokens",
+]
 
 
 def min_keep(n_messages: int, ratio: float, earlier_messages: int = 0) -> int:
@@ -52,122 +62,6 @@ def min_keep(n_messages: int, ratio: float, earlier_messages: int = 0) -> int:
     """
     whole = n_messages - 1 + earlier_messages if earlier_messages else n_messages
     return int(min(max(int(np.floor(whole * ratio + 0.5)), 3), n_messages))
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A planning decision and everything it was computed from (DESIGN §2 "Decision").
-
-    Attributes
-    ----------
-    decision : {"compact", "keep"}
-    rule : str
-        Which rule decided: ``benefit``, ``force``, ``no-benefit``, ``empty``, ``no-feasible-cut``.
-    explanation : str
-        One sentence for people.
-    k, cut : int
-        Messages kept and the cut index (head = messages[:cut]); ``k = N`` and ``cut = 0`` for
-        a "keep" decision.
-    n_messages, total_tokens, tail_tokens, head_tokens : int
-        N, T, K, H (tokens) at the chosen cut.
-    terms : dict[str, float]
-        ①–⑤ and net at the chosen cut ($); for "keep", at the best candidate cut (if any).
-    best_candidate : dict or None
-        ``{"k", "cut", "net"}`` of the best candidate cut, whatever the decision.
-    estimates : Estimates
-        E, L, R, avg, c, t and the current context.
-    min_keep, n_feasible_cuts : int
-    force_threshold_tokens : float
-        DP_FORCE_RATIO · M.
-    prices : Prices
-    settings : dict
-        The settings used.
-    path, format : str
-        The session file and its format.
-    skipped_lines : int
-        Malformed lines skipped with ``lenient``.
-    notes : tuple[str, ...]
-        Facts a user should know (prices taken from the session's model, context above the
-        window, a forced cut below min_keep, defaults used for avg or L).
-    benefit : BenefitTerms or None
-        All terms at every feasible cut (for curves); not serialized.
-    planner : {"lookahead", "myopic", "seed"}
-        Which decision rule was used (``DP_PLANNER``).
-    lookahead : dict or None
-        The look-ahead values (DESIGN §7), $ and calls: ``keep_usd``, ``compact_usd`` (at the
-        chosen or best cut), ``saves_usd`` (compacting now against the best schedule that waits),
-        ``next_compaction_calls``, ``expected_calls``, ``horizon_calls``, ``growth_tokens``,
-        ``summary_tokens``; None for the other planners.
-    context_after_tokens : int
-        The prompt right after the decision (V + S + K when compacting, the context otherwise), tokens.
-    lookahead_usd : ndarray or None
-        Expected cost of compacting now at every feasible cut (for curves), $; not serialized.
-    """
-
-    decision: str
-    rule: str
-    explanation: str
-    k: int
-    cut: int
-    n_messages: int
-    total_tokens: int
-    tail_tokens: int
-    head_tokens: int
-    terms: dict[str, float]
-    best_candidate: dict[str, float] | None
-    estimates: Estimates
-    min_keep: int
-    n_feasible_cuts: int
-    force_threshold_tokens: float
-    prices: Prices
-    settings: dict[str, Any]
-    path: str = ""
-    format: str = ""
-    skipped_lines: int = 0
-    notes: tuple[str, ...] = ()
-    benefit: BenefitTerms | None = field(default=None, compare=False, repr=False)
-    planner: str = "myopic"
-    lookahead: dict[str, float | None] | None = None
-    context_after_tokens: int = 0
-    lookahead_usd: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
-        e = self.estimates
-        return {
-            "decision": self.decision,
-            "rule": self.rule,
-            "explanation": self.explanation,
-            "k": self.k,
-            "cut": self.cut,
-            "N": self.n_messages,
-            "T": self.total_tokens,
-            "K": self.tail_tokens,
-            "H": self.head_tokens,
-            "terms": dict(self.terms),
-            "best_candidate": self.best_candidate,
-            "E": e.expected_turns,
-            "L": e.calls_per_turn,
-            "R": e.remaining_calls,
-            "avg": e.avg_tokens,
-            "c": e.compactions,
-            "t": e.user_turns,
-            "context_tokens": e.context_tokens,
-            "context_source": e.context_source,
-            "avg_source": e.avg_source,
-            "L_source": e.l_source,
-            "force_threshold_tokens": round(self.force_threshold_tokens),
-            "max_context_tokens": self.prices.max_context_tokens,
-            "min_keep": self.min_keep,
-            "n_feasible_cuts": self.n_feasible_cuts,
-            "prices": asdict(self.prices),
-            "settings": dict(self.settings),
-            "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines},
-            "notes": list(self.notes),
-            "planner": self.planner,
-            "lookahead": None if self.lookahead is None else dict(self.lookahead),
-            "context_after_tokens": self.context_after_tokens,
-        }
 
 
 def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
@@ -269,6 +163,9 @@ def plan(
     (``Session.messages_since_compaction == 0``) is kept below the threshold: the plan that
     compacted it already chose (a compaction is a fixed point).
 
+    ``DP_PLANNER=seed`` is a second name for ``DP_MODEL=seed``: the seed's model always decides by
+    the myopic rules, and the plan's ``planner`` reads ``seed``.
+
     ``myopic`` and ``seed``: rules, in order (DESIGN §2 "Decision"): candidates are feasible cuts keeping at least
     ``min_keep`` messages and dropping at least one; compact at the best if its NetBenefit > 0
     (ties: smaller k); else, if the current context exceeds DP_FORCE_RATIO · M, compact at the
@@ -289,7 +186,7 @@ def plan(
     threshold = settings.force_ratio * prices.max_context_tokens
     least = min_keep(n, settings.min_keep_ratio, session.earlier_messages) if n else 0
     if settings.planner == "lookahead" and settings.model == "recall":
-        least = _round_keep(session)
+        least = round_keep(session)
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
@@ -298,7 +195,7 @@ def plan(
     )
     if n == 0:
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
-                    head_tokens=0, terms=dict(_NO_TERMS), best_candidate=None, n_feasible_cuts=0,
+                    head_tokens=0, terms=dict(NO_TERMS), best_candidate=None, n_feasible_cuts=0,
                     context_after_tokens=est.context_tokens, **common)
 
     if arrays is None:
@@ -320,7 +217,7 @@ def plan(
     keep = n - cuts
     common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens))
     if settings.planner == "lookahead" and settings.model == "recall":
-        return _plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, prices, common)
+        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, prices, common)
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}
@@ -335,7 +232,7 @@ def plan(
         if keep[chosen] < least:
             why += f"; at the deepest feasible cut (k={int(keep[chosen])}), since keeping {target} would stay above the threshold"
     else:
-        at_best = terms.at(best) if best is not None else dict(_NO_TERMS)
+        at_best = terms.at(best) if best is not None else dict(NO_TERMS)
         if best is None:
             rule, why = RULE_NO_CUT, f"no feasible cut keeps at least {least} of {n} messages and drops one"
         else:
@@ -349,121 +246,3 @@ def plan(
         head_tokens=int(terms.head_tokens[chosen]), terms=terms.at(chosen), best_candidate=best_info,
         context_after_tokens=settings.v + settings.s + int(terms.tail_tokens[chosen]), **common,
     )
-
-
-def summary_tokens(settings: Settings) -> int:
-    """S the look-ahead planner expects: ``DP_S`` when given, else what the extractive summarizer
-    writes (:data:`EXTRACTIVE_SUMMARY_TOKENS`), tokens."""
-    return settings.s if "s" in settings.model_fields_set else EXTRACTIVE_SUMMARY_TOKENS
-
-
-def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> float:
-    """g of DESIGN §7, tokens per call: the median growth of the last ``GROWTH_WINDOW_CALLS``
-    recorded prompts (shrinking steps, i.e. compactions, left out); without two prompts, the
-    messages' tokens per call so far; at least 1.
-
-    >>> growth_per_call([1000, 1500, 1600, 800, 2000], 0, 5)
-    500.0
-    """
-    recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
-    grown = recent[recent >= 0]
-    if grown.size:
-        return max(float(np.median(grown)), 1.0)
-    return max(total_tokens / max(calls, 1), 1.0)
-
-
-def _round_keep(session: Session) -> int:
-    """The least the look-ahead keeps (DESIGN §7 "at least one API round"), messages: from the
-    last assistant message that made tool calls (its results are what the agent is working
-    from; a final answer after them belongs with them), else from the last assistant message."""
-    messages = session.messages
-    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
-    if last is None:
-        return min(len(messages), 1)
-    calling = next((i for i in range(last, -1, -1) if messages[i].role == "assistant" and messages[i].tool_calls), last)
-    return len(messages) - calling
-
-
-def _plan_ahead(
-    session: Session, tokens: npt.NDArray[np.int64], prefix: npt.NDArray[np.int64], ages: npt.NDArray[np.float64],
-    cuts: npt.NDArray[np.int64],
-    terms: BenefitTerms, inputs: BenefitInputs, est: Estimates, settings: Settings, prices: Prices,
-    common: dict[str, Any],
-) -> Plan:
-    """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round."""
-    n, total = len(session.messages), int(common["total_tokens"])
-    s, v, window = summary_tokens(settings), settings.v, prices.max_context_tokens
-    threshold = float(common["force_threshold_tokens"])
-    context = est.context_tokens
-    prompts = [u.prompt_tokens for u in session.usage]
-    calls = max(len(prompts), session.llm_calls)
-    g = growth_per_call(prompts, total, calls)
-    alpha, scale = settings.survival_alpha, settings.survival_scale
-    known = est.remaining_calls if settings.e_fixed > 0 else None  # the user said how long it goes on
-    expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")
-    carry = max(1.0, min(expected_left, max(context - v, 0) / g))  # calls a refetched message is carried
-    la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
-    per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau)
-    lost = np.concatenate(([0.0], np.cumsum(per_message)))
-    allowed = np.flatnonzero(n - cuts >= common["min_keep"])
-    if allowed.size == 0:
-        why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
-        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(_NO_TERMS),
-                    best_candidate=None, context_after_tokens=context, **common)
-    # tails as the look-ahead counts them (the context less V and the head) when cutting at N, N−1, ..., 0
-    from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)
-    worth = (lost[-1] - lost[::-1]).astype(np.float64)  # what those tails hold, $
-    forecast = Forecast(growth_tokens=g, calls_so_far=calls, survival_alpha=alpha, survival_scale=scale,
-                        loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known)
-    heads = prefix[cuts[allowed]]
-    ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
-                       window_tokens=window)
-    values = np.full(cuts.shape, np.inf)
-    values[allowed] = ahead.compact_usd
-    best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[-1])
-    compact_value = float(values[best])
-    can_keep = bool(np.isfinite(ahead.keep_usd))  # not when the next call's growth passes the threshold
-    info: dict[str, float | None] = {
-        "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if np.isfinite(compact_value) else None,
-        "saves_usd": ahead.keep_usd - compact_value if can_keep and np.isfinite(compact_value) else None,
-        "next_compaction_calls": ahead.next_compaction_calls,
-        "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
-        "summary_tokens": float(s),
-    }
-    best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
-                 "saves_usd": info["saves_usd"]}
-    forced = context > threshold or not can_keep
-    share = f"{context / window:.0%} of the {window:,}-token window"
-    if not forced and session.messages_since_compaction == 0:
-        why = ("nothing was added since dp-compact compacted this conversation: the plan that compacted it weighed every"
-               f" cut that is left (a compaction is a fixed point); context {context:,} tokens, {share}")
-        return Plan("keep", RULE_FIXED_POINT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
-                    best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
-    if not forced and not compact_value < ahead.keep_usd:
-        when = ahead.next_compaction_calls
-        later = (f"the best schedule compacts in about {when:.0f} call{'s' if when != 1 else ''}" if when is not None
-                 else f"the best schedule does not compact in the about {ahead.expected_calls:.0f} calls the session is expected to go on")
-        why = (f"waiting is cheaper: compacting now would cost ${compact_value - ahead.keep_usd:.4f} more than the best"
-               f" schedule that waits ({later}); context {context:,} tokens, {share}")
-        return Plan("keep", RULE_WAIT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
-                    best_candidate=best_info, lookahead=info, context_after_tokens=context,
-                    lookahead_usd=values, **common)
-    head = int(prefix[cuts[best]])
-    tail = total - head
-    after = v + s + tail
-    if forced:
-        rule = RULE_FORCE
-        where = "is above" if context > threshold else f"passes, with the next call's growth of about {g:,.0f} tokens,"
-        why = (f"context {context:,} tokens {where} {settings.force_ratio:g} x {window:,}: compacting now at the cut"
-               f" with the lowest expected cost")
-    else:
-        rule = RULE_LOOKAHEAD
-        when = ahead.next_compaction_calls
-        wait = (f"it would compact in about {when:.0f} call{'s' if when != 1 else ''}, carrying the {head:,} tokens this"
-                " compaction drops until then" if when is not None else f"it would carry the {head:,} tokens this compaction drops")
-        why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits ({wait});"
-               f" the session is expected to go on for about {ahead.expected_calls:.0f} calls")
-    why += f"; context {context:,} tokens ({share}), about {after:,} after compacting ({after / window:.0%})"
-    return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
-                terms=terms.at(best), best_candidate=best_info, lookahead=info,
-                context_after_tokens=after, lookahead_usd=values, **common)

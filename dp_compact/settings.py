@@ -77,7 +77,8 @@ class Settings(BaseSettings):
     force_ratio: float = Field(0.9, gt=0, le=1, description="forced-compaction share of M")
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
     planner: Literal["lookahead", "myopic", "seed"] = Field(
-        "lookahead", description="decision: look ahead over the expected future (DESIGN §7), §2 as is, or the seed's model"
+        "lookahead", description="decision: look ahead over the expected future (DESIGN §7), §2 as is, or the seed's model "
+        "(seed is DP_MODEL=seed, which always decides by §2 as is)"
     )
     # calibration/results.json, survival (dp-compact calibrate ../shared/sessions): Lomax fit of session lengths
     survival_alpha: float = Field(1.79, gt=0, description="survival of session lengths: Lomax shape (calibrated)")

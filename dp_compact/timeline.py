@@ -18,7 +18,7 @@ from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Session, Usage
 from dp_compact.cuts import message_arrays
 from dp_compact.estimation import call_message_counts
-from dp_compact.history import CompactionMarker, History
+from dp_compact.calibration.history import CompactionMarker, History
 from dp_compact.planner import plan
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
@@ -106,7 +106,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     Parameters
     ----------
     history : History
-        From :func:`~dp_compact.history.read_history` (every segment is planned).
+        From :func:`~dp_compact.calibration.history.read_history` (every segment is planned).
     settings : Settings
     use_cache : bool
         Use the persistent token cache.

@@ -16,6 +16,7 @@ from dp_compact.cli import app
 from dp_compact.errors import ArchiveError, DpCompactError
 from dp_compact.pipeline import archive as archive_module
 from dp_compact.pipeline.archive import ArchiveHit, ArchiveStore, default_archive_root, session_id_for, write_jsonl_atomic
+from dp_compact.pipeline.archive_index import ArchiveIndex
 
 runner = CliRunner()
 REF_RE = re.compile(r"archive://[A-Za-z0-9._-]+/\d{8}T\d{12}Z-[0-9a-f]{8}")
@@ -227,7 +228,7 @@ def test_archive_write_failing_index_removes_placed_files(store, monkeypatch):
     def broken_connect(self, *, write):
         raise ArchiveError("index is read-only")
 
-    monkeypatch.setattr(ArchiveStore, "_connect", broken_connect)
+    monkeypatch.setattr(ArchiveIndex, "connect", broken_connect)
     with pytest.raises(ArchiveError, match="read-only"):
         store.write("alpha", HEAD, META)
     monkeypatch.undo()

@@ -16,8 +16,8 @@ from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
 from dp_compact.calibration import AGE_UNITS, calibrate, env_lines, judged_messages, session_paths
 from dp_compact.cli import app
 from dp_compact.cli.render import render_calibration as format_report
-from dp_compact.cuts import message_arrays
-from dp_compact.recall import MAX_AGE_BINS, RecallCounts, fit_exponential, message_ages, recall_counts
+from dp_compact.cuts import message_ages, message_arrays
+from dp_compact.calibration.recall import MAX_AGE_BINS, RecallCounts, fit_exponential, recall_counts
 from dp_compact.reuse import Uses
 from dp_compact.sessions import Message, read_session
 from dp_compact.settings import load_settings

@@ -7,7 +7,7 @@ import pytest
 from dp_compact import _reference
 from dp_compact.api import plan_session, session_tokens
 from dp_compact.errors import NotASessionError
-from dp_compact.history import call_message_counts
+from dp_compact.estimation import call_message_counts
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 from tests.conftest import SESSIONS, session_files

@@ -15,7 +15,7 @@ from dp_compact.api import curve_plans, session_tokens
 from dp_compact.benefit import TERM_LABELS as TERMS
 from dp_compact.cli import app
 from dp_compact.figures import benefit_figure, plan_label, plan_values, save_figure, timeline_figure
-from dp_compact.history import read_history
+from dp_compact.calibration.history import read_history
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 from dp_compact.timeline import timeline

@@ -13,7 +13,7 @@ from dp_compact.api import choose_prices
 from dp_compact.cli import app
 from dp_compact.errors import SettingsError
 from dp_compact.evidence import recorded_summary_tokens
-from dp_compact.history import read_history
+from dp_compact.calibration.history import read_history
 from dp_compact.sessions import read_session
 from dp_compact.sessions.model import Message, RecordedCompaction, Session, Usage
 from dp_compact.settings import load_settings

@@ -48,7 +48,7 @@ _HELP = {
     "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
     "s": "Summary size S, tokens (at most 2·S).",
     "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
-    "planner": "lookahead (DESIGN §7), myopic (§2 as is) or seed.",
+    "planner": "lookahead (DESIGN §7), myopic (§2 as is) or seed (the same as --model seed, which always decides as myopic).",
     "tokenizer": "tiktoken (bundled cl100k_base) or bytes4 (the reference estimate).",
 }
 

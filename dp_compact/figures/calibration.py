@@ -55,8 +55,6 @@ def _draw_calibration(figure: Figure, calibration: Calibration) -> None:
 
 def _draw_recall(ax: Axes, calibration: Calibration, unit: str) -> None:
     """q(a) per session (thin), pooled (dots sized by messages observed), the fit and its band."""
-    from dp_compact.recall import MIN_BIN_MESSAGES
-
     fit, q0, tau = calibration.recall_fits[unit]
     for session in calibration.sessions:
         counts = session.recall[unit]
@@ -64,7 +62,7 @@ def _draw_recall(ax: Axes, calibration: Calibration, unit: str) -> None:
         if bins.size >= 2:
             ax.plot(bins, counts.needed[bins] / counts.observed[bins], color="0.75", lw=0.8, zorder=1)
     pooled = calibration.recall[unit]
-    usable = np.flatnonzero(pooled.observed >= MIN_BIN_MESSAGES)
+    usable = np.flatnonzero(pooled.observed >= calibration.min_bin_messages)
     ax.scatter(usable, pooled.needed[usable] / pooled.observed[usable], s=12 + 120 * pooled.observed[usable] / max(pooled.observed.max(), 1),
                color="#1f77b4", edgecolor="black", linewidth=0.5, zorder=3, label="pooled q(a) (dot area: messages observed)")
     ages = np.linspace(0, max(float(usable.max(initial=1)), 1.0), 200)

@@ -15,7 +15,8 @@ and renamed into place, and only then is the index row inserted, in one transact
 exists once its index row does: :meth:`ArchiveStore.restore` and :meth:`ArchiveStore.search`
 only see indexed archives, so a crash mid-write leaves nothing visible (at worst unreferenced
 files, never a half archive). Each operation opens and closes its own SQLite connection (WAL
-journal, busy timeout), so one store may be shared between threads.
+journal, busy timeout: :mod:`dp_compact.pipeline.archive_index`), so one store may be shared
+between threads.
 
 This is the pipeline's IO shell: it touches files, the environment and the clock.
 """
@@ -30,8 +31,7 @@ import os
 import re
 import secrets
 import sqlite3
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from typing import Any
 
 from dp_compact.errors import ArchiveError
 from dp_compact.io import write_atomic
+from dp_compact.pipeline.archive_index import ArchiveIndex, fts_query, index_text, keyword_text, searchable_strings
 
 __all__ = ["ARCHIVE_SCHEME", "ArchiveHit", "ArchiveStore", "default_archive_root", "session_id_for", "write_jsonl_atomic"]
 
@@ -50,28 +51,9 @@ SESSION_ID_MAX_CHARS = 80
 SUMMARY_EXCERPT_CHARS = 240
 #: Head text indexed per archive, characters (bounds the index; the JSONL keeps everything).
 INDEX_BODY_MAX_CHARS = 2_000_000
-#: Seconds a connection waits for another writer's lock before failing.
-SQLITE_BUSY_TIMEOUT_S = 30.0
-#: Attempts to switch a new index to WAL while another connection holds it (10 ms, 20 ms, ... apart).
-_WAL_ATTEMPTS = 50
-#: bm25 column weights: ref (unindexed), summary, keywords, head text.
-_BM25_WEIGHTS = (0.0, 5.0, 3.0, 1.0)
-#: String fields of messages that are not searchable text (ids, signatures, base64 payloads).
-_SKIP_KEYS = frozenset({"id", "type", "role", "signature", "data", "encrypted_content", "tool_use_id", "tool_call_id", "call_id"})
-
 _SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ID_RE = re.compile(r"\d{8}T\d{12}Z-[0-9a-f]{8}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS archives (
-    ref TEXT PRIMARY KEY, session TEXT NOT NULL, id TEXT NOT NULL, created TEXT NOT NULL,
-    summary TEXT NOT NULL, message_count INTEGER NOT NULL, sha256 TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS archives_session ON archives (session, id);
-CREATE VIRTUAL TABLE IF NOT EXISTS archive_fts USING fts5(ref UNINDEXED, summary, keywords, body);
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class ArchiveHit:
@@ -83,7 +65,7 @@ class ArchiveHit:
     summary: str  # the first SUMMARY_EXCERPT_CHARS characters of the stored summary
     snippet: str  # matching text around the hit, matched words in [...]
     message_count: int  # messages in the archived head
-    score: float  # relevance: negated FTS5 bm25 with _BM25_WEIGHTS
+    score: float  # relevance: negated FTS5 bm25 (column weights: pipeline.archive_index)
 
     def to_dict(self) -> dict[str, Any]:
         """The hit as a JSON-ready dict."""
@@ -170,68 +152,6 @@ def write_jsonl_atomic(path: Path | str, messages: Sequence[Any]) -> None:
         raise ArchiveError(f"{target}: cannot write: {exc}") from exc
 
 
-def _strings(obj: Any, out: list[str]) -> None:
-    """Collect the searchable string leaves of a message (skipping ids, signatures, payloads)."""
-    if isinstance(obj, str):
-        if not obj.startswith("data:"):
-            out.append(obj)
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            if key not in _SKIP_KEYS:
-                _strings(value, out)
-    elif isinstance(obj, list | tuple):
-        for value in obj:
-            _strings(value, out)
-
-
-def _keyword_text(metadata: dict[str, Any]) -> str:
-    """Keywords, file paths, identifiers and anchor texts of the metadata, for the index."""
-    parts: list[str] = []
-    for key in ("keywords", "file_paths", "paths", "identifiers", "anchors", "source_path"):
-        _strings(metadata.get(key), parts)
-    return "\n".join(parts)
-
-
-def _index_text(text: str) -> str:
-    """``text`` safe for SQLite: lone surrogates become ``?`` (the JSONL keeps them exactly)."""
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def _fts_query(query: str) -> str:
-    """A safe FTS5 query: each whitespace-separated term quoted as a phrase (AND), ``term*`` kept as prefix.
-
-    Terms without any letter or digit are dropped (they hold no token and would match nothing).
-    """
-    phrases = []
-    for term in query.split():
-        prefix = term.endswith("*") and term.rstrip("*") != ""
-        core = term.rstrip("*") if prefix else term
-        if any(ch.isalnum() for ch in core):
-            phrases.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " ".join(phrases)
-
-
-def _ensure_schema(db: sqlite3.Connection) -> None:
-    """Switch the index to WAL once (retrying: the switch ignores the busy timeout) and create the tables."""
-    for attempt in range(_WAL_ATTEMPTS):
-        try:
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
-            break
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == _WAL_ATTEMPTS - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in filter(str.strip, _SCHEMA.split(";")):
-            db.execute(statement)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
 class ArchiveStore:
     """Archived heads under one root directory: write, restore, search.
 
@@ -244,26 +164,8 @@ class ArchiveStore:
 
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root) if root is not None else default_archive_root()
-        self.index_path = self.root / "index.sqlite"
-
-    @contextlib.contextmanager
-    def _connect(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """An autocommit connection to the index (schema ensured when writing), closed on exit."""
-        try:
-            if write:
-                self.root.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.index_path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise ArchiveError(f"{self.index_path}: cannot open the archive index: {exc}") from exc
-        try:
-            if write:
-                _ensure_schema(db)
-            yield db
-        except sqlite3.Error as exc:
-            hint = " (this Python's SQLite lacks FTS5)" if "fts5" in str(exc) else ""
-            raise ArchiveError(f"{self.index_path}: archive index error: {exc}{hint}") from exc
-        finally:
-            db.close()
+        self.index = ArchiveIndex(self.root)
+        self.index_path = self.index.path
 
     def write(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> str:
         """Archive a head verbatim and index it; return its reference.
@@ -295,7 +197,7 @@ class ArchiveStore:
         now = datetime.now(UTC)
         archive_id = _new_id(now)
         ref = f"{ARCHIVE_SCHEME}{session}/{archive_id}"
-        summary = _index_text(str(metadata.get("summary") or ""))
+        summary = index_text(str(metadata.get("summary") or ""))
         meta = {
             **metadata, "ref": ref, "session": session, "id": archive_id,
             "created": now.isoformat(timespec="microseconds"), "message_count": len(head_raw),
@@ -306,9 +208,9 @@ class ArchiveStore:
         except (TypeError, ValueError) as exc:
             raise ArchiveError(f"cannot archive session {session}: {exc}", ref=ref) from exc
         body: list[str] = []
-        _strings(list(head_raw), body)
+        searchable_strings(list(head_raw), body)
         row = (ref, session, archive_id, meta["created"], summary, len(head_raw), hashlib.sha256(jsonl).hexdigest())
-        fts = (ref, summary, _index_text(_keyword_text(meta)), _index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
+        fts = (ref, summary, index_text(keyword_text(meta)), index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
         self._place_and_index(self.root / session, archive_id, jsonl, meta_bytes, row, fts)
         return ref
 
@@ -318,15 +220,7 @@ class ArchiveStore:
         try:
             for data, final in ((jsonl, directory / f"{archive_id}.jsonl"), (meta, directory / f"{archive_id}.json")):
                 placed.append(write_atomic(final, data))
-            with self._connect(write=True) as db:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.execute("INSERT INTO archives VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-                    db.execute("INSERT INTO archive_fts (ref, summary, keywords, body) VALUES (?, ?, ?, ?)", fts)
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
+            self.index.insert(row, fts)
         except BaseException as exc:
             for path in placed:
                 with contextlib.suppress(OSError):
@@ -338,10 +232,7 @@ class ArchiveStore:
     def _row(self, ref: str) -> tuple[str, str, int, str]:
         """The index row of ``ref``; ArchiveError when malformed or unknown."""
         _parse_ref(ref)
-        row = None
-        if self.index_path.exists():
-            with self._connect(write=False) as db:
-                row = db.execute("SELECT session, id, message_count, sha256 FROM archives WHERE ref = ?", (ref,)).fetchone()
+        row = self.index.lookup(ref)
         if row is None:
             raise ArchiveError(f"{ref}: no such archive under {self.root}", ref=ref)
         return row
@@ -411,22 +302,10 @@ class ArchiveStore:
         ArchiveError
             If the index cannot be read.
         """
-        match = _fts_query(query)
-        if not match or limit <= 0 or not self.index_path.exists():
+        match = fts_query(query)
+        if not match or limit <= 0:
             return []
-        sql = (
-            "SELECT a.ref, a.session, a.created, a.summary, snippet(archive_fts, -1, '[', ']', '…', 12),"
-            f" a.message_count, bm25(archive_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
-            " FROM archive_fts JOIN archives a ON a.ref = archive_fts.ref WHERE archive_fts MATCH ?"
-        )
-        params: list[Any] = [match]
-        if session is not None:
-            sql += " AND a.session = ?"
-            params.append(session_id_for(session))
-        sql += " ORDER BY 7, a.id DESC LIMIT ?"
-        params.append(limit)
-        with self._connect(write=False) as db:
-            rows = db.execute(sql, params).fetchall()
+        rows = self.index.search(match, None if session is None else session_id_for(session), limit)
         return [
             ArchiveHit(ref, sess, created, summary[:SUMMARY_EXCERPT_CHARS], snippet, count, -float(rank))
             for ref, sess, created, summary, snippet, count, rank in rows

@@ -7,23 +7,13 @@ blocks ↔ OpenAI ``tool_calls`` / ``tool`` messages / content parts, images kep
 from the normalized fields (text, tool calls, tool results; images are lost) when the source
 is neither (Gemini ``parts``, SWE-agent's stringified ``tool_calls``).
 
-Repairs make a source that breaks the target's rules valid, and only then:
-
-- keys that are not part of the API's message (``usage``, ``metrics``, ``modelInfo``, a reader's
-  bookkeeping) are dropped, since both APIs refuse unknown fields; the kept values are unchanged;
-- a tool result whose tool call is not in the written conversation (already orphaned in the
-  source: records lost from a transcript) becomes plain text saying so, and a tool call whose
-  result the source never recorded (not the last message: that is a pending call) gets a result
-  saying so, since both APIs refuse either;
-
-- ids a reader renamed to make them unique (``<id>#2``: SWE-agent replays, tau-bench) are written
-  renamed when the written messages would otherwise issue one id twice;
-- a tool result a reader linked by position (Cline's API history answers a ``tool_use`` with a
-  plain user message) is written as a real ``tool_result`` / ``tool`` message;
-- Anthropic: adjacent messages of one role are merged into one (the Messages API itself
-  "combines consecutive user or assistant turns"), tool results first, and only the leading
-  thinking blocks of the merged assistant message are kept (Anthropic's extended-thinking guide
-  allows thinking blocks only at the start; signed blocks are never edited, only dropped whole).
+Repairs make a source that breaks the target's rules valid, and only then: ids a reader renamed
+to make them unique (``<id>#2``: SWE-agent replays, tau-bench) are written renamed when the
+written messages would otherwise issue one id twice, and a tool result a reader linked by
+position (Cline's API history answers a ``tool_use`` with a plain user message) is written as a
+real ``tool_result`` / ``tool`` message. The repairs over the written messages (unknown keys,
+orphaned and missing tool results, adjacent messages of one role) are
+:mod:`dp_compact.pipeline.repairs`.
 """
 
 from __future__ import annotations
@@ -33,6 +23,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from dp_compact.pipeline.repairs import (
+    API_MESSAGE_KEYS,
+    MISSING_RESULT_TEXT,
+    ORPHAN_RESULT_PREFIX,
+    anthropic_orphans_as_text,
+    api_keys_only,
+    call_ids,
+    merge_same_role,
+    openai_orphans_as_text,
+)
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
 from dp_compact.sessions.common import text_and_images
 from dp_compact.conversation import Message
@@ -40,6 +40,7 @@ from dp_compact.conversation import Message
 __all__ = [
     "API_MESSAGE_KEYS",
     "EMPTY_TEXT",
+    "MISSING_RESULT_TEXT",
     "ORPHAN_RESULT_PREFIX",
     "SYSTEM_ROLES",
     "call_ids",
@@ -56,15 +57,6 @@ EMPTY_TEXT = "(empty)"
 SYSTEM_ROLES = frozenset({"system", "developer"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use", "document"})
 _OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
-_THINKING = frozenset({"thinking", "redacted_thinking"})
-#: Message keys each API accepts (Anthropic Messages API ``MessageParam``; OpenAI chat-completions
-#: message params); any other key is dropped when written.
-API_MESSAGE_KEYS = {
-    API_ANTHROPIC: frozenset({"role", "content"}),
-    API_OPENAI: frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call"}),
-}
-ORPHAN_RESULT_PREFIX = "[result of tool call {id}, whose call is not in this conversation]"
-MISSING_RESULT_TEXT = "[no result was recorded for this tool call]"
 
 
 def raw_shape(raw: Any) -> Api | None:
@@ -322,53 +314,7 @@ def message_to_api(message: Message, api: Api, *, issued: set[str] | frozenset[s
         The message's raw dict when it is in shape (keys the API refuses dropped), else its
         conversion; an OpenAI tool message with text may become two messages.
     """
-    return [_api_keys_only(m, api) for m in _message_to_api(message, api, set(issued), set())]
-
-
-def call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
-    """Tool-call ids issued by written messages of either API's shape."""
-    return _call_ids(messages)
-
-
-def _call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
-    """Tool-call ids issued by written messages of either shape."""
-    ids = {str(c.get("id")) for m in messages for c in m.get("tool_calls") or () if isinstance(c, dict)}
-    for m in messages:
-        content = m.get("content")
-        ids |= {str(b.get("id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"} if isinstance(content, list) else set()
-    return ids
-
-
-def _blocks(content: Any) -> list[Any]:
-    """Anthropic content as a block list (a string becomes one text block; empty text dropped)."""
-    if isinstance(content, list):
-        return list(content)
-    return [{"type": "text", "text": content}] if isinstance(content, str) and content.strip() else []
-
-
-def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """Two adjacent Anthropic messages of one role as one (results first; leading thinking only)."""
-    blocks = _blocks(first.get("content")) + _blocks(second.get("content"))
-    kind = [b.get("type") if isinstance(b, dict) else None for b in blocks]
-    if first.get("role") == "user":
-        blocks = [b for b, k in zip(blocks, kind, strict=True) if k == "tool_result"] + [
-            b for b, k in zip(blocks, kind, strict=True) if k != "tool_result"
-        ]
-    else:
-        lead = next((i for i, k in enumerate(kind) if k not in _THINKING), len(kind))
-        blocks = blocks[:lead] + [b for b, k in zip(blocks[lead:], kind[lead:], strict=True) if k not in _THINKING]
-    return {"role": first.get("role"), "content": blocks}
-
-
-def merge_same_role(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Anthropic messages with adjacent messages of one role merged (unchanged when they alternate)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if out and out[-1].get("role") == message.get("role"):
-            out[-1] = _merged(out[-1], message)
-        else:
-            out.append(message)
-    return out
+    return [api_keys_only(m, api) for m in _message_to_api(message, api, set(issued), set())]
 
 
 def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
@@ -388,87 +334,16 @@ def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, 
         Raw dicts that are already in shape are returned as the same objects.
     """
     out: list[dict[str, Any]] = []
-    ids = _call_ids(issued)
+    ids = call_ids(issued)
     reused = _reused_ids(messages)
     for message in messages:
         converted = _message_to_api(message, api, ids, reused)
-        ids |= _call_ids(converted)
+        ids |= call_ids(converted)
         out.extend(converted)
-    out = [_api_keys_only(m, api) for m in out]
+    out = [api_keys_only(m, api) for m in out]
     if api == API_ANTHROPIC:
-        return _anthropic_orphans_as_text(merge_same_role(out), _call_ids(issued[-1:]))
-    return _openai_orphans_as_text(out, _call_ids(issued))
-
-
-def _api_keys_only(message: dict[str, Any], api: Api) -> dict[str, Any]:
-    """``message`` without keys the API does not accept (the same object when it has none)."""
-    allowed = API_MESSAGE_KEYS[api]
-    return message if message.keys() <= allowed else {k: v for k, v in message.items() if k in allowed}
-
-
-def _orphan_text(call_id: str, content: Any) -> str:
-    """The text written in place of an orphaned tool result."""
-    return ORPHAN_RESULT_PREFIX.format(id=call_id) + "\n" + (_text(content) if content is not None else "")
-
-
-def _missing_results(ids: Sequence[str]) -> list[dict[str, Any]]:
-    """Tool results written for calls whose result the source never recorded."""
-    return [{"type": "tool_result", "tool_use_id": i, "content": MISSING_RESULT_TEXT, "is_error": True} for i in ids]
-
-
-def _anthropic_orphans_as_text(messages: list[dict[str, Any]], before: set[str]) -> list[dict[str, Any]]:
-    """Pair tool calls and results as the Messages API requires, without touching assistant messages.
-
-    A tool result that does not answer the directly preceding assistant message becomes a text
-    block; a tool call the next message leaves unanswered (not the last message: a pending call)
-    gets a result saying none was recorded, in the next user message or in one inserted for it.
-    """
-    out: list[dict[str, Any]] = []
-    previous: list[str] = list(before)
-    for position, message in enumerate(messages):
-        content = message.get("content")
-        if message.get("role") == "user":
-            blocks = _blocks(content) if isinstance(content, list) else ([] if not isinstance(content, str) else None)
-            if blocks is not None:
-                results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-                orphans = [b for b in results if b.get("tool_use_id") not in previous]
-                answered = {b.get("tool_use_id") for b in results}
-                missing = _missing_results([i for i in previous if i not in answered])
-                if orphans or missing:
-                    texts = [{"type": "text", "text": _orphan_text(str(b.get("tool_use_id")), b.get("content"))} for b in orphans]
-                    others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
-                    message = {**message, "content": [b for b in results if b not in orphans] + missing + texts + others}
-            elif previous:
-                message = {**message, "content": [*_missing_results(previous), {"type": "text", "text": content}]}
-        elif previous and position > 0:
-            out.append({"role": "user", "content": _missing_results(previous)})
-        previous = [str(b.get("id")) for b in _blocks(message.get("content")) if isinstance(b, dict) and b.get("type") == "tool_use"] \
-            if message.get("role") == "assistant" else []
-        out.append(message)
-    return out
-
-
-def _openai_orphans_as_text(messages: list[dict[str, Any]], before: set[str]) -> list[dict[str, Any]]:
-    """Pair tool calls and ``tool`` messages as chat completions require.
-
-    A ``tool`` message answering no call of the assistant message before it becomes user text; a
-    call left unanswered before the next non-``tool`` message gets a ``tool`` message saying no
-    result was recorded (a call still pending at the end is left as it is).
-    """
-    out: list[dict[str, Any]] = []
-    open_calls, unanswered = set(before), []
-    for message in messages:
-        role = message.get("role")
-        if role == "tool" and message.get("tool_call_id") in open_calls:
-            unanswered = [i for i in unanswered if i != message.get("tool_call_id")]
-        else:
-            if role == "tool":
-                message, role = {"role": "user", "content": _orphan_text(str(message.get("tool_call_id")), message.get("content"))}, "user"
-            out.extend({"role": "tool", "tool_call_id": i, "content": MISSING_RESULT_TEXT} for i in unanswered)
-            open_calls = _call_ids([message]) if role == "assistant" else set()
-            unanswered = [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)] if role == "assistant" else []
-        out.append(message)
-    return out
+        return anthropic_orphans_as_text(merge_same_role(out), call_ids(issued[-1:]))
+    return openai_orphans_as_text(out, call_ids(issued))
 
 
 def system_messages_for(system_raw: Sequence[Any], system_text: str, api: Api) -> list[dict[str, Any]]:
@@ -479,7 +354,7 @@ def system_messages_for(system_raw: Sequence[Any], system_text: str, api: Api) -
     """
     if api != API_OPENAI:
         return []
-    raws = [_api_keys_only(m, API_OPENAI) for m in system_raw if isinstance(m, dict)]
+    raws = [api_keys_only(m, API_OPENAI) for m in system_raw if isinstance(m, dict)]
     if raws:
         return raws
     return [{"role": "system", "content": system_text}] if system_text else []

@@ -1,7 +1,8 @@
 """Text signals the anchors and the extractive summary look for (DESIGN §5.4, §5.5).
 
 File paths, identifiers, error lines, user instructions and shell commands, found with
-regular expressions over message text. Pure functions over strings and messages.
+regular expressions over message text (the shared ones in :mod:`dp_compact.patterns`). Pure
+functions over strings and messages.
 """
 
 from __future__ import annotations
@@ -11,6 +12,16 @@ import re
 from collections.abc import Iterable, Sequence
 
 from dp_compact.conversation import Message, ToolCall
+from dp_compact.patterns import (
+    ERROR,
+    HAS_EXTENSION,
+    IDENTIFIER,
+    INJECTED_BLOCK,
+    PATH,
+    PATH_ARGUMENT_NAME,
+    SHELL_ARGUMENT_KEYS,
+    SHELL_TOOL_NAME,
+)
 
 __all__ = [
     "call_names",
@@ -27,24 +38,6 @@ __all__ = [
     "user_turn_texts",
 ]
 
-_EXTENSIONS = (
-    "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|yaml|yml|toml|md|mdx|rst|txt|csv|tsv|sql|go|rs|java|kt|kts|c|h|cc|cpp|hpp|"
-    "cs|rb|php|swift|sh|bash|zsh|ps1|css|scss|html|htm|vue|svelte|ini|cfg|conf|env|lock|xml|gradle|tf|proto|dart|lua|r|scala|"
-    "ex|exs|erl|hs|ml|pl|log|pdf|png|jpg|svg|dockerfile|mk|cmake"
-)
-_PATH = re.compile(
-    r"(?<![\w@:/.\-])"
-    r"((?:~|\.{1,2})?/?(?:[\w.\-]+/)+[\w.\-]+|[\w\-]+(?:\.[\w\-]+)*\.(?:" + _EXTENSIONS + r"))"
-    r"(?![\w/])",
-    re.I,
-)
-_HAS_EXTENSION = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.I)
-_IDENTIFIER = re.compile(r"\b(?:[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*|[a-z]+_\w+|[A-Z][a-z0-9]+[A-Z]\w*)\b")
-_ERROR = re.compile(
-    r"\b(errors?|exceptions?|traceback|fail(?:ed|s|ure|ing)?|fatal|panic|denied|not found|cannot|can't|unable|invalid|"
-    r"refused|timed? ?out|crash(?:ed)?|broken|missing|undefined|segfault|abort(?:ed)?)\b",
-    re.I,
-)
 #: Standing instructions ("always …", "never …", "from now on …", "don't …"): kept in
 #: every summary whatever its size.
 _STANDING = re.compile(r"\b(always|never|from now on|going forward|henceforth|don'?t|do not|no longer)\b", re.I)
@@ -52,20 +45,12 @@ _STANDING = re.compile(r"\b(always|never|from now on|going forward|henceforth|do
 _REQUIREMENT = re.compile(r"\b(must(?:n'?t)?|make sure|be sure|avoid|have to|need to)\b", re.I)
 _MIN_INSTRUCTION_CHARS = 12  # shorter lines are headings ("## Don't"), not instructions
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
-_INJECTED_BLOCK = re.compile(
-    r"<(system-reminder|environment_context|user_instructions|local-command-\w+|command-\w+|ide_\w+)>.*?</\1>", re.S
-)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
 _STOPWORDS = frozenset(
     "this that with from have will would could should there their them then than what when where which while "
     "your about into also just only some more most very been were they here does done make sure please can't "
     "don't need want like file files code line lines using used does".split()
 )
-_SHELL_KEYS = ("command", "cmd", "script", "commands")
-#: Argument names whose values name files (Claude Code, Codex, OpenAI agents' file tools).
-_PATH_KEY = re.compile(r"path|file|dir|cwd|workdir|target|source|dest|pattern|glob", re.I)
-_SHELL_TOOLS = re.compile(r"bash|shell|exec|terminal|run_command|command|powershell", re.I)
-
 
 def paths(text: str) -> list[str]:
     """File paths in ``text``, in order of first appearance, without duplicates.
@@ -79,12 +64,12 @@ def paths(text: str) -> list[str]:
     ['src/invoicing/totals.py', 'config/export.yaml']
     """
     found: dict[str, None] = {}
-    for match in _PATH.finditer(text):
+    for match in PATH.finditer(text):
         candidate = match.group(1).rstrip(".-")
         slashes = candidate.count("/")
         if not any(c.isalpha() for c in candidate):
             continue
-        if slashes and not (_HAS_EXTENSION.search(candidate) or slashes >= 2 or candidate[:1] in "/.~"):
+        if slashes and not (HAS_EXTENSION.search(candidate) or slashes >= 2 or candidate[:1] in "/.~"):
             continue
         found.setdefault(candidate, None)
     return list(found)
@@ -92,12 +77,12 @@ def paths(text: str) -> list[str]:
 
 def identifiers(text: str) -> list[str]:
     """Code identifiers (dotted names, snake_case, CamelCase) in order of first appearance."""
-    return list(dict.fromkeys(m.group(0) for m in _IDENTIFIER.finditer(text) if not _HAS_EXTENSION.search(m.group(0))))
+    return list(dict.fromkeys(m.group(0) for m in IDENTIFIER.finditer(text) if not HAS_EXTENSION.search(m.group(0))))
 
 
 def error_lines(text: str, limit: int = 3) -> list[str]:
     """Up to ``limit`` lines of ``text`` that mention an error or failure, stripped."""
-    lines = [line.strip() for line in text.splitlines() if _ERROR.search(line)]
+    lines = [line.strip() for line in text.splitlines() if ERROR.search(line)]
     return [line for line in dict.fromkeys(lines) if line][:limit]
 
 
@@ -124,7 +109,7 @@ def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int 
 
 def clean_user_text(text: str) -> str:
     """A user message's text without blocks a client injects (``<system-reminder>`` and the like)."""
-    return _INJECTED_BLOCK.sub("", text).strip()
+    return INJECTED_BLOCK.sub("", text).strip()
 
 
 def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool = False) -> list[tuple[int, str]]:
@@ -146,14 +131,14 @@ def command_of(call: ToolCall) -> str | None:
     except ValueError:
         arguments = call.arguments
     if isinstance(arguments, dict):
-        for key in _SHELL_KEYS:
+        for key in SHELL_ARGUMENT_KEYS:
             value = arguments.get(key)
             if isinstance(value, list):
                 value = " ".join(map(str, value))
             if isinstance(value, str) and value.strip():
                 return value.strip()
         return None
-    if isinstance(arguments, str) and _SHELL_TOOLS.search(call.name) and arguments.strip():
+    if isinstance(arguments, str) and SHELL_TOOL_NAME.search(call.name) and arguments.strip():
         return arguments.strip()
     return None
 
@@ -182,5 +167,5 @@ def call_paths(call: ToolCall) -> list[str]:
         return paths(call.arguments)
     if not isinstance(arguments, dict):
         return paths(str(arguments))
-    values = [str(v) for k, v in arguments.items() if isinstance(v, (str, list)) and (_PATH_KEY.search(k) or k in _SHELL_KEYS)]
+    values = [str(v) for k, v in arguments.items() if isinstance(v, (str, list)) and (PATH_ARGUMENT_NAME.search(k) or k in SHELL_ARGUMENT_KEYS)]
     return [p for p in paths("\n".join(values)) if not p.startswith("/dev/")]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dp_compact.errors import SummaryTooShortError
+from dp_compact.patterns import EDIT_TOOL_NAME
 from dp_compact.pipeline.extract import (
     call_names,
     call_paths,
@@ -59,7 +60,6 @@ _DECISION = re.compile(
 )
 _OPEN = re.compile(r"\b(todo|next step|remaining|not yet|pending|follow[- ]?up|still (?:need|to|fail)|need to|needs to|left to|I'll|I will)\b", re.I)
 _FILE_NAME = re.compile(r"\.\w{1,8}$")  # a file, not a directory
-_EDIT_TOOL = re.compile(r"edit|write|create|patch|replace|insert|update|delete|move|rename", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ def _files(head: Sequence[Message]) -> list[str]:
         for call in message.tool_calls:
             for path in call_paths(call):
                 counts[path] += 2
-                if _EDIT_TOOL.search(call.name):
+                if EDIT_TOOL_NAME.search(call.name):
                     edited.add(path)
         if message.is_user_message:  # typed, context the client gave the model (a skill, a hook), or a previous summary
             for path in paths(clean_user_text(message.text)):

@@ -13,6 +13,8 @@ Policies (``--policy``; the numbers of the presets, with their sources, are in R
 ``langchain``    summarize at 80 % of M; keep the last 20 messages
 ``oracle``       the hindsight-optimal schedule (:mod:`dp_compact.replay.oracle`), computed per recording
 
+``dp``, ``seed`` and ``oracle`` are :mod:`dp_compact.replay.planned`; the fixed rules are here.
+
 Every fixed rule cuts only at feasible cuts (DESIGN §1); "summary only" drops every message but
 the last API round (a tail is never empty, as for every feasible cut).
 
@@ -23,16 +25,15 @@ is given, which then applies to every policy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from dp_compact.cuts import ROLE_USER, MessageArrays
+from dp_compact.cuts import ROLE_USER
 from dp_compact.errors import SettingsError
-from dp_compact.planner import EXTRACTIVE_SUMMARY_TOKENS, plan
+from dp_compact.planner import EXTRACTIVE_SUMMARY_TOKENS
 from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
-from dp_compact.replay.oracle import oracle_schedule
-from dp_compact.conversation import Message, Session, Usage
+from dp_compact.replay.planned import ORACLE, Oracle, PlannerPolicy, Schedule
 from dp_compact.settings import Settings
 from dp_compact.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
 
@@ -86,9 +87,6 @@ ALL_POLICIES = DEFAULT_POLICIES
 #: the compaction); Codex 1,750 and 1,985. Tools without a recorded compaction (OpenHands,
 #: LangChain, a generic threshold rule) are charged ``DP_S``.
 SUMMARY_TOKENS: dict[str, int] = {"dp_compact": EXTRACTIVE_SUMMARY_TOKENS, "claude-code": 6_579, "codex": 1_868}
-
-#: Stands for the carry block in the planner's view of the live conversation.
-_SUMMARY = Message("user", "[summary]", raw={"role": "user", "content": "[summary]"})
 
 
 #: A recorded compaction below this share of the window is not taken as the tool's automatic
@@ -277,113 +275,6 @@ class LangChain:
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
         return None  # the middleware does not react to a context-window error
-
-
-@dataclass
-class PlannerPolicy:
-    """dp_compact's planner (DESIGN §2) consulted before every call, as an agent would call it.
-
-    The planner sees the live conversation (the carry block as one user message of its tokens),
-    the token counts and message structure sliced from the recording (never re-tokenized), and
-    the usage records of the calls replayed so far and the prompt about to be sent (the current
-    context, which the replay knows exactly). On an overflow it is asked again with the rejected
-    prompt as the current context, so its forced rule applies.
-    """
-
-    settings: Settings
-    name: str = "dp"
-    fixed: bool = False
-    tool: str = "dp_compact"
-    _usage: list[Usage] = field(default_factory=list, repr=False)
-
-    def before_call(self, ctx: CallContext) -> Compaction | None:
-        del self._usage[len(ctx.prompts):]
-        self._usage.extend(Usage(p) for p in ctx.prompts[len(self._usage):])
-        return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))  # the prompt about to be sent is known
-
-    def on_overflow(self, ctx: CallContext) -> Compaction | None:
-        return self.before_call(ctx)  # asked again with the rejected prompt as the current context
-
-    def _ask(self, ctx: CallContext, usage: tuple[Usage, ...]) -> Compaction | None:
-        live, rec = ctx.live, ctx.rec
-        if live.pinned:
-            raise ValueError("the planner policy never pins messages")
-        carry = live.carry_tokens > 0
-        messages = ((_SUMMARY,) if carry else ()) + rec.messages[live.start:live.end]
-        tokens = rec.message_tokens[live.start:live.end]
-        if carry:
-            tokens = np.concatenate(([live.carry_tokens], tokens))
-        arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
-        turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user turns so far, whole history
-        session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
-                          llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
-        result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays)
-        if result.decision != "compact":
-            return None
-        return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)
-
-
-def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> MessageArrays:
-    """MessageArrays of ``[carry block] + history[start:end]``: :meth:`MessageArrays.slice` of the
-    recording's arrays, behind the carried summary (a user message, not a user turn) when ``carry``."""
-    live = a.slice(start, end)
-    if not carry:
-        return live
-    calls = np.where(live.call_index >= 0, live.call_index + 1, -1)
-    return MessageArrays(
-        np.concatenate((np.array([ROLE_USER], dtype=np.int8), live.roles)), np.concatenate(([-1], calls)).astype(np.int64),
-        np.concatenate(([0], live.turn_index)).astype(np.int64), np.concatenate(([0], live.round_index)).astype(np.int64),
-        np.concatenate(([True], live.plain_user)),
-    )
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """A fixed list of compactions: before call ``call``, compact to the tail starting at ``cut``.
-
-    The oracle's schedule is replayed through the meter with this policy (``name="oracle"``).
-    ``cuts`` maps call -> cut; a cut no longer inside the live tail (after a hard truncation)
-    is skipped; no overflow fallback (a hard truncation applies).
-    """
-
-    name: str
-    cuts: dict[int, int]
-    fixed: bool = False
-    tool: str = "dp_compact"
-
-    def before_call(self, ctx: CallContext) -> Compaction | None:
-        cut = self.cuts.get(ctx.call)
-        if cut is None or not ctx.live.start < cut < ctx.live.end:
-            return None
-        return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
-
-    def on_overflow(self, ctx: CallContext) -> Compaction | None:
-        return None
-
-
-#: ``--policy oracle``'s name.
-ORACLE = "oracle"
-
-
-@dataclass
-class Oracle:
-    """The hindsight optimum as a policy: at the first call of a recording it solves
-    :func:`~dp_compact.replay.oracle.oracle_schedule` for that recording and its params, then
-    carries the schedule out (:class:`Schedule`), so its replay costs what the oracle says."""
-
-    name: str = ORACLE
-    fixed: bool = False
-    tool: str = "dp_compact"
-    _schedule: Schedule | None = field(default=None, repr=False)
-
-    def before_call(self, ctx: CallContext) -> Compaction | None:
-        if ctx.call == 0 or self._schedule is None:
-            best = oracle_schedule(ctx.rec, ctx.params)
-            self._schedule = Schedule(self.name, dict(best.schedule))
-        return self._schedule.before_call(ctx)
-
-    def on_overflow(self, ctx: CallContext) -> Compaction | None:
-        return None
 
 
 def _number(spec: str, text: str, rule: str) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from dp_compact.summary_text import recorded_usage, summary_usage
 from dp_compact.conversation import (
     SUMMARY_PREFIXES,
     Message,
@@ -23,7 +24,6 @@ from dp_compact.conversation import (
     is_summary_text,
     last_own_summary,
     recorded_history,
-    _SUMMARY_RECORDED,
     summary_counts,
     summary_kept,
     summary_recorded,
@@ -198,32 +198,6 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
     return out if changed else list(messages)
 
 
-def summary_usage(text: str) -> tuple[float | None, float | None]:
-    """avg (prompt tokens per call) and the token ratio a summary of ours states; None where it does not.
-
-    >>> summary_usage("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
-    ...               "compacted by dp-compact (compaction 1; model m; avg 94,542 prompt tokens per call;"
-    ...               " ratio 2.0100 provider tokens per cl100k token).")
-    (94542.0, 2.01)
-    """
-    if not text.lstrip().startswith("[summary]"):
-        return None, None
-    found = _SUMMARY_RECORDED.search(text[:1000])
-    avg, ratio = None, None
-    for part in (found.group(1).split(";") if found else ()):
-        key, _, value = part.strip().partition(" ")
-        number = value.split(" ")[0].replace(",", "")
-        try:
-            parsed = float(number)
-        except ValueError:
-            continue
-        if key == "avg" and value.endswith("prompt tokens per call") and parsed > 0:
-            avg = parsed
-        elif key == "ratio" and value.endswith("provider tokens per cl100k token") and parsed > 0:
-            ratio = parsed
-    return avg, ratio
-
-
 #: Header of a preview ``dp-compact shrink`` wrote, and the statement its first one carries
 #: (:func:`dp_compact.pipeline.shrink.shrunk_statement`).
 _SHRUNK_HEADER = "[tool result shrunk by dp-compact:"
@@ -250,7 +224,7 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
             recorded["context_window"] = int(digits)
         elif context := _SHRUNK_CONTEXT.match(part):
             recorded["recorded_context"] = (int(context.group(1).replace(",", "")), int(context.group(2)))
-    avg, ratio = summary_usage(f"[summary] compacted by dp-compact (compaction 0; {found.group(1)})") if found else (None, None)
+    avg, ratio = recorded_usage(found.group(1)) if found else (None, None)
     if avg:
         recorded["recorded_avg_tokens"] = avg
     if ratio:

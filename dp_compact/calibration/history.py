@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.conversation import Message, Session
-from dp_compact.estimation import call_message_counts
 from dp_compact.sessions import READERS, read_session
 from dp_compact.sessions.source import Source, read_source
 
-__all__ = ["CompactionMarker", "History", "call_message_counts", "read_history"]
+__all__ = ["CompactionMarker", "History", "read_history"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import ROLE_ASSISTANT, MessageArrays, message_ages
+from dp_compact.cuts import ROLE_ASSISTANT, MessageArrays
 from dp_compact.reuse import Uses
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "RecallCounts",
     "RecallFit",
     "fit_exponential",
-    "message_ages",
     "recall_counts",
 ]
 
@@ -75,7 +74,7 @@ def recall_counts(uses: Uses, arrays: MessageArrays, ages: npt.NDArray[np.float6
     arrays : MessageArrays
         :func:`dp_compact.cuts.message_arrays` of the same messages (roles: the LLM calls).
     ages : ndarray[float64], shape (N,)
-        :func:`message_ages` of those messages, non-decreasing.
+        :func:`dp_compact.cuts.message_ages` of those messages, non-decreasing.
 
     Returns
     -------
@@ -92,7 +91,7 @@ def recall_counts(uses: Uses, arrays: MessageArrays, ages: npt.NDArray[np.float6
     Message 0 below is seen at age 0 by call 1 and at age 1 by call 3, and used by message 3:
     it is needed in both bins; message 1 (age 1 at call 3) and message 2 (age 0) are not.
 
-    >>> from dp_compact.cuts import message_arrays
+    >>> from dp_compact.cuts import message_ages, message_arrays
     >>> from dp_compact.conversation import Message
     >>> from dp_compact.reuse import KIND_VERBATIM
     >>> messages = [Message("user", "u"), Message("assistant", "a"), Message("user", "v"), Message("assistant", "b")]

@@ -1,0 +1,152 @@
+"""The look-ahead decision of DESIGN §7: compact now only when it costs less than the best schedule that waits.
+
+:func:`plan_ahead` is the ``DP_PLANNER=lookahead`` path of :func:`dp_compact.planner.plan` (with
+``DP_MODEL=recall``): over the feasible cuts keeping at least one API round (:func:`round_keep`),
+it prices compacting now and every schedule that waits with :func:`dp_compact.lookahead.look_ahead`,
+from the growth per call (:func:`growth_per_call`) and the summary size it expects
+(:func:`summary_tokens`). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.benefit import BenefitInputs, BenefitTerms, recall_costs
+from dp_compact.conversation import Session
+from dp_compact.decision import NO_TERMS, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT, RULE_WAIT, Plan
+from dp_compact.estimation import Estimates
+from dp_compact.lookahead import Forecast, look_ahead
+from dp_compact.pricing import Prices
+from dp_compact.settings import Settings
+
+__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "growth_per_call", "plan_ahead", "round_keep", "summary_tokens"]
+
+#: What the extractive summarizer writes, tokens: median over the shared sessions of
+#: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
+#: per policy"). The look-ahead planner expects this S unless ``DP_S`` is given.
+EXTRACTIVE_SUMMARY_TOKENS = 780
+#: Calls whose prompt growth gives the forecast's growth per call (DESIGN §7 "recent median").
+GROWTH_WINDOW_CALLS = 20
+
+
+def summary_tokens(settings: Settings) -> int:
+    """S the look-ahead planner expects: ``DP_S`` when given, else what the extractive summarizer
+    writes (:data:`EXTRACTIVE_SUMMARY_TOKENS`), tokens."""
+    return settings.s if "s" in settings.model_fields_set else EXTRACTIVE_SUMMARY_TOKENS
+
+
+def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> float:
+    """g of DESIGN §7, tokens per call: the median growth of the last ``GROWTH_WINDOW_CALLS``
+    recorded prompts (shrinking steps, i.e. compactions, left out); without two prompts, the
+    messages' tokens per call so far; at least 1.
+
+    >>> growth_per_call([1000, 1500, 1600, 800, 2000], 0, 5)
+    500.0
+    """
+    recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
+    grown = recent[recent >= 0]
+    if grown.size:
+        return max(float(np.median(grown)), 1.0)
+    return max(total_tokens / max(calls, 1), 1.0)
+
+
+def round_keep(session: Session) -> int:
+    """The least the look-ahead keeps (DESIGN §7 "at least one API round"), messages: from the
+    last assistant message that made tool calls (its results are what the agent is working
+    from; a final answer after them belongs with them), else from the last assistant message."""
+    messages = session.messages
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+    if last is None:
+        return min(len(messages), 1)
+    calling = next((i for i in range(last, -1, -1) if messages[i].role == "assistant" and messages[i].tool_calls), last)
+    return len(messages) - calling
+
+
+def plan_ahead(
+    session: Session, tokens: npt.NDArray[np.int64], prefix: npt.NDArray[np.int64], ages: npt.NDArray[np.float64],
+    cuts: npt.NDArray[np.int64],
+    terms: BenefitTerms, inputs: BenefitInputs, est: Estimates, settings: Settings, prices: Prices,
+    common: dict[str, Any],
+) -> Plan:
+    """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round."""
+    n, total = len(session.messages), int(common["total_tokens"])
+    s, v, window = summary_tokens(settings), settings.v, prices.max_context_tokens
+    threshold = float(common["force_threshold_tokens"])
+    context = est.context_tokens
+    prompts = [u.prompt_tokens for u in session.usage]
+    calls = max(len(prompts), session.llm_calls)
+    g = growth_per_call(prompts, total, calls)
+    alpha, scale = settings.survival_alpha, settings.survival_scale
+    known = est.remaining_calls if settings.e_fixed > 0 else None  # the user said how long it goes on
+    expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")
+    carry = max(1.0, min(expected_left, max(context - v, 0) / g))  # calls a refetched message is carried
+    la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
+    per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau)
+    lost = np.concatenate(([0.0], np.cumsum(per_message)))
+    allowed = np.flatnonzero(n - cuts >= common["min_keep"])
+    if allowed.size == 0:
+        why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
+        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
+                    best_candidate=None, context_after_tokens=context, **common)
+    # tails as the look-ahead counts them (the context less V and the head) when cutting at N, N−1, ..., 0
+    from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)
+    worth = (lost[-1] - lost[::-1]).astype(np.float64)  # what those tails hold, $
+    forecast = Forecast(growth_tokens=g, calls_so_far=calls, survival_alpha=alpha, survival_scale=scale,
+                        loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known)
+    heads = prefix[cuts[allowed]]
+    ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
+                       window_tokens=window)
+    values = np.full(cuts.shape, np.inf)
+    values[allowed] = ahead.compact_usd
+    best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[-1])
+    compact_value = float(values[best])
+    can_keep = bool(np.isfinite(ahead.keep_usd))  # not when the next call's growth passes the threshold
+    info: dict[str, float | None] = {
+        "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if np.isfinite(compact_value) else None,
+        "saves_usd": ahead.keep_usd - compact_value if can_keep and np.isfinite(compact_value) else None,
+        "next_compaction_calls": ahead.next_compaction_calls,
+        "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
+        "summary_tokens": float(s),
+    }
+    best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
+                 "saves_usd": info["saves_usd"]}
+    forced = context > threshold or not can_keep
+    share = f"{context / window:.0%} of the {window:,}-token window"
+    if not forced and session.messages_since_compaction == 0:
+        why = ("nothing was added since dp-compact compacted this conversation: the plan that compacted it weighed every"
+               f" cut that is left (a compaction is a fixed point); context {context:,} tokens, {share}")
+        return Plan("keep", RULE_FIXED_POINT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
+                    best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
+    if not forced and not compact_value < ahead.keep_usd:
+        when = ahead.next_compaction_calls
+        later = (f"the best schedule compacts in about {when:.0f} call{'s' if when != 1 else ''}" if when is not None
+                 else f"the best schedule does not compact in the about {ahead.expected_calls:.0f} calls the session is expected to go on")
+        why = (f"waiting is cheaper: compacting now would cost ${compact_value - ahead.keep_usd:.4f} more than the best"
+               f" schedule that waits ({later}); context {context:,} tokens, {share}")
+        return Plan("keep", RULE_WAIT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
+                    best_candidate=best_info, lookahead=info, context_after_tokens=context,
+                    lookahead_usd=values, **common)
+    head = int(prefix[cuts[best]])
+    tail = total - head
+    after = v + s + tail
+    if forced:
+        rule = RULE_FORCE
+        where = "is above" if context > threshold else f"passes, with the next call's growth of about {g:,.0f} tokens,"
+        why = (f"context {context:,} tokens {where} {settings.force_ratio:g} x {window:,}: compacting now at the cut"
+               f" with the lowest expected cost")
+    else:
+        rule = RULE_LOOKAHEAD
+        when = ahead.next_compaction_calls
+        wait = (f"it would compact in about {when:.0f} call{'s' if when != 1 else ''}, carrying the {head:,} tokens this"
+                " compaction drops until then" if when is not None else f"it would carry the {head:,} tokens this compaction drops")
+        why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits ({wait});"
+               f" the session is expected to go on for about {ahead.expected_calls:.0f} calls")
+    why += f"; context {context:,} tokens ({share}), about {after:,} after compacting ({after / window:.0%})"
+    return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
+                terms=terms.at(best), best_candidate=best_info, lookahead=info,
+                context_after_tokens=after, lookahead_usd=values, **common)

@@ -1,0 +1,128 @@
+"""From a session to a :class:`~dp_compact.replay.Recording` (DESIGN §6): the IO side of the replay's input.
+
+- Messages: the whole recorded history (``Session.history``) when the file records compactions,
+  without what those compactions inserted (their summary message, and Codex's replacement
+  history written on the summary's line); otherwise the live conversation (a Gemini stream log
+  of several runs replays its last run).
+- Calls: one per assistant message, in order; its prompt is every message before it. The output
+  tokens are the provider's, from the usage record of that message (matched by source line:
+  the same line, else the latest assistant message at or before the record's line), else the
+  message's own token count. Usage records matching no assistant message (Codex's own
+  compaction requests) are not calls.
+- Times (only with a cache TTL): the ``timestamp`` of the source line where the assistant
+  message starts (Claude Code, Codex and Gemini stream logs have them); elsewhere unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from dp_compact.api import choose_prices, session_tokens
+from dp_compact.conversation import Message, Session, Usage, recorded_history
+from dp_compact.cuts import message_arrays
+from dp_compact.errors import DpCompactError
+from dp_compact.estimation import call_message_counts
+from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
+from dp_compact.reuse import find_uses
+from dp_compact.sessions.source import read_source
+from dp_compact.settings import Settings
+
+__all__ = ["call_times", "load_recording", "recorded_calls", "replay_history", "replay_params"]
+
+
+#: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
+replay_history = recorded_history
+
+
+def recorded_calls(
+    messages: Sequence[Message], message_tokens: npt.NDArray[np.int64], usage: Sequence[Usage]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], str, npt.NDArray[np.int64]]:
+    """Positions (index of each assistant message) and output tokens of the calls, their source,
+    and the recorded prompt of each call.
+
+    Usage records are placed on assistant messages by :func:`~dp_compact.estimation.call_message_counts`
+    (when every record has a source line). Returns ``(positions, output_tokens, source, prompts)``,
+    arrays of shape (C,); source ``"usage"`` when a record was placed, else ``"messages"``;
+    ``prompts`` is the placed record's ``prompt_tokens``, ``-1`` for a call without one.
+    """
+    positions = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
+    outputs = message_tokens[positions].copy()
+    prompts = np.full(positions.shape, -1, dtype=np.int64)
+    if not usage or any(u.line <= 0 for u in usage):
+        return positions, outputs, "messages", prompts
+    placed = call_message_counts(messages, usage)
+    found = np.flatnonzero(placed >= 0)
+    if found.size == 0:
+        return positions, outputs, "messages", prompts
+    slots = np.searchsorted(positions, placed[found])
+    outputs[slots] = [usage[int(k)].output_tokens for k in found]
+    prompts[slots] = [usage[int(k)].prompt_tokens for k in found]
+    return positions, outputs, "usage", prompts
+
+
+def _seconds(value: object) -> float:
+    """A record's ``timestamp`` (ISO 8601 text, or epoch seconds/milliseconds) in epoch seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def call_times(path: str, messages: Sequence[Message], positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Epoch seconds of each call from its source line's ``timestamp``; NaN where there is none."""
+    try:
+        source = read_source(path, lenient=True)
+    except DpCompactError:
+        return np.full(positions.shape, math.nan)
+    stamps = {r.line: r.value.get("timestamp") for r in source.records or () if isinstance(r.value, dict)}
+    return np.array([_seconds(stamps.get(messages[int(p)].line)) for p in positions], dtype=np.float64)
+
+
+def load_recording(
+    session: Session, settings: Settings, *, use_cache: bool = True, with_times: bool = False
+) -> tuple[Recording, str]:
+    """The :class:`Recording` of ``session`` (tokens counted once) and where its calls come from.
+
+    Returns ``(recording, source)`` with source ``"usage"`` or ``"messages"`` (module docstring).
+    """
+    messages = replay_history(session)
+    probe = replace(session, messages=messages)
+    tokens = session_tokens(probe, settings, use_cache=use_cache)
+    positions, outputs, source, prompts = recorded_calls(messages, tokens, session.usage)
+    times = call_times(session.path, messages, positions) if with_times else None
+    uses = find_uses(messages)
+    use_calls = np.searchsorted(positions, uses.at, side="right") - 1
+    found = use_calls >= 0
+    placed = prompts > 0
+    call_lines = np.array([messages[int(p)].line for p in positions[placed]], dtype=np.int64)
+    compacted = np.zeros(call_lines.shape, dtype=bool)
+    for record in session.compaction_records:
+        after = int(np.searchsorted(call_lines, record.line))
+        if 0 < after < compacted.size:
+            compacted[after] = True
+    recording = make_recording(
+        messages, tokens, message_arrays(messages), positions, outputs, times,
+        uses=(uses.message[found], use_calls[found]), path=session.path, format=session.format,
+        counted=counted_tokens_per_message(tokens, positions[placed], prompts[placed], compacted),
+        tool_compactions=tuple((r.tool, int(r.pre_tokens)) for r in session.compaction_records
+                               if r.trigger != "manual" and r.pre_tokens),
+    )
+    return recording, source
+
+
+def replay_params(
+    session: Session, settings: Settings, cache_ttl_s: float | None, loss: str = "refetch"
+) -> tuple[ReplayParams, tuple[str, ...]]:
+    """Prices and window as :func:`~dp_compact.api.choose_prices` picks them, V, S, TTL, loss; and its notes."""
+    prices, notes = choose_prices(settings, session)
+    return ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss), notes
