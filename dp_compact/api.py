@@ -22,7 +22,14 @@ from dp_compact.sessions import read_session
 from dp_compact.conversation import Session
 from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
-from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
+from dp_compact.tokens import (
+    REFERENCED_DOCUMENT_TOKENS,
+    TokenCache,
+    count_message_tokens,
+    provider_family,
+    referenced_documents,
+    token_ratio,
+)
 from dp_compact.windows import context_window, known_windows, largest_accepted_prompt, window_note
 
 if TYPE_CHECKING:
@@ -178,8 +185,15 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
 
 
 def read_notes(session: Session) -> tuple[str, ...]:
-    """What reading left out that a user should know: a half-written last line (``Session.partial_line``)."""
-    return () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
+    """What reading left out that a user should know: a half-written last line (``Session.partial_line``),
+    and documents given by reference, whose size is estimated (:func:`~dp_compact.tokens.referenced_documents`)."""
+    notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
+    referenced = referenced_documents(session.messages)
+    if referenced:
+        notes += (f"{referenced} document(s) given by URL or file id cannot be read here: each one's size is estimated"
+                  f" at {REFERENCED_DOCUMENT_TOKENS:,} tokens, one page of the provider's per-page PDF estimate"
+                  " (text and page image; more pages cost more)",)
+    return notes
 
 
 def plan_file(

@@ -41,6 +41,7 @@ __all__ = [
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
     "PDF_TEXT_TOKENS_PER_PAGE",
+    "REFERENCED_DOCUMENT_TOKENS",
     "TokenCache",
     "count_message_tokens",
     "count_text_tokens",
@@ -50,6 +51,7 @@ __all__ = [
     "message_token_text",
     "page_image_tokens",
     "provider_family",
+    "referenced_documents",
     "token_ratio",
 ]
 
@@ -216,6 +218,13 @@ def _pdf_tokens(data: bytes) -> int:
     return text_tokens + unextracted * PDF_TEXT_TOKENS_PER_PAGE + images
 
 
+#: Tokens of a document given by reference (URL, file id), whose pages cannot be read here: one
+#: page of Anthropic's PDF support guide's estimate ("Estimate your costs": 1,500-3,000 text
+#: tokens per page, ``PDF_TEXT_TOKENS_PER_PAGE``, plus the page as an image, ``IMAGE_TOKENS``).
+#: The page count is unknown, so this is a lower bound; OpenAI's file inputs are billed the same
+#: way (text and an image per page) and get the same estimate.
+REFERENCED_DOCUMENT_TOKENS = PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS
+
 #: Version of the PDF rule in the cache key: change it with the rule or its constants.
 _PDF_RULE = f"pdf-1|{PDF_TEXT_TOKENS_PER_PAGE}|{IMAGE_TOKENS}|{IMAGE_MAX_EDGE_PX}|{IMAGE_PIXELS_PER_TOKEN}".encode()
 #: PDFs counted in this process (key -> tokens), so that a second count of the same session
@@ -241,8 +250,11 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
         the text extracted from it (``PDF_TEXT_TOKENS_PER_PAGE`` when extraction fails) plus
         the page as an image (:func:`page_image_tokens`); a PDF that cannot be opened:
         ``PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS`` per page, pages counted in its raw bytes
-        (:func:`~dp_compact.documents.count_pdf_pages`, at least 1).
+        (:func:`~dp_compact.documents.count_pdf_pages`, at least 1). A document given by
+        reference (``Document.reference``): ``REFERENCED_DOCUMENT_TOKENS``.
     """
+    if document.reference:
+        return REFERENCED_DOCUMENT_TOKENS
     if document.media_type != PDF_MEDIA_TYPE:
         return int(count_text_tokens([document.text])[0]) if document.text else 0
     key = hashlib.blake2b(_PDF_RULE + document.data, digest_size=16, person=b"pdf-pages").digest()
@@ -256,6 +268,11 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
         _PDF_MEMO.pop(next(iter(_PDF_MEMO)))
     _PDF_MEMO[key] = tokens
     return tokens
+
+
+def referenced_documents(messages: Sequence[Message]) -> int:
+    """Documents given by reference (URL, file id) in ``messages``, whose size is estimated (``REFERENCED_DOCUMENT_TOKENS``)."""
+    return sum(1 for m in messages for d in find_documents(m.raw) if d.reference)
 
 
 def _document_counts(messages: Sequence[Message], cache: TokenCache | None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
