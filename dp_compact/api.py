@@ -26,6 +26,7 @@ from dp_compact.tokens import (
     REFERENCED_DOCUMENT_TOKENS,
     TokenCache,
     count_message_tokens,
+    image_token_counts,
     provider_family,
     referenced_documents,
     token_ratio,
@@ -130,19 +131,22 @@ def resolve_prices(settings: Settings, session_model: str | None = None) -> Pric
     return choose_prices(settings, stub)[0]
 
 
-def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int64]) -> tuple[float, str]:
+def token_scale(
+    session: Session, settings: Settings, counts: npt.NDArray[np.int64], image_tokens: npt.NDArray[np.int64] | None = None
+) -> tuple[float, str]:
     """Provider tokens per counted token for ``session``, and where the factor comes from.
 
     ``DP_TOKEN_RATIO`` when set; else the ratio measured from the session's own usage records
-    (:func:`~dp_compact.estimation.measured_token_ratio`); else the calibrated factor of its
-    provider family (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family).
-    ``bytes4`` counts are the seed's and never scaled.
+    (:func:`~dp_compact.estimation.measured_token_ratio`, images taken off when
+    ``image_tokens`` gives them); else the calibrated factor of its provider family
+    (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family). ``bytes4`` counts are
+    the seed's and never scaled. The factor applies to text: images are in provider tokens.
     """
     if settings.tokenizer != "tiktoken":
         return 1.0, "none (bytes4)"
     if settings.token_ratio is not None:
         return settings.token_ratio, "setting"
-    measured = measured_token_ratio(session, counts)
+    measured = measured_token_ratio(session, counts, image_tokens)
     if measured is not None:
         return measured, "measured"
     family = provider_family(session.model, session.format)
@@ -150,15 +154,22 @@ def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int
 
 
 def _scaled_tokens(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str]:
-    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source."""
-    cache = TokenCache() if use_cache and settings.tokenizer == "tiktoken" else None
+    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source.
+
+    The images' tokens are priced by the session's provider (:func:`~dp_compact.tokens.image_token_counts`)
+    and left unscaled; the rest is scaled.
+    """
+    tiktoken = settings.tokenizer == "tiktoken"
+    family = provider_family(session.model, session.format)
+    cache = TokenCache() if use_cache and tiktoken else None
     try:
-        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache)
+        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache, family=family)
     finally:
         if cache is not None:
             cache.close()
-    ratio, source = token_scale(session, settings, counts)
-    return (counts if ratio == 1.0 else np.rint(counts * ratio).astype(np.int64)), ratio, source
+    images = image_token_counts(session.messages, family) if tiktoken else np.zeros(len(counts), dtype=np.int64)
+    ratio, source = token_scale(session, settings, counts, images)
+    return (counts if ratio == 1.0 else np.rint((counts - images) * ratio).astype(np.int64) + images), ratio, source
 
 
 def session_tokens(session: Session, settings: Settings, *, use_cache: bool = True) -> npt.NDArray[np.int64]:
