@@ -22,7 +22,15 @@ from dp_compact.sessions import read_session
 from dp_compact.conversation import Session
 from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
-from dp_compact.tokens import TokenCache, count_message_tokens, provider_family, token_ratio
+from dp_compact.tokens import (
+    REFERENCED_DOCUMENT_TOKENS,
+    TokenCache,
+    count_message_tokens,
+    image_token_counts,
+    provider_family,
+    referenced_documents,
+    token_ratio,
+)
 from dp_compact.windows import context_window, known_windows, largest_accepted_prompt, window_note
 
 if TYPE_CHECKING:
@@ -123,20 +131,24 @@ def resolve_prices(settings: Settings, session_model: str | None = None) -> Pric
     return choose_prices(settings, stub)[0]
 
 
-def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int64]) -> tuple[float, str]:
+def token_scale(
+    session: Session, settings: Settings, counts: npt.NDArray[np.int64], image_tokens: npt.NDArray[np.int64] | None = None
+) -> tuple[float, str]:
     """Provider tokens per counted token for ``session``, and where the factor comes from.
 
     ``DP_TOKEN_RATIO`` when set; else the ratio measured from the session's own usage records
-    (:func:`~dp_compact.estimation.measured_token_ratio`); else the one a summary of ours states was
-    measured on the conversation it compacted (``Session.recorded_token_ratio``); else the calibrated factor of its
-    provider family (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family).
-    ``bytes4`` counts are the seed's and never scaled.
+    (:func:`~dp_compact.estimation.measured_token_ratio`, images taken off when
+    ``image_tokens`` gives them); else the one a summary of ours states was measured on the
+    conversation it compacted (``Session.recorded_token_ratio``); else the calibrated factor of
+    its provider family (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family).
+    ``bytes4`` counts are the seed's and never scaled. The factor applies to text: images are in
+    provider tokens.
     """
     if settings.tokenizer != "tiktoken":
         return 1.0, "none (bytes4)"
     if settings.token_ratio is not None:
         return settings.token_ratio, "setting"
-    measured = measured_token_ratio(session, counts)
+    measured = measured_token_ratio(session, counts, image_tokens)
     if measured is not None:
         return measured, "measured"
     if session.recorded_token_ratio is not None:  # a compacted file: measured on the conversation it compacted
@@ -146,15 +158,22 @@ def token_scale(session: Session, settings: Settings, counts: npt.NDArray[np.int
 
 
 def _scaled_tokens(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str]:
-    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source."""
-    cache = TokenCache() if use_cache and settings.tokenizer == "tiktoken" else None
+    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source.
+
+    The images' tokens are priced by the session's provider (:func:`~dp_compact.tokens.image_token_counts`)
+    and left unscaled; the rest is scaled.
+    """
+    tiktoken = settings.tokenizer == "tiktoken"
+    family = provider_family(session.model, session.format)
+    cache = TokenCache() if use_cache and tiktoken else None
     try:
-        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache)
+        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache, family=family)
     finally:
         if cache is not None:
             cache.close()
-    ratio, source = token_scale(session, settings, counts)
-    return (counts if ratio == 1.0 else np.rint(counts * ratio).astype(np.int64)), ratio, source
+    images = image_token_counts(session.messages, family) if tiktoken else np.zeros(len(counts), dtype=np.int64)
+    ratio, source = token_scale(session, settings, counts, images)
+    return (counts if ratio == 1.0 else np.rint((counts - images) * ratio).astype(np.int64) + images), ratio, source
 
 
 def session_tokens(session: Session, settings: Settings, *, use_cache: bool = True) -> npt.NDArray[np.int64]:
@@ -181,8 +200,15 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
 
 
 def read_notes(session: Session) -> tuple[str, ...]:
-    """What reading left out that a user should know: a half-written last line (``Session.partial_line``)."""
-    return () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
+    """What reading left out that a user should know: a half-written last line (``Session.partial_line``),
+    and documents given by reference, whose size is estimated (:func:`~dp_compact.tokens.referenced_documents`)."""
+    notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
+    referenced = referenced_documents(session.messages)
+    if referenced:
+        notes += (f"{referenced} document(s) given by URL or file id cannot be read here: each one's size is estimated"
+                  f" at {REFERENCED_DOCUMENT_TOKENS:,} tokens, one page of the provider's per-page PDF estimate"
+                  " (text and page image; more pages cost more)",)
+    return notes
 
 
 def plan_file(

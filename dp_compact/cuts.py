@@ -50,8 +50,10 @@ class MessageArrays:
     it answers (``-1`` otherwise or when the call is absent). ``turn_index``: number of user
     turns (:attr:`Message.is_user_turn`: typed prompts, not injected context or summaries) up to
     and including each message; ``round_index``: the same for assistant messages (API rounds).
-    ``plain_user``: user messages whose content is a plain string, the seed's "real user input"
-    (DESIGN §2, reference planner: a user line with no ``"content":[``).
+    ``plain_user``: user turns whose content is a plain string, the seed's "real user input"
+    (DESIGN §2, reference planner: a user line with no ``"content":[``); injected context and
+    summaries are not user turns even with a string content (DESIGN §1: ``DP_MODEL=seed`` cuts
+    only at user turns).
     """
 
     roles: npt.NDArray[np.int8]
@@ -105,7 +107,7 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
     turns = bytearray(n)
     for index, message in enumerate(messages):
         if message.is_user_message:
-            plain_user[index] = _has_string_content(message.raw)
+            plain_user[index] = message.is_user_turn and _has_string_content(message.raw)
             turns[index] = message.is_user_turn
         elif message.role == "assistant":
             roles[index] = ROLE_ASSISTANT

@@ -16,7 +16,11 @@ Shapes recognised (a block is a dict at any depth of the message, tool results i
   Responses ``{"type": "input_file", "file_data": "data:application/pdf;base64,..."}``;
 - Gemini ``{"inlineData": {"mimeType": "application/pdf", "data": ...}}`` (or ``inline_data``).
 
-A document given by reference (URL, file id) has no bytes here and stays one binary block.
+A document given by reference has no bytes here and cannot be fetched (no network): Anthropic
+``source.type`` ``"url"`` (its ``url``) or ``"file"`` (its ``file_id``), OpenAI Chat
+``{"type": "file", "file": {"file_id": ...}}``, Responses ``input_file`` with ``file_id`` or
+``file_url``, Gemini ``fileData`` with a PDF ``mimeType``. It is a :class:`Document` whose
+``reference`` names it, and its size is estimated (:func:`dp_compact.tokens.document_tokens`).
 Nothing here raises on a broken document: an undecodable PDF is a :class:`Document` with no
 bytes, a PDF pypdf cannot open gives None from :func:`pdf_pages`, a page whose text cannot be
 extracted has ``text=None``; the token count then falls back to the provider's per-page estimate.
@@ -58,11 +62,15 @@ class Document:
         base64 does not decode.
     text : str
         A text document's text; ``""`` for a PDF.
+    reference : str
+        The URL or file id of a document given by reference (its bytes are not in the
+        session); ``""`` for a document given inline.
     """
 
     media_type: str
     data: bytes = b""
     text: str = ""
+    reference: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +124,22 @@ def _document_of(block: dict[str, Any]) -> Document | None:
             return Document(TEXT_MEDIA_TYPE, text=source["data"])
         if source.get("type") == "content":
             return Document(TEXT_MEDIA_TYPE, text=_content_text(source.get("content")))
-        return None
+        reference = source.get("url") if source.get("type") == "url" else source.get("file_id") if source.get("type") == "file" else None
+        return Document(PDF_MEDIA_TYPE, reference=reference) if isinstance(reference, str) and reference else None
     holder = block.get("file") if kind == "file" and isinstance(block.get("file"), dict) else block
     if kind in ("file", "input_file") and str(holder.get("file_data", "")).startswith(_DATA_URL_PDF):
         return Document(PDF_MEDIA_TYPE, _decoded(holder["file_data"]))
+    if kind in ("file", "input_file") and not holder.get("file_data"):
+        reference = holder.get("file_id") or holder.get("file_url")
+        if isinstance(reference, str) and reference:
+            return Document(PDF_MEDIA_TYPE, reference=reference)
     inline = block.get("inlineData", block.get("inline_data"))
     if isinstance(inline, dict) and (inline.get("mimeType") or inline.get("mime_type")) == PDF_MEDIA_TYPE:
         return Document(PDF_MEDIA_TYPE, _decoded(inline.get("data")))
+    uploaded = block.get("fileData", block.get("file_data"))
+    if isinstance(uploaded, dict) and (uploaded.get("mimeType") or uploaded.get("mime_type")) == PDF_MEDIA_TYPE:
+        reference = uploaded.get("fileUri") or uploaded.get("file_uri")
+        return Document(PDF_MEDIA_TYPE, reference=reference) if isinstance(reference, str) and reference else None
     return None
 
 
@@ -141,7 +158,7 @@ def find_documents(raw: Any) -> list[Document]:
         block is not searched further.
 
     >>> find_documents({"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "hi"}}]})
-    [Document(media_type='text/plain', data=b'', text='hi')]
+    [Document(media_type='text/plain', data=b'', text='hi', reference='')]
     """
     found: list[Document] = []
     stack = [raw]

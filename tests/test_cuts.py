@@ -95,3 +95,17 @@ def test_feasible_cuts_user_turn_after_server_tool_round_or_interrupted_call_is_
     mask = feasible_cut_mask(message_arrays(messages))
     assert np.flatnonzero(mask).tolist() == [1, 2, 3, 4, 5]
     assert np.flatnonzero(feasible_cut_mask(message_arrays(messages), user_turns_only=True)).tolist() == [2, 4]
+
+
+def test_seed_rule_skips_injected_context_with_a_string_content():
+    messages = [
+        Message("user", "fix it", raw={"role": "user", "content": "fix it"}),
+        Message("assistant", "on it", raw={"role": "assistant", "content": "on it"}),
+        Message("user", "<task-notification>done</task-notification>", kind="injected",
+                raw={"role": "user", "content": "<task-notification>done</task-notification>"}),
+        Message("assistant", "noted", raw={"role": "assistant", "content": "noted"}),
+        Message("user", "now the tests", raw={"role": "user", "content": "now the tests"}),
+        Message("assistant", "done", raw={"role": "assistant", "content": "done"}),
+    ]
+    seed = np.flatnonzero(feasible_cut_mask(message_arrays(messages), user_turns_only=True)).tolist()
+    assert seed == [4] == [i for i in range(7) if _reference.is_feasible_cut(messages, i, user_turns_only=True)]

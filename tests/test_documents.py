@@ -97,13 +97,14 @@ def test_find_documents_recognises_each_provider_shape():
         {"parts": [{"inlineData": {"mimeType": "application/pdf", "data": base64.b64encode(pdf).decode()}}]},  # Gemini
         {"type": "tool_result", "content": [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}]},
         {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "chunk one"}, "chunk two"]}},
-        {"type": "document", "source": {"type": "url", "url": "https://example.org/a.pdf"}},  # no bytes: stays a binary block
+        {"type": "document", "source": {"type": "url", "url": "https://example.org/a.pdf"}},  # no bytes: a reference
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
     ]
     found = find_documents({"role": "user", "content": raw})
-    assert [d.media_type for d in found] == [PDF_MEDIA_TYPE] * 4 + ["text/plain"] * 2
+    assert [d.media_type for d in found] == [PDF_MEDIA_TYPE] * 4 + ["text/plain"] * 2 + [PDF_MEDIA_TYPE]
     assert all(d.data == pdf for d in found[:4])
     assert found[4].text == "notes" and found[5].text == "chunk one\nchunk two"
+    assert found[6] == Document(PDF_MEDIA_TYPE, reference="https://example.org/a.pdf")
     assert find_documents(None) == []
 
 
@@ -200,3 +201,44 @@ def test_pdf_block_a_reader_did_not_count_as_binary_is_still_counted():
     raw = {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "file", "file": {"file_data": url}}]}
     counted = tokens.count_message_tokens([Message("user", "q", images=0, raw=raw), Message("user", "q")])
     assert counted[0] - counted[1] == tokens.document_tokens(Document(PDF_MEDIA_TYPE, data))
+
+
+# ---------------------------------------------------------------- documents given by reference
+
+REFERENCES = [
+    ({"type": "document", "source": {"type": "url", "url": "https://example.org/a.pdf"}}, "https://example.org/a.pdf"),
+    ({"type": "document", "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"}}, "file_011CNha8iCJcU1wXNR6q4V8w"),
+    ({"type": "file", "file": {"file_id": "file-abc123"}}, "file-abc123"),  # OpenAI Chat Completions
+    ({"type": "input_file", "file_id": "file-abc123"}, "file-abc123"),  # OpenAI Responses
+    ({"type": "input_file", "file_url": "https://example.org/b.pdf"}, "https://example.org/b.pdf"),
+    ({"fileData": {"mimeType": "application/pdf", "fileUri": "gs://bucket/c.pdf"}}, "gs://bucket/c.pdf"),  # Gemini
+]
+
+
+@pytest.mark.parametrize(("block", "reference"), REFERENCES)
+def test_document_given_by_reference_costs_one_page_of_the_per_page_estimate(block, reference):
+    found = find_documents({"role": "user", "content": [block]})
+    assert found == [Document(PDF_MEDIA_TYPE, reference=reference)]
+    # Anthropic's PDF guide: 1,500-3,000 text tokens per page (middle: 2,250) plus the page as an image (1,600)
+    assert tokens.document_tokens(found[0]) == tokens.REFERENCED_DOCUMENT_TOKENS == 2250 + 1600
+
+
+def test_referenced_document_is_counted_once_not_also_as_an_image():
+    block, _ = REFERENCES[0]
+    message = Message("user", "", images=1, raw={"role": "user", "content": [block]})
+    assert int(tokens.count_message_tokens([message])[0]) == tokens.MESSAGE_OVERHEAD_TOKENS + 3850
+    assert tokens.referenced_documents([message, Message("user", "hi")]) == 1
+
+
+def test_plan_notes_that_a_referenced_document_is_estimated(tmp_path):
+    import json
+
+    from dp_compact.api import plan_file
+    from dp_compact.settings import load_settings
+
+    path = tmp_path / "s.jsonl"
+    lines = [{"role": "user", "content": [REFERENCES[1][0], {"type": "text", "text": "Summarize the contract."}]},
+             {"role": "assistant", "content": "It is a lease."}, {"role": "user", "content": "Thanks"}]
+    path.write_text("\n".join(json.dumps(r) for r in lines) + "\n", encoding="utf-8")
+    notes = plan_file(path, load_settings(), use_cache=False).notes
+    assert any("1 document(s) given by URL or file id" in n and "3,850 tokens" in n for n in notes)

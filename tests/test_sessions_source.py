@@ -137,3 +137,60 @@ def test_cli_binary_session_is_one_line_exit_2(tmp_path):
     result = runner.invoke(app, ["plan", str(path)])
     assert result.exit_code == 2
     assert result.stderr == f"dp-compact: {path}: binary data, not a JSON/JSONL transcript\n"
+
+
+# ---------------------------------------------------------------- a UTF-8 byte order mark
+
+
+def _real_or_example() -> list[Path]:
+    from tests.conftest import session_files
+
+    return session_files() or [EXAMPLE]
+
+
+@pytest.mark.parametrize("path", _real_or_example(), ids=lambda p: p.name)
+def test_utf8_bom_is_read_as_nothing_in_every_format(tmp_path, path):
+    copy = tmp_path / f"bom-{path.name}"
+    copy.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    try:
+        expected = read_session(path)
+    except SessionError as exc:  # a file that is not a session says the same with a BOM
+        with pytest.raises(type(exc)):
+            read_session(copy)
+        return
+    session = read_session(copy)
+    assert (session.format, session.messages, session.usage) == (expected.format, expected.messages, expected.usage)
+    assert session.user_turns == expected.user_turns and session.messages
+
+
+def test_utf8_bom_jsonl_first_line_is_a_record_not_an_error(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(json.dumps(r).encode() + b"\n" for r in LINES))
+    source = read_source(path)
+    assert [r.line for r in source.records] == [1, 2, 3, 4] and source.records[0].value == LINES[0]
+    assert source.nbytes == path.stat().st_size
+    assert read_messages(path)[0] == LINES[0]
+
+
+def test_utf8_bom_session_plans_from_the_command_line(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(LINES, indent=1).encode())
+    result = runner.invoke(app, ["plan", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["N"] == 4
+
+
+def test_utf16_with_its_bom_still_says_to_convert_it(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\xff\xfe" + EXAMPLE.read_text("utf-8").encode("utf-16-le"))
+    with pytest.raises(SessionError) as caught:
+        read_source(path)
+    assert str(caught.value) == f"{path}: UTF-16 text, not UTF-8; convert it first (iconv -f UTF-16 -t UTF-8)"
+
+
+def test_seed_stats_file_with_a_utf8_bom_is_read(tmp_path):
+    from dp_compact.sessions import read_seed_stats
+
+    path = tmp_path / "stats.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"current_turn_count": 3}')
+    assert read_seed_stats(path).current_turn_count == 3

@@ -16,7 +16,7 @@ import orjson
 from dp_compact.conversation import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.errors import SessionError, UnknownFormatError
 from dp_compact.sessions import anthropic, atif, claude_code, cline_ui, codex, gemini_cli, openai_chat
-from dp_compact.sessions.source import Source, read_source
+from dp_compact.sessions.source import UTF8_BOM, Source, read_source
 
 __all__ = [
     "READERS",
@@ -122,7 +122,7 @@ def read_seed_stats(path: Path | str) -> SeedStats:
         If the file is missing, not JSON, or a counter is not a non-negative integer.
     """
     try:
-        data = orjson.loads(Path(path).read_bytes())
+        data = orjson.loads(Path(path).read_bytes().removeprefix(UTF8_BOM))
     except OSError as exc:
         raise SessionError(path, None, f"cannot read the stats file: {exc.strerror or exc}") from exc
     except orjson.JSONDecodeError as exc:

@@ -11,7 +11,12 @@ plain user message right after a ``tool_use`` that opens with Cline's result lin
 interrupted call, or a server tool (``server_tool_use``, ``mcp_tool_use``) whose result block
 (``web_search_tool_result``, ``mcp_tool_result``, ...) the API put in the same assistant
 message, which is then a complete API round (Anthropic refuses a client ``tool_result`` for a
-``srvtoolu_`` id).
+``srvtoolu_`` id). The server tool's result is part of that assistant message: its content
+(search results' titles and URLs, fetched text, code output) is counted in the message's text
+as compact JSON, without the fields the API keeps opaque (``encrypted_content``,
+``encrypted_index``: the encrypted page content is billed by the provider but has no size we
+can read, so the measured token ratio absorbs it). A fetched document inside it is counted as a
+document (:mod:`dp_compact.documents`).
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
-__all__ = ["DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "answers_by_position", "message_from_anthropic", "read", "sniff"]
+__all__ = [
+    "DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "answers_by_position", "message_from_anthropic", "read", "server_result_text",
+    "sniff",
+]
 
 FORMAT = "anthropic"
 DESCRIPTION = "Anthropic messages (one {role, content} per line or a JSON array; Cline API history; seed agent)"
@@ -36,6 +45,50 @@ SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
 #: The line Cline opens a tool result with, ``[<tool name> for '<argument>'] Result:`` or
 #: ``[<tool name>] Result:`` (Cline ``presentAssistantMessage``; shared/sessions/FORMATS.md (d)).
 _CLINE_RESULT = re.compile(r"\[([\w-]+)(?: for .*?)?\] Result:", re.S)
+
+
+#: Fields of a server tool's result the API keeps opaque (sent back as they are, never read).
+_OPAQUE_KEYS = frozenset({"encrypted_content", "encrypted_index", "tool_use_id"})
+
+
+def _is_server_result(kind: Any) -> bool:
+    """A server tool's result block (``web_search_tool_result``, ``code_execution_tool_result``, ``mcp_tool_result``, ...)."""
+    return isinstance(kind, str) and kind.endswith("_tool_result")
+
+
+def server_result_text(block: dict[str, Any]) -> tuple[str, int]:
+    """Counted text and image count of a server tool's result block (module docstring).
+
+    Parameters
+    ----------
+    block : dict
+        A ``*_tool_result`` block of an assistant message.
+
+    Returns
+    -------
+    tuple[str, int]
+        Its ``content`` as compact JSON without the opaque fields (``_OPAQUE_KEYS``) and
+        without image and document blocks, which are counted in the second value instead.
+
+    >>> server_result_text({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+    ...     {"type": "web_search_result", "url": "https://a.org/", "title": "A", "encrypted_content": "Eo8C", "page_age": None}]})
+    ('[{"type":"web_search_result","url":"https://a.org/","title":"A","page_age":null}]', 0)
+    """
+    images = 0
+
+    def prune(value: Any) -> Any:
+        nonlocal images
+        if isinstance(value, list):
+            kept = [prune(v) for v in value]
+            return [v for v in kept if v is not None]
+        if not isinstance(value, dict):
+            return value
+        if value.get("type") in IMAGE_BLOCKS:
+            images += 1
+            return None
+        return {k: prune(v) for k, v in value.items() if k not in _OPAQUE_KEYS}
+
+    return dumps(prune(block.get("content"))), images
 
 
 def _result_text(content: Any) -> tuple[str, int]:
@@ -84,6 +137,10 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
             results.append(ToolResult(str(block.get("tool_use_id", "")), text, bool(block.get("is_error", False))))
         elif kind in _IMAGE_TYPES:
             images += 1
+        elif _is_server_result(kind) and role == "assistant":
+            text, n_images = server_result_text(block)
+            texts.append(text)
+            images += n_images
         elif isinstance(block.get("text"), str):
             texts.append(block["text"])
     resolved = "tool" if (role == "user" and results) else role

@@ -1,7 +1,11 @@
 """Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``, DESIGN §4).
 
-One record per line; ``type`` selects the kind. Only ``user`` and ``assistant`` records carry
-messages; every other type (``system``, ``attachment``, ``progress``, ``file-history-snapshot``,
+One record per line; ``type`` selects the kind. ``user`` and ``assistant`` records carry
+messages, and ``attachment`` records context the CLI injects into the next request (task and
+todo reminders, queued task notifications, files re-read after a compaction, skill and tool
+listings, ...): each becomes an ``injected`` user message holding the text Claude Code sends for
+it (:mod:`dp_compact.sessions.claude_code_attachments`), placed after the tool results of the
+response it follows. Every other type (``system``, ``progress``, ``file-history-snapshot``,
 ``queue-operation``, ``last-prompt``, ``summary``, ...) is bookkeeping and skipped, except the
 ``system``/``compact_boundary`` marker. Quirks handled (``sessions/FORMATS.md`` (a)):
 
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dp_compact.sessions.anthropic import message_from_anthropic
+from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink
 from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage
 from dp_compact.sessions.source import Record, Source, each_record
@@ -182,14 +187,27 @@ class _Reader:
         self.model: str | None = None
         self.records: list[RecordedCompaction] = []
         self.awaiting_summary = False
+        self.attachments: list[Message] = []
 
     def flush(self) -> None:
-        """Emit the open assistant message and the tool message answering it."""
+        """Emit the open assistant message, the tool message answering it and the attachments since."""
         if self.assistant is not None:
             self.messages.append(self.assistant.message("assistant"))
         if self.results is not None:
             self.messages.append(self.results.message("user"))
+        self.messages.extend(self.attachments)
         self.assistant = self.results = None
+        self.attachments = []
+
+    def attachment_line(self, record: Record) -> None:
+        """Context injected by the CLI: an ``injected`` user message after the open response's results."""
+        message = attachment_message(record.value.get("attachment"), line=record.line, nbytes=record.nbytes)
+        if message is None:
+            return
+        if self.assistant is None and self.results is None:
+            self.messages.append(message)
+        else:
+            self.attachments.append(message)
 
     def record(self, record: Record) -> None:
         """Handle one record (raises ValueError when it breaks the format's rules)."""
@@ -209,6 +227,8 @@ class _Reader:
             self.assistant_line(record)
         elif kind == "user":
             self.user_line(record)
+        elif kind == "attachment":
+            self.attachment_line(record)
 
     def assistant_line(self, record: Record) -> None:
         """One content block (or more) of an API response."""

@@ -3,7 +3,8 @@
 A file is either JSONL (one record per line) or one JSON document, decided by content, not
 by the file name: a ``.json`` file may be JSONL and a ``.jsonl`` file may be one document.
 
-Two kinds of input are told apart before any line is parsed, so that the error says what the
+A UTF-8 byte order mark at the start of the file is skipped, for every format. Two kinds of
+input are told apart before any line is parsed, so that the error says what the
 file is rather than "line 1 is not valid JSON": compressed files (gzip, bzip2, xz, zstd, zip,
 by their magic numbers) and binary data (a NUL byte in the first :data:`BINARY_SNIFF_BYTES`).
 
@@ -24,7 +25,7 @@ import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["BINARY_SNIFF_BYTES", "Record", "Source", "each_record", "partial_line_note", "read_source"]
+__all__ = ["BINARY_SNIFF_BYTES", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
 
 #: Bytes searched for a NUL to call a file binary (git's ``buffer_is_binary`` reads 8,000).
 BINARY_SNIFF_BYTES = 8_000
@@ -38,6 +39,8 @@ _COMPRESSED = (
 )
 #: Byte order marks of UTF-16 text, which holds NUL bytes without being binary.
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+#: The UTF-8 byte order mark some Windows editors write first; read as nothing (``utf-8-sig``).
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,7 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     Returns
     -------
     Source
+        A UTF-8 byte order mark opening the file is left out of its first record.
 
     Raises
     ------
@@ -191,9 +195,11 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     except OSError as exc:
         raise SessionError(path, None, f"cannot read the file: {exc.strerror or exc}") from exc
     _check_not_binary(path, data)
+    size = len(data)
+    data = data.removeprefix(UTF8_BOM)
     document = _as_document(data)
     if document is not None:
-        return Source(str(path), None, document, nbytes=len(data), lenient=lenient)
+        return Source(str(path), None, document, nbytes=size, lenient=lenient)
     records: list[Record] = []
     skipped = 0
     partial: int | None = None
@@ -213,5 +219,5 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
             raise MalformedLineError(path, number, f"line {number} is not valid JSON ({exc})") from exc
         records.append(Record(number, value, len(raw)))
     return Source(
-        str(path), tuple(records), None, nbytes=len(data), skipped_lines=skipped, lenient=lenient, partial_line=partial
+        str(path), tuple(records), None, nbytes=size, skipped_lines=skipped, lenient=lenient, partial_line=partial
     )
