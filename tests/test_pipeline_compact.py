@@ -104,11 +104,20 @@ def test_summary_failures_open_the_circuit_breaker(tmp_path: Path):
         with pytest.raises(SummaryTooShortError):
             compact_file(source, load_settings(), output=out, keep=4, summarizer=empty, breaker=breaker)
     assert breaker.failures(source) == 3
+
+    def model(request) -> str:  # a model summarizer that would answer now
+        return "The user asked to review src/part_0.py to src/part_3.py; every part looked fine. " * 4
+
     with pytest.raises(CircuitOpenError, match="3 consecutive summary failures"):
-        compact_file(source, load_settings(), output=out, keep=4, breaker=breaker)
+        compact_file(source, load_settings(), output=out, keep=4, summarizer=model, breaker=breaker)
     assert not out.exists()
-    clock[0] += 601  # after the cool-down one attempt goes through; success closes the breaker
+    # the offline summarizer and a dry run are never blocked, and leave the breaker as it was
+    assert compact_file(source, load_settings(), output=out, keep=4, summarizer=model, breaker=breaker, dry_run=True).decision == "compact"
     compact_file(source, load_settings(), output=out, keep=4, breaker=breaker)
+    assert out.exists() and breaker.failures(source) == 3
+    out.unlink()
+    clock[0] += 601  # after the cool-down one attempt goes through; success closes the breaker
+    compact_file(source, load_settings(), output=out, keep=4, summarizer=model, breaker=breaker)
     assert out.exists() and breaker.failures(source) == 0
 
 
@@ -160,11 +169,16 @@ def test_cli_compact_reports_an_open_circuit_breaker(tmp_path: Path, monkeypatch
     breaker = CircuitBreaker()
     for _ in range(3):
         breaker.record_failure(source, "summary request failed (HTTP 500)")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the breaker stops the request before any connection
     runner = CliRunner()
-    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out)])
+    llm = ["--summarizer", "llm", "--llm-api", "openai", "--llm-model", "gpt-4.1", "--llm-base-url", "http://127.0.0.1:9/v1"]
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out), *llm])
     assert result.exit_code == 2 and "paused after 3 consecutive summary failures" in result.output and not out.exists()
-    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out), "--reset-breaker"])
-    assert result.exit_code == 0 and out.exists()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out)])  # offline: never paused
+    assert result.exit_code == 0 and out.exists() and breaker.failures(source) == 3
+    out.unlink()
+    result = runner.invoke(app, ["compact", str(source), "--keep", "4", "-o", str(out), *llm, "--reset-breaker", "--dry-run"])
+    assert breaker.failures(source) == 0 and not out.exists()
 
 
 def test_cli_shrink_replaces_old_long_results_and_keeps_recent_turns(tmp_path: Path):

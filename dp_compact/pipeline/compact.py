@@ -217,7 +217,9 @@ def compact_session(
     head, tail = split(session.messages, cut)
     head_tokens, tail_tokens = int(tokens[:cut].sum()), int(tokens[cut:].sum())
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
-    body = _summarize(_request(session, head, settings, window, tail_tokens), summarizer, breaker, session.path)
+    # The breaker guards model requests: an offline summarizer and a dry run neither wait for it nor move it.
+    guard = None if dry_run or getattr(summarizer, "offline", False) else breaker
+    body = _summarize(_request(session, head, settings, window, tail_tokens), summarizer, guard, session.path)
     anchors = select_anchors(head)
     # What the head stands for, as the session counts it (its reader's user turns; its calls from usage
     # records): the compacted file then adds its tail the way a reader counts it, and t and L carry over.
@@ -306,7 +308,9 @@ def compact_file(
     archiver : Archiver, optional
         Where the head is archived; without one the summary says it was not archived.
     breaker : CircuitBreaker, optional
-        Pauses a session's compaction after consecutive summary failures.
+        Pauses a session's compaction after consecutive summary failures of a model summarizer;
+        never consulted for an offline summarizer (``summarizer.offline``, the extractive one)
+        nor for a dry run.
     lenient : bool
         Skip malformed lines of the input.
     use_cache : bool

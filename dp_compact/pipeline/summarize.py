@@ -245,6 +245,8 @@ class ExtractiveSummarizer:
     """
 
     name: str = "extractive"
+    #: Runs offline: it cannot fail the way a model request does, so the circuit breaker never gates it.
+    offline: bool = True
 
     def __call__(self, request: SummaryRequest) -> str:
         """The summary body for ``request`` (see the class docstring)."""
