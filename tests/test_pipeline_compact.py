@@ -261,6 +261,8 @@ def test_cli_compact_now_where_the_look_ahead_would_wait_for_a_scheduled_compact
     assert result.exit_code == 0 and data["decision"] == "compact" and data["rule"] == "requested"
     assert data["k"] == planned["best_candidate"]["k"] and data["cut"] == planned["best_candidate"]["cut"]
     assert validate_messages(read_jsonl(out), "anthropic") == ()
+    forced = json.loads(runner.invoke(app, ["compact", str(source), "--force", "--dry-run", "--json"]).stdout)
+    assert forced["rule"] == "force-flag"  # --force takes the forced-rule cut, whatever else would apply
     again = json.loads(runner.invoke(app, ["plan", str(out), "--json"]).stdout)
     assert again["decision"] == "keep" and again["rule"] == "just-compacted"
     result = runner.invoke(app, ["compact", str(out), "-o", str(tmp_path / "twice.jsonl"), "--json"])

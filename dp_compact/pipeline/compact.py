@@ -118,7 +118,7 @@ def _choose_cut(
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
     scheduled = decided.rule == RULE_WAIT and (decided.lookahead or {}).get("next_compaction_calls") is not None
-    if requested and scheduled and decided.best_candidate is not None:
+    if requested and scheduled and not force and decided.best_candidate is not None:
         why = f"compacted now as asked, at the planner's best cut now ({decided.explanation})"
         return int(decided.best_candidate["cut"]), RULE_REQUESTED, why, decided
     if force:
