@@ -10,7 +10,8 @@ engine or on the order jobs finish in.
   ``workers`` processes (default: CPU count, at most one per input); one worker runs in this
   process. No extra dependency.
 - ``dask``: a ``dask.distributed`` :class:`~distributed.LocalCluster` of ``workers`` processes
-  (one thread each) bound to 127.0.0.1 without a dashboard, or the running scheduler at
+  (one thread each) bound to 127.0.0.1, its HTTP server on a free port of 127.0.0.1 (or threads
+  of this process talking in-process, ``processes=False``), or the running scheduler at
   ``scheduler`` (``tcp://host:8786``). Progress follows ``distributed.as_completed`` on the
   futures in this process.
 """
@@ -79,8 +80,9 @@ def _dask(job: Callable[..., Any], items: Sequence[str], args: tuple[Any, ...], 
 
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=processes, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR)
+        where = {"host": "127.0.0.1"} if processes else {}  # threads talk in-process (no socket at all)
+        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=processes, dashboard_address="127.0.0.1:0",
+                               silence_logs=logging.ERROR, **where)
     try:
         with Client(cluster if cluster is not None else scheduler) as client:
             shared = client.scatter(list(args), broadcast=True) if args else []

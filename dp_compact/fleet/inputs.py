@@ -47,8 +47,10 @@ def _url_files(url: str) -> list[str]:
     fs, root = url_to_fs(url)
     if not fs.isdir(root):
         return [url]
+    base = root.rstrip("/")
     found = sorted(p for p in fs.find(root) if _is_session_name(p))
-    return [fs.unstrip_protocol(p) for p in found]
+    # name each file under the URL as given (memory://x stays memory://x/..., not memory:///x/...)
+    return [f"{url.rstrip('/')}/{p[len(base):].lstrip('/')}" if p.startswith(base) else fs.unstrip_protocol(p) for p in found]
 
 
 def list_inputs(paths: str | Path | Iterable[str | Path]) -> list[str]:

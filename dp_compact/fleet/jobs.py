@@ -18,6 +18,7 @@ UnknownFormatError``), any other error as ``path: reason``. Results name the inp
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,12 +50,14 @@ def replay_input(item: str, settings: Settings, policies: tuple[Any, ...], optio
     """A worker's replay job: one session (path or URL) replayed, or the reason it was skipped.
 
     ``policies`` are parsed (:func:`~dp_compact.replay.shell.parse_policies`); ``options`` are
-    :func:`~dp_compact.replay.shell.replay_file`'s keywords.
+    :func:`~dp_compact.replay.shell.replay_file`'s keywords. Each job replays its own copy of
+    the policies: a policy keeps state during a replay (the planner's usage so far, the oracle's
+    schedule), and a Dask worker may run several jobs at once in threads.
     """
     local = item
     try:
         with local_file(item) as local:
-            result = replay_or_skip(Path(local), settings, policies, options)
+            result = replay_or_skip(Path(local), settings, copy.deepcopy(policies), options)
     except Exception as exc:  # a fetch that fails, or a defect: reported on the row, the fleet goes on
         return _reason(exc, local, item)
     if isinstance(result, str):
