@@ -144,3 +144,33 @@ def test_import_and_help_load_no_fleet_extra():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed', 'pyarrow', 'fsspec'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_resampled_sessions_are_read_back_with_unique_ids_and_their_base_format(tmp_path):
+    from dp_compact.fleet.resample import resample
+    from dp_compact.sessions import read_session
+
+    written = resample(need(SESSIONS), tmp_path / "fleet", sessions=12, seed=5, max_blocks=8)
+    manifest = json.loads((tmp_path / "fleet" / "manifest.json").read_text())
+    assert len(written) == 12 and len(manifest["sessions"]) == 12
+    for path, entry in zip(written, manifest["sessions"], strict=True):
+        session = read_session(path)  # strict: every line is a valid record of its format
+        assert path.parent.name == session.format == read_session(entry["base"]).format
+        ids = [call.id for m in session.messages for call in m.tool_calls]
+        assert len(ids) == len(set(ids))  # renamed per block: no id issued twice
+        assert sum(m.role == "assistant" for m in session.messages) >= 1
+        assert all(d.split("#")[0].endswith(".jsonl") for d in entry["donors"])
+    again = resample(SESSIONS, tmp_path / "again", sessions=12, seed=5, max_blocks=8)
+    assert [p.read_bytes() for p in again] == [p.read_bytes() for p in written]  # same seed, same files
+
+
+def test_resampled_blocks_keep_tool_pairing():
+    from dp_compact.fleet.resample import _append
+
+    block = (b'{"type":"assistant","uuid":"u2","parentUuid":"u1","message":{"id":"m1","content":[{"type":"tool_use","id":"t1"}]}}',
+             b'{"type":"user","uuid":"u3","parentUuid":"u2","message":{"content":[{"type":"tool_result","tool_use_id":"t1"}]}}')
+    out: list[bytes] = []
+    _append(out, block, 7, {"uuid": "last", "session_id": "s"})
+    first, second = (json.loads(line) for line in out)
+    assert first["message"]["content"][0]["id"] == second["message"]["content"][0]["tool_use_id"] == "t1~7"
+    assert first["parentUuid"] == "last" and second["parentUuid"] == first["uuid"] == "u2~7"
