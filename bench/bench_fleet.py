@@ -10,7 +10,7 @@ Usage: ``python bench/bench_fleet.py [--sessions 2000] [--small 200] [--max-bloc
    each worker process (``ru_maxrss`` read in the worker after each of its sessions).
 3. Per-session work against fleet size: mean seconds of the jobs of the first ``--small``
    sessions (local pool, 2 workers) run as a fleet of their own and within the whole fleet.
-4. With ``--per-message N``: one synthetic session of about N messages (Claude Code call blocks
+4. With ``--per-message N``: one synthetic session of about N messages (2N source lines) (Claude Code call blocks
    recombined as the resampler does), planned by ``dp-compact plan`` in a fresh process, cold
    and with a warm token cache: wall time and peak resident memory beyond the interpreter with
    the package imported, each per message.
@@ -58,17 +58,20 @@ def run(items: list[str], engine: str, workers: int, args: tuple) -> tuple[float
 
 
 PLAN_CHILD = """
-import json, resource, sys, time
+import json, sys, time
 import dp_compact.api, dp_compact.sessions, dp_compact.planner
-from dp_compact.cli import main
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+from dp_compact.cli import app
+def hwm():  # peak resident KB of this process image (ru_maxrss survives exec and holds the parent's peak)
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+base = hwm()
 start = time.perf_counter()
 try:
-    main(["plan", sys.argv[1], "--json"])
+    app(["plan", sys.argv[1], "--json"])
 except SystemExit:
     pass
 wall = time.perf_counter() - start
-print(json.dumps({"wall_s": wall, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base}), file=sys.stderr)
+peak = hwm()
+print(json.dumps({"wall_s": wall, "rss_kb": peak - base, "self_kb": peak, "base_kb": base}), file=sys.stderr)
 """
 
 
@@ -84,13 +87,10 @@ def per_message(n_messages: int, sessions: Path, folder: Path) -> None:
     from dp_compact.sessions import read_session
 
     index, target = 0, folder / "long.jsonl"
-    while True:
-        for _ in range(200):
-            _append(lines, blocks[index % len(blocks)], index, state)
-            index += 1
-        target.write_bytes(b"\n".join(lines) + b"\n")
-        if len(read_session(target).messages) >= n_messages:
-            break
+    while len(lines) < 2 * n_messages:  # about two source lines per message in these Claude Code blocks
+        _append(lines, blocks[index % len(blocks)], index, state)
+        index += 1
+    target.write_bytes(b"\n".join(lines) + b"\n")
     count = len(read_session(target).messages)
     size = target.stat().st_size
     env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache")}
@@ -98,8 +98,12 @@ def per_message(n_messages: int, sessions: Path, folder: Path) -> None:
     print(f"{'run':<10}{'wall s':>10}{'µs/msg':>10}{'peak MB':>10}{'KB/msg':>10}{'KB/msg beyond text':>20}")
     for label in ("cold", "warm"):
         out = subprocess.run([sys.executable, "-c", PLAN_CHILD, str(target)], capture_output=True, text=True, env=env)
-        data = json.loads(out.stderr.strip().splitlines()[-1])
+        last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
+        if not last.startswith("{"):
+            raise SystemExit(f"plan failed: {out.stderr[-800:]}")
+        data = json.loads(last)
         kb = data["rss_kb"]
+        print(f"  (peak {data['self_kb'] / 1024:.0f} MB, {data['base_kb'] / 1024:.0f} MB after imports)")
         print(f"{label:<10}{data['wall_s']:>10.2f}{data['wall_s'] / count * 1e6:>10.1f}{kb / 1024:>10.0f}"
               f"{kb / count:>10.2f}{(kb - size / 1024) / count:>20.2f}")
 
