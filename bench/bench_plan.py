@@ -28,7 +28,7 @@ from dp_compact.api import resolve_prices
 from dp_compact.cuts import feasible_cut_mask, message_arrays
 from dp_compact.planner import plan
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult
 from dp_compact.settings import load_settings
 
 REFERENCE_SAMPLE = 200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult
 
 
 @st.composite

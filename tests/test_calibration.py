@@ -231,7 +231,7 @@ def test_provider_family_from_model_then_format():
 
 def test_session_tokens_scale_by_family_ratio_and_setting(tmp_path: Path):
     messages = [Message("user", "hello world " * 50), Message("assistant", "fine " * 30)]
-    from dp_compact.sessions.model import Session
+    from dp_compact.conversation import Session
 
     raw = count_message_tokens(messages)
     claude = Session(path="x", format="anthropic", messages=tuple(messages), model="claude-opus-4-6")

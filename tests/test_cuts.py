@@ -7,7 +7,7 @@ from hypothesis import given, settings
 
 from dp_compact import _reference
 from dp_compact.cuts import feasible_cut_mask, message_arrays
-from dp_compact.sessions.model import Message, ToolCall, ToolResult
+from dp_compact.conversation import Message, ToolCall, ToolResult
 from tests.strategies import conversations
 
 

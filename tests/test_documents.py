@@ -10,7 +10,7 @@ import pytest
 
 from dp_compact import tokens
 from dp_compact.documents import PDF_MEDIA_TYPE, Document, PdfPage, count_pdf_pages, find_documents, pdf_pages
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 
 LOREM = ("Section {n}. The provider shall keep the service available {n}9.5 percent of each month; "
          "service credits are the customer's sole remedy for missed availability, except as section 10 says. ")

@@ -11,7 +11,7 @@ import pytest
 from dp_compact.api import plan_session
 from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, current_context, estimate, measured_token_ratio
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message, SeedStats, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
 from dp_compact.tokens import count_message_tokens
 

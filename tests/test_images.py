@@ -17,7 +17,7 @@ from dp_compact import tokens
 from dp_compact.api import session_tokens
 from dp_compact.images import Image, find_images, image_size, image_tokens
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message
+from dp_compact.conversation import Message
 from dp_compact.settings import load_settings
 
 

@@ -13,7 +13,7 @@ from dp_compact.benefit import compaction_request_cost
 from dp_compact.lookahead import FUTURE_TAIL_SHARES, Forecast, continuation, look_ahead
 from dp_compact.planner import RULE_FIXED_POINT, RULE_LOOKAHEAD, RULE_WAIT, growth_per_call, plan
 from dp_compact.pricing import Prices
-from dp_compact.sessions.model import Message, Usage
+from dp_compact.conversation import Message, Usage
 from dp_compact.settings import load_settings
 from tests.strategies import conversations, session_of
 
@@ -89,7 +89,7 @@ def test_expected_loss_makes_the_planner_keep_more():
 
 def _loop(rounds: int) -> list[Message]:
     """One user turn, then ``rounds`` tool rounds (assistant call, tool result)."""
-    from dp_compact.sessions.model import ToolCall, ToolResult
+    from dp_compact.conversation import ToolCall, ToolResult
 
     messages = [Message("user", "fix the build", raw={"role": "user", "content": "fix the build"})]
     for i in range(rounds):

@@ -92,7 +92,7 @@ def test_replaying_the_oracle_schedule_costs_what_the_oracle_says(case: tuple[Re
 
 def test_brute_force_is_not_trivial() -> None:
     """The enumeration really visits compactions: a long tool loop under a small window must compact."""
-    from dp_compact.sessions.model import Message, ToolCall, ToolResult
+    from dp_compact.conversation import Message, ToolCall, ToolResult
 
     messages = [Message("user", "go")]
     for i in range(4):

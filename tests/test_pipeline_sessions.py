@@ -21,7 +21,7 @@ from dp_compact.errors import NoFeasibleCutError, NotASessionError
 from dp_compact.pipeline.compact import compact_session
 from dp_compact.pipeline.io import validate_file, write_messages
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message, Session
+from dp_compact.conversation import Message, Session
 from dp_compact.settings import load_settings
 from tests.conftest import SESSIONS, session_files
 from tests.pipeline_helpers import FakeArchiver, read_jsonl, sdk_errors

@@ -16,7 +16,7 @@ from dp_compact.pipeline.split import cut_blocker, cut_for_keep, keep_moved_note
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.texts import parse_sections, texts
 from dp_compact.sessions.anthropic import message_from_anthropic
-from dp_compact.sessions.model import Message, Session, ToolCall, ToolResult
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult
 from dp_compact.tokens import count_text_tokens
 
 USER = Message("user", "Fix src/app.py. Never push to main.", raw={"role": "user", "content": "Fix src/app.py. Never push to main."})

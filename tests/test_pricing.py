@@ -14,7 +14,7 @@ from dp_compact import pricing
 from dp_compact.errors import UnknownProfileError
 from dp_compact.api import choose_prices
 from dp_compact.pricing import PROFILES, Prices, base_model_name, get_prices, list_profiles
-from dp_compact.sessions.model import Session
+from dp_compact.conversation import Session
 from dp_compact.settings import load_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -33,7 +33,7 @@ from dp_compact.replay.policies import (
 )
 from dp_compact.replay.shell import replay_directory, replay_file, replay_history
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message, ToolCall, ToolResult
+from dp_compact.conversation import Message, ToolCall, ToolResult
 from dp_compact.settings import load_settings
 from tests.conftest import SESSIONS, need, session_files
 from tests.strategies import conversations

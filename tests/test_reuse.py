@@ -20,7 +20,7 @@ from dp_compact.reuse import (
     find_uses,
 )
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message, ToolCall, ToolResult
+from dp_compact.conversation import Message, ToolCall, ToolResult
 from tests.conftest import SESSIONS, need, session_files
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dp_compact import tokens
-from dp_compact.sessions.model import Message, ToolCall, ToolResult
+from dp_compact.conversation import Message, ToolCall, ToolResult
 
 
 def test_count_text_tokens_uses_cl100k_offline():

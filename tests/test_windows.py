@@ -15,7 +15,7 @@ from dp_compact.errors import SettingsError
 from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.calibration.history import read_history
 from dp_compact.sessions import read_session
-from dp_compact.sessions.model import Message, RecordedCompaction, Session, Usage
+from dp_compact.conversation import Message, RecordedCompaction, Session, Usage
 from dp_compact.settings import load_settings
 from dp_compact.timeline import timeline
 from dp_compact.windows import (

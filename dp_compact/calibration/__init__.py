@@ -25,7 +25,7 @@ from dp_compact.calibration.fit import Estimate, fit_survival
 from dp_compact.calibration.history import CompactionMarker, History, read_history
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, judged_messages, measure_session, planner_calls_per_turn
 from dp_compact.calibration.recall import MAX_AGE_BINS, MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential, recall_counts
-from dp_compact.calibration.results import DEFAULT_BOOTSTRAP, Calibration, calibrate, env_lines, session_paths
+from dp_compact.calibration.results import DEFAULT_BOOTSTRAP, Calibration, calibrate, env_lines, pool_sessions, session_paths
 
 __all__ = [
     "AGE_UNITS",
@@ -40,6 +40,7 @@ __all__ = [
     "RecallFit",
     "SessionMeasures",
     "calibrate",
+    "pool_sessions",
     "env_lines",
     "fit_exponential",
     "fit_survival",

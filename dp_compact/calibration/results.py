@@ -28,7 +28,7 @@ from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.io import session_files as session_paths
 from dp_compact.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
 
-__all__ = ["DEFAULT_BOOTSTRAP", "RECALL_DETECTOR", "Calibration", "calibrate", "env_lines", "session_paths"]
+__all__ = ["DEFAULT_BOOTSTRAP", "RECALL_DETECTOR", "Calibration", "calibrate", "env_lines", "pool_sessions", "session_paths"]
 
 #: Bootstrap resamples (over sessions) behind every spread.
 DEFAULT_BOOTSTRAP = 400
@@ -224,11 +224,40 @@ def calibrate(
             summaries.setdefault(tool, []).append(tokens)
     if not histories:
         raise ValueError(f"no readable session among {len(files)} file(s)")
-    rng = np.random.default_rng(seed)
-    pairs = [(h.live.llm_calls, h.live.user_turns) for h in histories if h.live.user_turns and any(s.usage for s in h.segments)]
-    calls = bootstrap_estimate(pairs, lambda ps: sum(c for c, _ in ps) / max(sum(t for _, t in ps), 1), bootstrap, rng)
     l_used = float(recall_l) if recall_l else None
     sessions = [measure_session(h, recall_l=l_used) for h in histories]
+    return pool_sessions(sessions, skipped, summaries, bootstrap=bootstrap, seed=seed, recall_l=recall_l)
+
+
+def pool_sessions(
+    sessions: Sequence[SessionMeasures], skipped: Sequence[str], summaries: dict[str, list[int]], *,
+    bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recall_l: float | None = None,
+) -> Calibration:
+    """The pooling step of :func:`calibrate`: estimates and fits from per-session measures.
+
+    Parameters
+    ----------
+    sessions : sequence of SessionMeasures
+        From :func:`measure_session`, in file order (the bootstrap draws depend on the order).
+    skipped : sequence of str
+        ``path: reason`` of the files left out.
+    summaries : dict[str, list[int]]
+        Per tool, the recorded summary tokens of every file in file order
+        (:func:`dp_compact.evidence.recorded_summary_tokens` of each history's live segment).
+    bootstrap, seed, recall_l
+        As :func:`calibrate`.
+
+    Raises
+    ------
+    ValueError
+        Without any session.
+    """
+    if not sessions:
+        raise ValueError("no readable session to pool")
+    rng = np.random.default_rng(seed)
+    pairs = [(s.llm_calls, s.user_turns) for s in sessions if s.user_turns and s.avg_tokens is not None]
+    calls = bootstrap_estimate(pairs, lambda ps: sum(c for c, _ in ps) / max(sum(t for _, t in ps), 1), bootstrap, rng)
+    l_used = float(recall_l) if recall_l else None
     with_usage = [s for s in sessions if s.prompt_tokens.size]
     ratios: dict[str, Estimate] = {}
     for family in sorted({s.family for s in with_usage}):

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from dp_compact.cli.app import CommandError, app, load_settings, note
+from dp_compact.cli.fleet import EngineOpt, ParquetOpt, SchedulerOpt
 from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, OutputAliasOpt, check_figure, figure_output, settings_options
 
 FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure to write: .png or .svg (written atomically).")]
@@ -34,7 +35,7 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
 @app.command()
 @settings_options()
 def replay(
-    path: Annotated[Path, typer.Argument(help="Session file, or a folder: every session file under it.")],
+    path: Annotated[str, typer.Argument(help="Session file, or a folder: every session file under it (or an fsspec URL: s3://, memory://, file://).")],
     policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain (repeat; default: all but threshold).")] = None,
     loss: Annotated[Literal["refetch", "none"], typer.Option("--loss", help="Charge lost information: refetch (a dropped message a later call uses is fetched again) or none.")] = "refetch",
     cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps).")] = None,
@@ -43,6 +44,9 @@ def replay(
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes for a folder (default: CPU count).")] = None,
     lenient: LenientOpt = False,
     no_cache: NoCacheOpt = False,
+    engine: EngineOpt = "local",
+    scheduler: SchedulerOpt = None,
+    out: ParquetOpt = None,
     *,
     flags: dict[str, Any],
 ) -> None:
@@ -54,11 +58,30 @@ def replay(
     specs = list(policy or DEFAULT_POLICIES)
     options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache, "loss": loss}
     if plot is not None:
-        if path.is_dir():
+        if Path(path).is_dir():
             raise CommandError("--plot draws one SESSION file, not a folder")
         check_figure(plot)
     settings = load_settings(flags)
-    result = _replay_folder(path, settings, specs, workers, **options) if path.is_dir() else replay_file(path, settings, specs, **options)
+    # fleet hook (dp_compact.cli.fleet): an fsspec URL or --engine dask; --out writes Parquet
+    from dp_compact.cli.fleet import check_fleet, fleet_progress, write_table
+
+    fleet = check_fleet([path], engine, scheduler, out)
+    if fleet and plot is not None:
+        raise CommandError("--plot draws one SESSION file, not a fleet run")
+    if fleet:
+        from dp_compact.fleet.jobs import replay_fleet
+
+        with fleet_progress("replaying") as tick:
+            result = replay_fleet(path, settings, specs, engine=engine, workers=workers, scheduler=scheduler, progress=tick, **options)  # type: ignore[arg-type]
+    else:
+        result = _replay_folder(Path(path), settings, specs, workers, **options) if Path(path).is_dir() else replay_file(path, settings, specs, **options)
+    if out is not None:
+        from dp_compact.fleet.parquet import replay_table
+        from dp_compact.replay.shell import DirectoryReplay, SessionReplay
+
+        table = result if not isinstance(result, SessionReplay) else DirectoryReplay(path, tuple(specs), (result,), (), loss)
+        write_table(replay_table(table), out)
+    # end of the fleet hook
     if plot is not None:
         from dp_compact.figures import contexts_figure, save_figure
 
@@ -67,7 +90,7 @@ def replay(
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False))
     else:
-        typer.echo(render_directory(data) if path.is_dir() else render_session(data))
+        typer.echo(render_directory(data) if "sessions" in data else render_session(data))
 
 
 @app.command()

@@ -34,7 +34,7 @@ from dp_compact.planner import RULE_WAIT, Plan, forced_cut, plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
-from dp_compact.sessions.model import Message, Session
+from dp_compact.conversation import Message, Session
 from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 from dp_compact.tokens import count_text_tokens

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dp_compact.sessions.common import text_and_images
-from dp_compact.sessions.model import Message, Session
+from dp_compact.conversation import Message, Session
 from dp_compact.settings import Settings
 
 __all__ = [

@@ -50,6 +50,7 @@ __all__ = [
     "replay_directory",
     "replay_file",
     "replay_history",
+    "replay_or_skip",
     "replay_params",
     "replay_session",
     "session_files",
@@ -254,6 +255,10 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
         if isinstance(exc, SessionError):  # the path is already on the row
             return exc.rule if exc.line is None else f"line {exc.line}: {exc.rule}"
         return str(exc)
+
+
+#: The per-file job :func:`replay_directory` maps (public for :mod:`dp_compact.fleet`).
+replay_or_skip = _replay_or_skip
 
 
 def _process_context() -> BaseContext:
