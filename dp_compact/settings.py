@@ -30,16 +30,16 @@ class Settings(BaseSettings):
     Defaults are DESIGN §3's, except those calibrated from real transcripts (``calibration/``,
     ``dp-compact calibrate ../shared/sessions``; 10 sessions with usage records, 16 in all):
 
-    - ``recall_q0`` = 0.0394, ``recall_tau`` = 2.05, ``recall_age`` = ``rounds``
+    - ``recall_q0`` = 0.037, ``recall_tau`` = 2.0, ``recall_age`` = ``rounds``
       (``calibration/results.json``, ``recall.rounds``): q(a), the chance that a message of age
       a is used later by the replay judge's own rule (:func:`dp_compact.reuse.find_uses`, DESIGN
       §6: ≥ 200 characters repeated verbatim, or an edit/write of a file it holds the latest read
       of), was fitted by q0 · exp(−a / τ) with a in API rounds divided by the session's own L,
-      as the planner counts it (bootstrap 5–95 %: q0 0.027–0.048, τ 1.50–3.21). q0 is the
+      as the planner counts it (bootstrap 5–95 %: q0 0.024–0.047, τ 1.47–2.99). q0 is the
       planner's q_j at age 0 as measured, no conversion. API rounds / L describe single sessions
-      better than user turns (weighted R² 0.72 against 0.60; turns: q0 0.040, τ 3.2).
-    - ``v`` = 20,800 tokens: median of the first call's prompt minus its messages (5–95 %:
-      10,800–28,000); DESIGN's 5,000 is below every agent measured.
+      better than user turns (weighted R² 0.65 against 0.55; turns: q0 0.038, τ 1.9).
+    - ``v`` = 18,300 tokens: median of the first call's prompt minus its messages (5–95 %:
+      11,300–21,900); DESIGN's 5,000 is below every agent measured.
     - ``l`` = 0: L is measured per session (LLM calls / user turns), since it ranges from 3 to
       47 across the sessions; where it cannot be measured, the pooled 23 calls per user turn
       (5–95 %: 16–29) replaces DESIGN's 5 (:data:`dp_compact.estimation.DEFAULT_CALLS_PER_TURN`).
@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     p_out: float | None = Field(None, ge=0, description="$/MTok output")
     p_cache_write: float | None = Field(None, ge=0, description="$/MTok cache write")
     max_context_tokens: int | None = Field(None, gt=0, description="context window M")
-    v: int = Field(20_800, ge=0, description="fixed prefix tokens V (calibrated)")
+    v: int = Field(18_300, ge=0, description="fixed prefix tokens V (calibrated)")
     s: int = Field(500, gt=0, description="summary tokens S")
     l: float = Field(0.0, ge=0, description="LLM calls per user turn (0 = measure from the session)")  # noqa: E741
     baseline_e: int = Field(8, ge=0, description="baseline user turns")
@@ -83,9 +83,9 @@ class Settings(BaseSettings):
     # calibration/results.json, survival (dp-compact calibrate ../shared/sessions): Lomax fit of session lengths
     survival_alpha: float = Field(1.79, gt=0, description="survival of session lengths: Lomax shape (calibrated)")
     survival_scale: float = Field(96.0, gt=0, description="survival of session lengths: Lomax scale, calls (calibrated)")
-    # calibration/results.json, recall.rounds (dp-compact calibrate ../shared/sessions): q0 0.0394, τ 2.05
-    recall_q0: float = Field(0.0394, ge=0, le=1, description="chance a message of age 0 is used later (calibrated)")
-    recall_tau: float = Field(2.05, gt=0, description="recall decay, age units (calibrated)")
+    # calibration/results.json, recall.rounds (dp-compact calibrate ../shared/sessions): q0 0.037, τ 2.0
+    recall_q0: float = Field(0.037, ge=0, le=1, description="chance a message of age 0 is used later (calibrated)")
+    recall_tau: float = Field(2.0, gt=0, description="recall decay, age units (calibrated)")
     recall_age: Literal["rounds", "turns"] = Field(
         "rounds", description="age a_j: API rounds divided by L (calibrated), or user turns"
     )

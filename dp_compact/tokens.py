@@ -374,7 +374,7 @@ def count_message_tokens(
 #: estimated message growth between its calls), from ``calibration/results.json`` (``dp-compact
 #: calibrate ../shared/sessions``; method and spread in ``calibration/README.md``). A family
 #: the calibration has no sessions of is absent and counts at 1.
-TOKEN_RATIOS: dict[str, float] = {"anthropic": 1.63, "openai": 1.07}
+TOKEN_RATIOS: dict[str, float] = {"anthropic": 1.62, "openai": 1.07}
 
 _FAMILY_PREFIXES = (
     ("claude", "anthropic"),

@@ -205,7 +205,7 @@ def test_measured_token_ratio_outside_bounds_is_not_trusted(ratio):
 
 
 def test_token_ratio_bounds_hold_every_calibrated_session():
-    """Every per-session ratio the committed calibration measured (0.90–2.76) is within the bounds."""
+    """Every per-session ratio the committed calibration measured (calibration/results.json) is within the bounds."""
     from tests.conftest import REPO
 
     results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))

@@ -126,13 +126,14 @@ def test_plan_explains_why_now_what_waiting_costs_and_the_context_after():
     tokens = np.full(len(messages), 1_500, dtype=np.int64)
     usage = tuple(Usage(20_800 + 3_000 * i) for i in range(1, 41))
     session = replace(session_of(messages), usage=usage, llm_calls=40)
-    result = plan(session, tokens, load_settings(), PRICES)
+    settings = load_settings()
+    result = plan(session, tokens, settings, PRICES)
     assert result.decision == "compact" and result.rule == RULE_LOOKAHEAD
     info = result.lookahead
     assert info["saves_usd"] == pytest.approx(info["keep_usd"] - info["compact_usd"]) and info["saves_usd"] > 0
     assert f"saves ${info['saves_usd']:.4f} over the best schedule that waits" in result.explanation
     assert f"the {result.head_tokens:,} tokens this compaction drops" in result.explanation
-    assert result.context_after_tokens == 20_800 + info["summary_tokens"] + result.tail_tokens
+    assert result.context_after_tokens == settings.v + info["summary_tokens"] + result.tail_tokens  # the fixed prefix V stays
     assert f"about {result.context_after_tokens:,} after compacting" in result.explanation
     data = result.to_dict()
     assert data["planner"] == "lookahead" and data["context_after_tokens"] == result.context_after_tokens

@@ -82,11 +82,11 @@ ALL_POLICIES = DEFAULT_POLICIES
 #: --dry-run --json`` on the 16 shared sessions (491-838 tokens, median 780); an LLM summarizer
 #: writes ``DP_S``. ``claude-code`` and ``codex``: the mean of the compaction summaries recorded in
 #: real transcripts, counted as ``plan`` counts tokens and reported by ``dp-compact calibrate``
-#: (calibration/results.json ``recorded_summaries``): Claude Code 8,220, 5,808 and 5,710 tokens
+#: (calibration/results.json ``recorded_summaries``): Claude Code 5,870, 5,772 and 5,675 tokens
 #: (the first session's own ``compactMetadata`` says 6,977 tokens for the whole context after
 #: the compaction); Codex 1,750 and 1,985. Tools without a recorded compaction (OpenHands,
 #: LangChain, a generic threshold rule) are charged ``DP_S``.
-SUMMARY_TOKENS: dict[str, int] = {"dp_compact": EXTRACTIVE_SUMMARY_TOKENS, "claude-code": 6_579, "codex": 1_868}
+SUMMARY_TOKENS: dict[str, int] = {"dp_compact": EXTRACTIVE_SUMMARY_TOKENS, "claude-code": 5_772, "codex": 1_868}
 
 
 #: A recorded compaction below this share of the window is not taken as the tool's automatic
