@@ -195,6 +195,10 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     message_tokens, ratio, source = _scaled_tokens(session, settings, use_cache)
     if ratio != 1.0:
         notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
+    elif source.startswith("family "):  # nothing measured, recorded or calibrated: the counts stand unscaled
+        family = source.removeprefix("family ")
+        known = "no model is recorded, so no provider family is known" if family == "unknown" else f"no factor is calibrated for the {family} family"
+        notes = (*notes, f"message tokens are cl100k counts, unscaled: no token ratio could be measured from usage records and {known} (set --token-ratio to scale them)")
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
     return replace(result, notes=notes + result.notes) if notes else result
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dp_compact.patterns import is_injected_text
 from dp_compact.summary_text import (
     SUMMARY_PREFIXES,
     CompactingTool,
@@ -119,7 +120,10 @@ class Message:
         - ``"tool_result"``: ``role == "tool"``; ``"assistant"``: ``role == "assistant"``.
 
         Not given (None), it follows from ``role`` and, for a user message, from the text
-        (``"summary"`` when :func:`is_summary_text`, else ``"prompt"``). For a tool or assistant
+        (``"summary"`` when :func:`is_summary_text`, else ``"prompt"``). A ``"prompt"``, given or
+        inferred, whose text a client wrote (:func:`~dp_compact.patterns.is_injected_text`) is
+        ``"injected"``, whatever the reader, so a file converted to another format keeps its
+        user turns. For a tool or assistant
         message the role decides whatever is given, so a reader that turns a user message into
         a tool message (a result linked by position) cannot leave a stale kind.
     """
@@ -146,6 +150,8 @@ class Message:
             kind = self.kind
         else:
             kind = "summary" if is_summary_text(self.text) else "prompt"
+        if kind == "prompt" and is_injected_text(self.text):  # one rule for every reader (patterns.INJECTED_PREFIXES)
+            kind = "injected"
         if kind != self.kind:
             object.__setattr__(self, "kind", kind)
 

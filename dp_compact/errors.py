@@ -45,12 +45,13 @@ class DpCompactError(Exception):
 class SettingsError(DpCompactError, ValueError):
     """A setting has an invalid value.
 
-    Attributes ``variable`` (e.g. ``DP_P_INPUT``), ``value`` and ``rule`` are kept for callers.
+    Attributes ``variable`` (e.g. ``DP_P_INPUT``), ``value`` and ``rule`` are kept for callers;
+    ``where`` (e.g. "from the .env file") follows the value in the message.
     """
 
-    def __init__(self, variable: str, value: object, rule: str) -> None:
+    def __init__(self, variable: str, value: object, rule: str, where: str = "") -> None:
         self.variable, self.value, self.rule = variable, value, rule
-        super().__init__(f"{variable}={value!r}: {rule}")
+        super().__init__(f"{variable}={value!r}{f' ({where})' if where else ''}: {rule}")
 
 
 class UnknownProfileError(DpCompactError, ValueError):

@@ -8,6 +8,7 @@ the flags a user gave); prices left ``None`` here are filled from the profile by
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -129,7 +130,8 @@ def load_settings(**flags: Any) -> Settings:
     Raises
     ------
     SettingsError
-        On the first invalid value; names the variable (``DP_P_INPUT``), the value and the rule.
+        On the first invalid value; names the variable (``DP_P_INPUT``, followed by "(from the .env
+        file)" when that is where it was set), the value and the rule.
     """
     given = {key: value for key, value in flags.items() if value is not None}
     try:
@@ -138,7 +140,9 @@ def load_settings(**flags: Any) -> Settings:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "?"
         name = f"--{field.replace('_', '-')}" if field in given else f"DP_{field.upper()}"
-        raise SettingsError(name, error.get("input"), error["msg"]) from None
+        from_env_file = name.startswith("DP_") and name.upper() not in {key.upper() for key in os.environ}
+        where = "from the .env file" if from_env_file else ""  # not a flag, not in the environment: read from .env
+        raise SettingsError(name, error.get("input"), error["msg"], where) from None
 
 
 def variable_notes(environ: Mapping[str, str], env_file: Mapping[str, str | None]) -> list[str]:

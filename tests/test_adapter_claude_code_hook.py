@@ -74,3 +74,11 @@ def test_hook_rejects_input_without_a_transcript_in_one_line():
     assert done.stderr.strip() == "dp-compact: <stdin>: no transcript_path: not the JSON of a Claude Code hook or status line"
     done = CliRunner().invoke(app, ["hook"], input="not json")
     assert done.exit_code == 1 and done.stderr.startswith("dp-compact: <stdin>: not JSON")
+
+
+def test_hook_status_line_shows_a_million_token_window_as_1m(monkeypatch):
+    transcript = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    monkeypatch.setenv("DP_MAX_CONTEXT_TOKENS", "1000000")
+    done = CliRunner().invoke(app, ["hook"], input=json.dumps(status_payload(transcript)))
+    assert done.exit_code == 0, done.output
+    assert re.match(r"^ctx \d+k/1M · ", done.stdout.strip()), done.stdout

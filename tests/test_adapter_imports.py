@@ -48,3 +48,27 @@ def test_mcp_command_without_the_sdk_says_what_to_install(monkeypatch):
     done = CliRunner().invoke(app, ["mcp"])
     assert done.exit_code == 2
     assert done.stderr.strip() == 'dp-compact: the MCP SDK is not installed: pip install "dp-compact[mcp]"'
+
+
+import importlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("module", "blocked", "extra"),
+    [("langchain", "langchain", "langchain"), ("langchain", "langgraph", "langchain"),
+     ("pydantic_ai", "pydantic_ai", "pydantic-ai"), ("mcp_server", "mcp", "mcp")],
+)
+def test_adapter_without_its_extra_names_the_extra(monkeypatch, module, blocked, extra):
+    """A missing framework (simulated: ``sys.modules[name] = None``) gives one ImportError naming the extra."""
+    for name in [m for m in sys.modules if m == blocked or m.startswith(blocked + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, blocked, None)
+    monkeypatch.delitem(sys.modules, f"dp_compact.adapters.{module}", raising=False)
+    with pytest.raises(ImportError) as caught:
+        importlib.import_module(f"dp_compact.adapters.{module}")
+    assert type(caught.value) is not ModuleNotFoundError
+    message = str(caught.value)
+    assert f'pip install "dp-compact[{extra}]"' in message and "\n" not in message
+    assert caught.value.__cause__ is None and (caught.value.__context__ is None or caught.value.__suppress_context__)

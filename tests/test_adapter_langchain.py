@@ -239,3 +239,56 @@ def test_langchain_short_conversation_is_left_untouched():
     messages = [HumanMessage("hi", id="1"), AIMessage("hello", id="2"), HumanMessage("bye", id="3")]
     assert middleware.compact_messages(messages) is None
     assert [p.decision for p in middleware.plans] == ["keep"]
+
+
+BIG_STEPS = 12  # tool calls with large outputs before the final answer
+
+
+def search_rows(query: str) -> str:
+    """A ~40k-character tool output holding no path, command or error line."""
+    return "\n".join(f"{query} result {i}: value {i * 7} lorem ipsum dolor sit amet consectetur" for i in range(560))
+
+
+class ScriptedSearchModel(BaseChatModel):
+    """Calls ``search`` with a new query at every step (each output ~40k characters), then answers."""
+
+    model_name: str = "claude-sonnet-4"
+    calls: list[list[BaseMessage]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-search"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedSearchModel:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        n = len(self.calls)
+        self.calls.append(list(messages))
+        prompt = prompt_tokens(messages)
+        usage = {"input_tokens": prompt, "output_tokens": OUTPUT_TOKENS, "total_tokens": prompt + OUTPUT_TOKENS}
+        if n < BIG_STEPS:
+            call = {"name": "search", "args": {"query": f"quarter {n}"}, "id": f"call_{n}"}
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=[call], usage_metadata=usage))])
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Done.", usage_metadata=usage))])
+
+
+def test_langchain_tool_loop_with_large_outputs_stays_under_the_window(caplog):
+    """A short prompt and tool calls with ~40k-character outputs: every forced compaction succeeds
+    (the extractive summary names the calls), so no request goes over the window."""
+
+    @tool
+    def search(query: str) -> str:
+        """Search the data."""
+        return search_rows(query)
+
+    model = ScriptedSearchModel(profile={"max_input_tokens": WINDOW}, calls=[])
+    middleware = DpCompactMiddleware(model, archive=None)
+    agent = create_agent(model, tools=[search], middleware=[middleware])
+    with caplog.at_level("WARNING"):
+        agent.invoke({"messages": [HumanMessage("Sum the sales.")]}, {"recursion_limit": 4 * BIG_STEPS + 20})
+    assert "compaction skipped" not in caplog.text
+    assert len(model.calls) == BIG_STEPS + 1 and middleware.compactions
+    assert max(prompt_tokens(m) for m in model.calls) < WINDOW
+    assert all(plan.estimates.context_tokens < WINDOW for plan in middleware.plans if plan.decision != "compact")
+    assert all("search(query=quarter" in r.summary for r in middleware.compactions if r.cut > 1)  # heads holding a call

@@ -56,4 +56,4 @@ def test_mcp_server_plans_recalls_and_restores(tmp_path):
     hits = _structured(recall)["result"]
     assert [h["ref"] for h in hits] == [ref] and hits[0]["session"] == "run-7"
     assert _structured(restore)["result"] == HEAD
-    assert _is_error(bad) and "not an archive reference" in bad.content[0].text
+    assert _is_error(bad) and "no archive under archive://run-7/nope" in bad.content[0].text

@@ -119,3 +119,38 @@ def test_pydantic_ai_short_history_is_returned_as_is():
     processor = DpCompactProcessor("claude-sonnet-4", archive=None)
     history = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")]), ModelRequest(parts=[UserPromptPart("bye")])]
     assert processor(history) is history
+
+
+def test_pydantic_ai_tool_loop_with_large_outputs_stays_under_the_window(caplog):
+    """A short prompt and tool calls with ~40k-character outputs: forced compactions succeed (the
+    extractive summary names the calls), so the estimated context stays under the window."""
+    steps = 12
+    seen: list[list[ModelMessage]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        n = len(seen) - 1
+        if n < steps:
+            return ModelResponse(parts=[ToolCallPart("search", {"query": f"quarter {n}"}, f"call_{n}")])
+        return ModelResponse(parts=[TextPart("Done.")])
+
+    processor = DpCompactProcessor(archive=None, max_context_tokens=WINDOW, v=1_000)
+    try:
+        from pydantic_ai.capabilities import ProcessHistory
+
+        agent = Agent(FunctionModel(respond, model_name="claude-sonnet-4"), capabilities=[ProcessHistory(processor)])
+    except ImportError:  # pydantic-ai 1.x
+        agent = Agent(FunctionModel(respond, model_name="claude-sonnet-4"), history_processors=[processor])
+
+    @agent.tool_plain
+    def search(query: str) -> str:
+        """Search the data."""
+        return "\n".join(f"{query} result {i}: value {i * 7} lorem ipsum dolor sit amet consectetur" for i in range(560))
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(agent.run("Sum the sales.", usage_limits=UsageLimits(request_limit=None)))
+    assert "compaction skipped" not in caplog.text
+    assert len(seen) == steps + 1 and processor.compactions
+    assert all(plan.estimates.context_tokens < WINDOW for plan in processor.plans if plan.decision != "compact")
+    assert all(r.output_tokens + processor.settings.v < WINDOW for r in processor.compactions)
+    assert all("search(query=quarter" in r.summary for r in processor.compactions if r.cut > 1)

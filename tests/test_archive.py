@@ -140,7 +140,7 @@ def test_archive_search_quoted_word_still_matches(store):
 
 def test_archive_empty_root_search_and_restore(store):
     assert store.search("anything") == []
-    with pytest.raises(ArchiveError, match="no such archive"):
+    with pytest.raises(ArchiveError, match="no archive under archive://alpha/"):
         store.restore("archive://alpha/20250101T000000000000Z-0123abcd")
     assert not store.root.exists()
 
@@ -162,7 +162,7 @@ def test_archive_restore_bad_ref_raises_archive_error(store, ref):
 
 def test_archive_restore_unknown_well_formed_ref_raises(store):
     store.write("alpha", HEAD[:1], {"summary": "x"})
-    with pytest.raises(ArchiveError, match="no such archive"):
+    with pytest.raises(ArchiveError, match="no archive under archive://alpha/"):
         store.restore("archive://alpha/20250101T000000000000Z-0123abcd")
 
 
@@ -181,7 +181,7 @@ def test_archive_files_without_index_row_stay_invisible(store):
     orphan_id = "20250101T000000000000Z-0123abcd"
     (store.root / "alpha" / f"{orphan_id}.jsonl").write_text(json.dumps(HEAD[0]) + "\n", "utf-8")
     (store.root / "alpha" / f"{orphan_id}.json").write_text(json.dumps({"summary": "orphan"}), "utf-8")
-    with pytest.raises(ArchiveError, match="no such archive"):
+    with pytest.raises(ArchiveError, match="no archive under archive://alpha/"):
         store.restore(f"archive://alpha/{orphan_id}")
     assert store.search("orphan") == []
 

@@ -34,7 +34,7 @@ def _options(name: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("args, command, words", [
     (["plan", str(EXAMPLE), "--no-such-flag"], "plan", "No such option: --no-such-flag"),
-    (["plan"], "plan", "Missing argument 'session'"),
+    (["plan"], "plan", "Missing argument 'SESSION'"),  # named as in the help
     (["validate", str(EXAMPLE), "--api", "soap"], "validate", "'soap' is not one of 'anthropic', 'openai'"),
     (["plan", str(EXAMPLE), "--planner", "greedy"], "plan", "'greedy' is not one of 'lookahead', 'myopic', 'seed'"),
     (["compact", str(EXAMPLE), "--summarizer", "magic"], "compact", "'magic' is not one of 'extractive', 'llm'"),

@@ -11,4 +11,28 @@ Importing this package loads none of the frameworks; each module imports its own
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = ["MissingExtraError"]
+
+
+class MissingExtraError(ImportError):
+    """An adapter imported without its framework: one line naming the extra to install.
+
+    Parameters
+    ----------
+    module : str
+        The adapter module (``"langchain"``, ``"pydantic_ai"``, ``"mcp_server"``).
+    extra : str
+        The extra of ``pyproject.toml`` that installs its framework.
+    missing : str or None
+        The top-level package that could not be imported, when known.
+
+    Examples
+    --------
+    >>> str(MissingExtraError("langchain", "langchain", "langgraph"))
+    'dp_compact.adapters.langchain needs the langchain extra (langgraph is not installed): pip install "dp-compact[langchain]"'
+    """
+
+    def __init__(self, module: str, extra: str, missing: str | None = None) -> None:
+        why = f" ({missing.split('.')[0]} is not installed)" if missing else ""
+        super().__init__(f'dp_compact.adapters.{module} needs the {extra} extra{why}: pip install "dp-compact[{extra}]"',
+                         name=missing)

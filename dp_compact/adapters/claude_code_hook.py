@@ -65,8 +65,14 @@ def _session(payload: Mapping[str, Any]) -> Session:
 
 
 def _k(tokens: float) -> str:
-    """Tokens in thousands, ``142k``."""
-    return f"{tokens / 1000:.0f}k"
+    """Tokens in thousands, ``142k``; from a million (as rounded) in millions, ``1M``, ``1.05M``.
+
+    >>> [_k(t) for t in (258_000, 999_400, 999_600, 1_000_000, 1_048_576, 2_000_000)]
+    ['258k', '999k', '1M', '1M', '1.05M', '2M']
+    """
+    if round(tokens / 1000) < 1000:
+        return f"{tokens / 1000:.0f}k"
+    return f"{tokens / 1e6:.3g}M"
 
 
 def status_line(payload: Mapping[str, Any], settings: Settings) -> str:

@@ -22,11 +22,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain.agents.middleware.types import AgentMiddleware, AgentState
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
-from langchain_core.messages.utils import convert_to_messages, convert_to_openai_messages
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.runtime import Runtime
+from dp_compact.adapters import MissingExtraError
+
+try:
+    from langchain.agents.middleware.types import AgentMiddleware, AgentState
+    from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+    from langchain_core.messages.utils import convert_to_messages, convert_to_openai_messages
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.runtime import Runtime
+except ImportError as exc:
+    raise MissingExtraError("langchain", "langchain", exc.name) from None
 
 from dp_compact.adapters.live import ModelFacts, live_session, output_pairs
 from dp_compact.errors import CompactionError

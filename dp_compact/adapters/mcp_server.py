@@ -9,9 +9,14 @@ as tool errors with the library's one-line message. Requires ``pip install "dp-c
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
+from dp_compact.adapters import MissingExtraError
 from dp_compact.errors import DpCompactError
+
+if find_spec("mcp") is None:  # the SDK itself is imported when the server is built
+    raise MissingExtraError("mcp_server", "mcp", "mcp")
 
 __all__ = ["SERVER_NAME", "build_server", "plan_tool", "recall_tool", "restore_tool"]
 

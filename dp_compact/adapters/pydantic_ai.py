@@ -22,10 +22,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from pydantic_ai.messages import (
-    ModelMessage, ModelRequest, ModelResponse, RetryPromptPart, SystemPromptPart, TextPart, ToolCallPart, ToolReturnPart,
-    UserPromptPart,
-)
+from dp_compact.adapters import MissingExtraError
+
+try:
+    from pydantic_ai.messages import (
+        ModelMessage, ModelRequest, ModelResponse, RetryPromptPart, SystemPromptPart, TextPart, ToolCallPart, ToolReturnPart,
+        UserPromptPart,
+    )
+except ImportError as exc:
+    raise MissingExtraError("pydantic_ai", "pydantic-ai", exc.name) from None
 
 from dp_compact.adapters.live import ModelFacts, live_session
 from dp_compact.errors import CompactionError

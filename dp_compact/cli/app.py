@@ -53,24 +53,64 @@ class CommandError(DpCompactError):
     """A combination of options a command cannot run with (``compact`` without ``-o``), found at the edge."""
 
 
-def usage_line(exc: ClickException) -> str:
-    """One line for a usage error: ``dp-compact: <command>: <message> (try 'dp-compact <command> --help')``."""
+def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable[str] = ()) -> str:
+    """One line for a usage error: ``dp-compact: <command>: <message> (try 'dp-compact <command> --help')``.
+
+    The command is the error's own context's; an error the parser raises without a context (an
+    option missing its value) belongs to the subcommand of ``args`` when its first word is one
+    of ``commands``.
+    """
     message = " ".join(exc.format_message().replace("Value error, ", "").split())
     ctx = getattr(exc, "ctx", None)
-    words = ctx.command_path.split()[1:] if ctx is not None else []
+    first = next((a for a in args if not a.startswith("-")), None)
+    words = ctx.command_path.split()[1:] if ctx is not None else ([first] if first in set(commands) else [])
     command = " ".join([NAME, *words])
     where = f"{' '.join(words)}: " if words else ""
     return f"{NAME}: {where}{message} (try '{command} --help')"
 
 
+def _plain(param: Any) -> Any:
+    """``param`` with a plain help name (:func:`plain_metavars`)."""
+    if getattr(param, "is_bool_flag", False) and param.metavar is None:
+        param.metavar = ""
+    elif param.param_type_name == "argument" and param.metavar is None:
+        param.metavar = (param.name or "").upper()
+        shown = param.metavar if param.required else f"[{param.metavar}]"
+        shown += "..." if param.nargs != 1 else ""
+        param.get_usage_pieces = lambda ctx, shown=shown: [shown]
+    return param
+
+
+def plain_metavars(command: Any) -> Any:
+    """``command`` with the help's names in the usual style: no type for an on/off flag (``--help``
+    included), an argument as ``SESSION`` (``[SESSION]`` when optional) rather than Typer's
+    ``<bool>`` and ``{session}``. None stays None."""
+    if command is None or getattr(command, "_plain_metavars", False):
+        return command
+    params = command.get_params
+
+    def get_params(ctx: Any) -> list[Any]:
+        return [_plain(p) for p in params(ctx)]
+
+    command.get_params = get_params
+    command._plain_metavars = True
+    return command
+
+
 class CommandGroup(TyperGroup):
-    """The application's command group: Typer's, with the one-line error boundary (module docstring)."""
+    """The application's command group: Typer's, with the one-line error boundary (module docstring)
+    and plain help names (:func:`plain_metavars`)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The subcommand ``cmd_name`` (see :func:`plain_metavars`), or None."""
+        return plain_metavars(super().get_command(ctx, cmd_name))
 
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
         standalone_mode: bool = True, **extra: Any,
     ) -> Any:
         """Run the command line; in standalone mode exit with its status (0, 1, 2 or 10)."""
+        plain_metavars(self)
         try:
             code = super().main(args, prog_name or NAME, complete_var, standalone_mode=False, **extra)
         except NoArgsIsHelpError as exc:  # `dp-compact` alone: the help, status 2
@@ -81,7 +121,9 @@ class CommandGroup(TyperGroup):
         except (UsageError, ClickException) as exc:
             if not standalone_mode:
                 raise
-            typer.echo(usage_line(exc) if isinstance(exc, UsageError) else f"{NAME}: {exc.format_message()}", err=True)
+            given = list(sys.argv[1:] if args is None else args)
+            line = usage_line(exc, given, self.commands) if isinstance(exc, UsageError) else f"{NAME}: {exc.format_message()}"
+            typer.echo(line, err=True)
             code = exc.exit_code
         except DpCompactError as exc:
             if not standalone_mode:

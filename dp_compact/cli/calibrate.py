@@ -54,7 +54,7 @@ def calibrate(
     except ValueError as exc:  # no readable session among the files
         if isinstance(exc, DpCompactError):
             raise
-        raise CommandError(str(exc)) from None
+        raise CommandError(f"{', '.join(map(str, paths))}: {exc}") from None
     if figure is not None:
         from dp_compact.figures import calibration_figure, save_figure
 

@@ -48,8 +48,12 @@ _HELP = {
     "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
     "s": "Summary size S, tokens (at most 2·S).",
     "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
-    "planner": "lookahead (DESIGN §7), myopic (§2 as is) or seed (the same as --model seed, which always decides as myopic).",
+    "planner": "lookahead (compact now or later, looking ahead), myopic (NetBenefit of compacting now) or seed (the same as --model seed, which always decides as myopic).",
     "tokenizer": "tiktoken (bundled cl100k_base) or bytes4 (the reference estimate).",
+    "token_ratio": (
+        "Provider tokens per cl100k token (default: measured from the session's usage records, else the ratio "
+        "recorded in a dp-compact summary, else the calibrated factor of the model's family, else 1)."
+    ),
 }
 
 #: Settings fields offered as flags, in :class:`Settings` order.

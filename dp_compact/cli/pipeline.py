@@ -141,7 +141,7 @@ def restore(
 def recall(
     query: Annotated[str, typer.Argument(help="Words, file paths or identifiers (all must match; word* for a prefix).")],
     session: Annotated[Optional[str], typer.Option("--session", help="Only archives of this session.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Most archives listed.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Most archives listed.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
     """List archived heads matching QUERY, best first, with their summaries."""

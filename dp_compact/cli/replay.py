@@ -16,14 +16,19 @@ FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figur
 
 
 def _replay_folder(folder: Path, settings: object, specs: list[str], workers: int | None, **options: object) -> object:
-    """Replay every session under FOLDER with a progress bar on stderr (rich)."""
+    """Replay every session under FOLDER, with a progress bar on stderr (rich) when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dp_compact.replay.shell import replay_directory
+    from dp_compact.replay.shell import no_session_error, replay_directory, session_files
 
+    if not session_files(folder):  # before the progress bar, which would leave a blank line on stderr
+        raise no_session_error(folder)
+    console = Console(stderr=True)
+    if not console.is_terminal:  # no bar, which would leave a blank line in a redirected stderr
+        return replay_directory(folder, settings, specs, workers=workers, **options)  # type: ignore[arg-type]
     columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False) as bar:  # no thread: workers fork
+    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:  # no thread: workers fork
         task = bar.add_task("replaying", total=None)
 
         def tick(done: int, total: int, path: str) -> None:

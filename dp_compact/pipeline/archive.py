@@ -52,7 +52,6 @@ SUMMARY_EXCERPT_CHARS = 240
 #: Head text indexed per archive, characters (bounds the index; the JSONL keeps everything).
 INDEX_BODY_MAX_CHARS = 2_000_000
 _SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_ID_RE = re.compile(r"\d{8}T\d{12}Z-[0-9a-f]{8}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +102,11 @@ def session_id_for(name: str | os.PathLike[str]) -> str:
 
 
 def _parse_ref(ref: str) -> tuple[str, str]:
-    """(session, id) of an archive reference; ArchiveError when malformed."""
+    """(session, id) of an archive reference; ArchiveError when malformed (a well-formed id we never
+    wrote, such as ``archive://x/bogus``, is absent from the index instead)."""
     body = ref[len(ARCHIVE_SCHEME) :] if isinstance(ref, str) and ref.startswith(ARCHIVE_SCHEME) else None
     session, _, archive_id = (body or "").partition("/")
-    if body is None or not _SESSION_RE.fullmatch(session) or not _ID_RE.fullmatch(archive_id):
+    if body is None or not _SESSION_RE.fullmatch(session) or not _SESSION_RE.fullmatch(archive_id):  # ids we write: _new_id
         raise ArchiveError(f"not an archive reference: {ref!r} (expected {ARCHIVE_SCHEME}<session>/<id>)", ref=str(ref))
     return session, archive_id
 
@@ -234,7 +234,7 @@ class ArchiveStore:
         _parse_ref(ref)
         row = self.index.lookup(ref)
         if row is None:
-            raise ArchiveError(f"{ref}: no such archive under {self.root}", ref=ref)
+            raise ArchiveError(f"no archive under {ref} (archive folder {self.root})", ref=ref)
         return row
 
     def restore(self, ref: str) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ standing user instruction the summary lost, so instructions survive every compac
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dp_compact.errors import SummaryTooShortError
-from dp_compact.patterns import EDIT_TOOL_NAME
+from dp_compact.patterns import EDIT_TOOL_NAME, PATH_ARGUMENT_NAME, SHELL_ARGUMENT_KEYS
 from dp_compact.pipeline.extract import (
     call_names,
     call_paths,
@@ -39,6 +40,7 @@ from dp_compact.tokens import count_text_tokens
 
 __all__ = [
     "MIN_SUMMARY_CHARS",
+    "THIN_SUMMARY_CHARS",
     "ExtractiveSummarizer",
     "SummaryRequest",
     "Summarizer",
@@ -48,6 +50,11 @@ __all__ = [
 
 MIN_SUMMARY_CHARS = 120  # shortest acceptable summary of a head of at least 20x that much text
 ITEM_CHARS = 240  # longest item line of the extractive summary
+#: Below this many characters the sections are thin (a head of tool calls with little text around
+#: them) and the summary adds what each tool call did (:func:`_tool_calls`): twice the minimum, so
+#: the summary clears ``MIN_SUMMARY_CHARS`` with room to spare.
+THIN_SUMMARY_CHARS = 2 * MIN_SUMMARY_CHARS
+_ARGUMENT_CHARS = 80  # longest key argument shown in a tool-call item
 #: Sections in the order the budget is filled, and items per round (file paths are short and
 #: the most often re-read facts of a coding session: DESIGN §2 recall calibration).
 _FILL_ORDER = ("requirements", "goals", "files", "errors", "commands", "decisions", "open_items")
@@ -173,6 +180,41 @@ def _errors(head: Sequence[Message]) -> list[str]:
     return list(dict.fromkeys(reversed(found)))
 
 
+def _key_argument(arguments: str) -> str:
+    """The argument that says what a tool call did: a shell command or path, else the first short scalar."""
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return _clip(arguments, _ARGUMENT_CHARS)
+    if not isinstance(parsed, dict):
+        return _clip(str(parsed), _ARGUMENT_CHARS)
+    scalars = [(k, v) for k, v in parsed.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip()]
+    preferred = [(k, v) for k, v in scalars if k in SHELL_ARGUMENT_KEYS or PATH_ARGUMENT_NAME.search(k)]
+    for key, value in preferred or scalars[:1]:
+        return _clip(f"{key}={value}", _ARGUMENT_CHARS)
+    return ""
+
+
+def _tool_calls(head: Sequence[Message]) -> list[str]:
+    """Each tool call of the head, oldest first: name, key argument and a one-line preview of its
+    result (its first error line when it has one, else its first non-blank line, and its size)."""
+    results = {r.call_id: r for m in head for r in m.tool_results}
+    found = []
+    for message in head:
+        for call in message.tool_calls:
+            argument = _key_argument(call.arguments)
+            item = f"{call.name}({argument})" if argument else call.name
+            result = results.get(call.id)
+            if result is not None:
+                lines = [line.strip() for line in result.text.splitlines() if line.strip()]
+                errors = error_lines(result.text, 1)
+                first = errors[0] if errors else (lines[0] if lines else "(no output)")
+                flag = "error: " if (errors or result.is_error) and "error" not in first.lower() else ""
+                item += f" → {flag}{_clip(first, 120)} ({len(result.text):,} characters)"
+            found.append(_clip(item))
+    return list(dict.fromkeys(found))
+
+
 def _assistant_sentences(head: Sequence[Message], pattern: re.Pattern[str]) -> list[str]:
     """Assistant text sentences matching ``pattern``, newest first, without duplicates."""
     found = [s for m in head if m.role == "assistant" for s in sentences(m.text) if pattern.search(s) and len(s) > 12]
@@ -204,18 +246,19 @@ def collect_sections(request: SummaryRequest) -> dict[str, list[str]]:
         "errors": _errors(request.head) + previous.get("errors", []),
         "decisions": _assistant_sentences(request.head, _DECISION) + previous.get("decisions", []),
         "open_items": _assistant_sentences(request.head[-6:], _OPEN) + previous.get("open_items", []),
+        "tools": _tool_calls(request.head) + previous.get("tools", []),
     }
     seen: set[str] = set()
     unique: dict[str, list[str]] = {}
-    for key in ("instructions", "requirements", "goals", "open_items", "errors", "files", "commands", "decisions"):
+    for key in ("instructions", "requirements", "goals", "open_items", "errors", "files", "commands", "decisions", "tools"):
         unique[key] = [item for item in dict.fromkeys(sections[key]) if item not in seen]
         seen.update(unique[key])
     return unique
 
 
-def _fill(sections: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
-    """Pick items round-robin over the sections up to ``budget`` tokens; instructions are always kept."""
-    keys = [k for k in _FILL_ORDER if sections.get(k)]
+def _fill(sections: dict[str, list[str]], budget: int, order: Sequence[str] = _FILL_ORDER) -> dict[str, list[str]]:
+    """Pick items round-robin over the sections of ``order`` up to ``budget`` tokens; instructions are always kept."""
+    keys = [k for k in order if sections.get(k)]
     lines = [f"- {item}\n" for key in keys for item in sections[key]]
     costs = iter(count_text_tokens(lines).tolist())
     pending = {key: [(item, next(costs)) for item in sections[key]] for key in keys}
@@ -242,6 +285,10 @@ class ExtractiveSummarizer:
     commands run, errors seen, decisions, open items. Items are filled round-robin until the
     summary reaches ``request.target_tokens`` (S), never above ``request.max_tokens``, except
     that standing instructions are always all kept. A previous summary's items are carried.
+    When these sections are thin (under ``THIN_SUMMARY_CHARS`` characters: a short prompt and tool
+    calls whose outputs hold no file, command or error), a section of the tool calls is added
+    (name, key argument, first line of the result, error lines first), so the summary says what
+    the head did and clears :func:`check_summary`'s minimum.
     """
 
     name: str = "extractive"
@@ -252,7 +299,10 @@ class ExtractiveSummarizer:
         """The summary body for ``request`` (see the class docstring)."""
         sections = collect_sections(request)
         budget = min(request.target_tokens, request.max_tokens)
-        return render_sections(_fill(sections, budget))
+        body = render_sections(_fill(sections, budget))
+        if len(body) < THIN_SUMMARY_CHARS and sections.get("tools"):
+            body = render_sections(_fill(sections, budget, (*_FILL_ORDER, "tools")))
+        return body
 
 
 def check_summary(summary: str, head: Sequence[Message]) -> str:

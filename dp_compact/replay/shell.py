@@ -46,6 +46,7 @@ __all__ = [
     "SessionReplay",
     "call_times",
     "load_recording",
+    "no_session_error",
     "recorded_calls",
     "replay_directory",
     "replay_file",
@@ -270,6 +271,11 @@ def _process_context() -> BaseContext:
     return get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
+def no_session_error(folder: Path | str) -> SessionError:
+    """The error of a folder holding no session file (none with a session suffix, or none read as a session)."""
+    return SessionError(folder, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
+
+
 def replay_directory(
     folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
     lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
@@ -305,13 +311,13 @@ def replay_directory(
     SettingsError
         An unknown policy spec.
     SessionError
-        When the folder holds no session file.
+        When the folder holds no session file, or no file under it is read as a session.
     """
     specs = tuple(policies)
     parsed = parse_policies(specs, settings)
     files = session_files(folder)
     if not files:
-        raise SessionError(folder, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
+        raise no_session_error(folder)
     options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
     count = max(1, min(workers or os.cpu_count() or 1, len(files)))
     done: dict[Path, SessionReplay | str] = {}
@@ -330,4 +336,6 @@ def replay_directory(
                     progress(len(done), len(files), str(futures[future]))
     sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
     skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
+    if not sessions:  # only files that are not sessions: as an empty folder
+        raise no_session_error(folder)
     return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)

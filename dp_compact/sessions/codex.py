@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from dp_compact.patterns import is_injected_text
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source, each_record
@@ -39,14 +40,6 @@ __all__ = ["DESCRIPTION", "FORMAT", "TokenCounts", "read", "sniff"]
 FORMAT = "codex"
 DESCRIPTION = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload}: session_meta/response_item/event_msg)"
 
-#: Openings of user messages Codex writes itself (context injections, not user turns).
-_INJECTED_PREFIXES = (
-    "<environment_context>",
-    "# AGENTS.md",
-    "<user_instructions>",
-    "<turn_aborted>",
-    "<user_shell_command>",
-)
 _CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
 
@@ -305,7 +298,7 @@ class _Reader:
         elif role == "user":
             self.flush()
             head = text.lstrip()
-            kind = "summary" if is_summary_text(head) else "injected" if replayed or head.startswith(_INJECTED_PREFIXES) else "prompt"
+            kind = "summary" if is_summary_text(head) else "injected" if replayed or is_injected_text(head) else "prompt"
             self.messages.append(
                 Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text}, kind=kind)
             )

@@ -1,0 +1,99 @@
+"""One-line messages of the command line: empty folders, bad values, usage errors, help names."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from dp_compact.cli import app
+from tests.conftest import SESSIONS, need
+
+runner = CliRunner()
+
+
+def _one_line_error(done) -> str:
+    assert done.exit_code == 2, done.output
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dp-compact: "), done.stderr
+    return lines[0]
+
+
+def test_replay_of_a_folder_without_sessions_fails_like_an_empty_folder(tmp_path):
+    empty, others = tmp_path / "empty", tmp_path / "others"
+    empty.mkdir()
+    others.mkdir()
+    (others / "data.json").write_text('{"foo": 1}', "utf-8")
+    (others / "notes.jsonl").write_text('{"bar": 2}\n', "utf-8")
+    first = _one_line_error(runner.invoke(app, ["replay", str(empty), "--workers", "1"]))
+    second = _one_line_error(runner.invoke(app, ["replay", str(others), "--workers", "1"]))
+    assert "no session file" in first and first.replace(str(empty), str(others)) == second
+
+
+def test_calibrate_of_an_empty_folder_names_it(tmp_path):
+    line = _one_line_error(runner.invoke(app, ["calibrate", str(tmp_path)]))
+    assert str(tmp_path) in line and "no readable session" in line
+
+
+def test_recall_limit_must_be_at_least_one():
+    line = _one_line_error(runner.invoke(app, ["recall", "x", "--limit", "0"]))
+    assert "--limit" in line and "recall" in line
+
+
+def test_restore_of_a_well_formed_absent_reference_says_no_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path))
+    line = _one_line_error(runner.invoke(app, ["restore", "archive://x/bogus"]))
+    assert "no archive under archive://x/bogus" in line and "not an archive reference" not in line
+    line = _one_line_error(runner.invoke(app, ["restore", "archive://x/../bogus"]))
+    assert "not an archive reference" in line
+
+
+def test_usage_error_inside_a_subcommand_points_at_its_help(tmp_path):
+    line = _one_line_error(runner.invoke(app, ["compact", str(tmp_path / "x.jsonl"), "-o"]))
+    assert line.endswith("(try 'dp-compact compact --help')"), line
+    assert _one_line_error(runner.invoke(app, ["--bogus"])).endswith("(try 'dp-compact --help')")
+
+
+def test_invalid_setting_from_the_env_file_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DP_V", raising=False)
+    (tmp_path / ".env").write_text("DP_V=abc\n", "utf-8")
+    example = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    line = _one_line_error(runner.invoke(app, ["plan", str(example)]))
+    assert line.startswith("dp-compact: DP_V='abc' (from the .env file): "), line
+    monkeypatch.setenv("DP_V", "xyz")  # the environment outranks .env: no mention of the file
+    line = _one_line_error(runner.invoke(app, ["plan", str(example)]))
+    assert line.startswith("dp-compact: DP_V='xyz': "), line
+
+
+COMMANDS = ("plan", "profiles", "compact", "shrink", "validate", "restore", "recall", "replay", "curve",
+            "timeline", "calibrate", "hook", "mcp")
+
+
+@pytest.mark.parametrize("command", ("", *COMMANDS))
+def test_help_cites_no_document_section_and_names_plainly(command):
+    done = runner.invoke(app, [*command.split(), "--help"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    assert "§" not in done.stdout and "DESIGN" not in done.stdout
+    assert "<bool>" not in done.stdout  # an on/off flag takes no value
+    assert not re.search(r"\{[a-z_]+\}", done.stdout), done.stdout  # arguments as SESSION, not {session}
+
+
+def test_help_shows_the_argument_in_capitals():
+    done = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "200"})
+    assert "Usage: dp-compact plan [OPTIONS] SESSION" in done.stdout
+
+
+def test_token_ratio_help_gives_the_order_of_the_defaults():
+    text = " ".join(runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "400"}).stdout.split())
+    assert re.search(r"measured from the session's usage records.*recorded in a dp-compact summary.*family", text)
+
+
+def test_plan_of_a_file_with_no_model_notes_the_unscaled_counts(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]), "utf-8")
+    data = json.loads(runner.invoke(app, ["plan", str(path), "--json"]).stdout)
+    assert any("no token ratio could be measured" in n and "no provider family is known" in n for n in data["notes"]), data["notes"]
