@@ -80,6 +80,11 @@ def test_shrunk_file_plans_its_shrunk_context_under_the_same_window(name: str, t
         if shrunk_recorded(r.text)
     )
     assert statement["recorded_context"][0] == after.estimates.context_tokens
+    # t, the calls behind L and c are the whole conversation's, though the file holds only its live part
+    original = read_session(source)
+    assert statement["recorded_totals"] == (original.user_turns, original.llm_calls, original.compactions)
+    assert (after.estimates.user_turns, after.estimates.compactions) == (before.estimates.user_turns, before.estimates.compactions)
+    assert after.estimates.calls_per_turn == pytest.approx(before.estimates.calls_per_turn)
 
 
 def _results(row: dict) -> list:

@@ -201,15 +201,18 @@ SHRUNK_STATEMENT = "; conversation when shrunk: "
 
 
 def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_messages: int,
-                     avg_tokens: float | None, token_ratio: float | None) -> str:
+                     avg_tokens: float | None, token_ratio: float | None,
+                     totals: tuple[int, int, int] | None = None) -> str:
     """What a file ``dp-compact shrink`` writes states about its conversation, in the first preview's header.
 
     The output has no usage records and no place for the model, so the planner would read it
     with the default profile's window and V + T; this statement (read back by
     :func:`dp_compact.sessions.common.shrunk_recorded`) keeps the model, window (tokens), the
     current context after shrinking (tokens, with the live messages it covers), avg (prompt
-    tokens per call) and the measured token ratio, so that the shrunk file is planned as the
-    conversation it is.
+    tokens per call), the measured token ratio and ``totals``, the whole conversation's user turns,
+    LLM calls and compactions (t, the calls behind L, and c of DESIGN §2: the shrunk file holds
+    only the live part, after the last recorded compaction), so that the shrunk file is planned
+    as the conversation it is.
 
     >>> shrunk_statement(model="m", window=200_000, context_tokens=1_234, n_messages=9, avg_tokens=None, token_ratio=None)
     '; conversation when shrunk: model m; window 200,000 tokens; context 1,234 tokens in 9 messages'
@@ -217,6 +220,7 @@ def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_m
     parts = ([f"model {model}"] if model else []) + [f"window {window:,} tokens", f"context {context_tokens:,} tokens in {n_messages} messages"]
     parts += [f"avg {round(avg_tokens):,} prompt tokens per call"] if avg_tokens else []
     parts += [f"ratio {token_ratio:.4f} provider tokens per cl100k token"] if token_ratio else []
+    parts += [f"history {totals[0]:,} user turns, {totals[1]:,} LLM calls, {totals[2]:,} compactions"] if totals else []
     return SHRUNK_STATEMENT + "; ".join(parts)
 
 
@@ -255,6 +259,7 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
         context_tokens=max(est.context_tokens - int(tokens.sum() - after.sum()), 0),
         avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
         token_ratio=ratio if source in ("measured", "recorded") else None,
+        totals=(session.user_turns, session.llm_calls, session.compactions),
     )
 
 

@@ -203,12 +203,14 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
 _SHRUNK_HEADER = "[tool result shrunk by dp-compact:"
 _SHRUNK_STATEMENT = re.compile(r"; conversation when shrunk: ([^\]\n]*)\]")
 _SHRUNK_CONTEXT = re.compile(r"^context (\d[\d,]*) tokens in (\d+) messages$")
+_SHRUNK_TOTALS = re.compile(r"^history (\d[\d,]*) user turns, (\d[\d,]*) LLM calls, (\d[\d,]*) compactions$")
 
 
 def shrunk_recorded(text: str) -> dict[str, Any]:
     """What the first preview of a file ``dp-compact shrink`` wrote states about its conversation:
     any of ``model``, ``context_window``, ``recorded_context`` (tokens, messages),
-    ``recorded_avg_tokens`` and ``recorded_token_ratio``; empty for any other text.
+    ``recorded_avg_tokens``, ``recorded_token_ratio`` and ``recorded_totals`` (user turns, LLM
+    calls, compactions of the whole conversation); empty for any other text.
 
     >>> shrunk_recorded("[tool result shrunk by dp-compact: 900 characters, 3 lines of text; conversation when shrunk:"
     ...                 " model m-1; window 1,000,000 tokens; context 12,345 tokens in 9 messages; avg 4,100 prompt"
@@ -224,6 +226,8 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
             recorded["context_window"] = int(digits)
         elif context := _SHRUNK_CONTEXT.match(part):
             recorded["recorded_context"] = (int(context.group(1).replace(",", "")), int(context.group(2)))
+        elif totals := _SHRUNK_TOTALS.match(part):
+            recorded["recorded_totals"] = tuple(int(g.replace(",", "")) for g in totals.groups())
     avg, ratio = recorded_usage(found.group(1)) if found else (None, None)
     if avg:
         recorded["recorded_avg_tokens"] = avg
@@ -284,6 +288,13 @@ def build_session(
     shrunk = _last_shrunk(all_messages, after_summary)
     if shrunk is not None:  # a file dp-compact shrink wrote: what the conversation ran with, where the file records nothing
         index, recorded = shrunk
+        totals = recorded.pop("recorded_totals", None)
+        if totals is not None:  # t, calls and c of the whole conversation, plus what was appended since
+            stated = recorded.get("recorded_context", (0, len(all_messages) - live_start))[1]
+            appended = all_messages[live_start + stated:]
+            user_turns = totals[0] + count_user_turns(appended)
+            llm_calls = totals[1] + count_llm_calls(appended)
+            compactions = max(compactions, totals[2])
         for key, value in recorded.items():
             if not extra.get(key):
                 extra[key] = value
