@@ -28,8 +28,6 @@ extracted has ``text=None``; the token count then falls back to the provider's p
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import logging
 import re
@@ -39,6 +37,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from dp_compact.images import decode_base64, find_blocks
 
 __all__ = ["PDF_MEDIA_TYPE", "Document", "PdfPage", "count_pdf_pages", "find_documents", "pdf_pages"]
 
@@ -91,18 +91,6 @@ class PdfPage:
     height_pt: float = 0.0
 
 
-def _decoded(data: Any) -> bytes:
-    """Bytes of a base64 payload (a data URL's or a bare one); ``b""`` when it does not decode."""
-    if not isinstance(data, str):
-        return b""
-    if data.startswith("data:"):
-        data = data.partition(",")[2]
-    try:
-        return base64.b64decode(data, validate=False)
-    except (binascii.Error, ValueError):
-        return b""
-
-
 def _content_text(content: Any) -> str:
     """Text of an Anthropic ``content`` document source: strings and ``text`` blocks."""
     if isinstance(content, str):
@@ -119,7 +107,7 @@ def _document_of(block: dict[str, Any]) -> Document | None:
     source = block.get("source")
     if kind == "document" and isinstance(source, dict):
         if source.get("type") == "base64" and source.get("media_type") == PDF_MEDIA_TYPE:
-            return Document(PDF_MEDIA_TYPE, _decoded(source.get("data")))
+            return Document(PDF_MEDIA_TYPE, decode_base64(source.get("data")))
         if source.get("type") == "text" and isinstance(source.get("data"), str):
             return Document(TEXT_MEDIA_TYPE, text=source["data"])
         if source.get("type") == "content":
@@ -128,14 +116,14 @@ def _document_of(block: dict[str, Any]) -> Document | None:
         return Document(PDF_MEDIA_TYPE, reference=reference) if isinstance(reference, str) and reference else None
     holder = block.get("file") if kind == "file" and isinstance(block.get("file"), dict) else block
     if kind in ("file", "input_file") and str(holder.get("file_data", "")).startswith(_DATA_URL_PDF):
-        return Document(PDF_MEDIA_TYPE, _decoded(holder["file_data"]))
+        return Document(PDF_MEDIA_TYPE, decode_base64(holder["file_data"]))
     if kind in ("file", "input_file") and not holder.get("file_data"):
         reference = holder.get("file_id") or holder.get("file_url")
         if isinstance(reference, str) and reference:
             return Document(PDF_MEDIA_TYPE, reference=reference)
     inline = block.get("inlineData", block.get("inline_data"))
     if isinstance(inline, dict) and (inline.get("mimeType") or inline.get("mime_type")) == PDF_MEDIA_TYPE:
-        return Document(PDF_MEDIA_TYPE, _decoded(inline.get("data")))
+        return Document(PDF_MEDIA_TYPE, decode_base64(inline.get("data")))
     uploaded = block.get("fileData", block.get("file_data"))
     if isinstance(uploaded, dict) and (uploaded.get("mimeType") or uploaded.get("mime_type")) == PDF_MEDIA_TYPE:
         reference = uploaded.get("fileUri") or uploaded.get("file_uri")
@@ -160,19 +148,7 @@ def find_documents(raw: Any) -> list[Document]:
     >>> find_documents({"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "hi"}}]})
     [Document(media_type='text/plain', data=b'', text='hi', reference='')]
     """
-    found: list[Document] = []
-    stack = [raw]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(reversed(value))
-        elif isinstance(value, dict):
-            document = _document_of(value)
-            if document is not None:
-                found.append(document)
-            else:
-                stack.extend(reversed([v for v in value.values() if isinstance(v, (list, dict))]))
-    return found
+    return find_blocks(raw, _document_of)
 
 
 @contextmanager

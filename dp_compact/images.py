@@ -22,10 +22,15 @@ import base64
 import binascii
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
+    "decode_base64",
+    "find_blocks",
     "ANTHROPIC_MAX_EDGE_PX",
     "ANTHROPIC_MAX_TOKENS",
     "ANTHROPIC_PIXELS_PER_TOKEN",
@@ -129,9 +134,12 @@ def image_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _decoded(text: str, chars: int | None = None) -> bytes:
-    """Bytes of (the first ``chars`` characters of) a base64 payload; ``b""`` when it does not decode."""
-    payload = text.partition(",")[2] if text.startswith("data:") else text
+def decode_base64(data: Any, chars: int | None = None) -> bytes:
+    """Bytes of (the first ``chars`` characters of) a base64 payload, bare or in a ``data:`` URL;
+    ``b""`` when it is not a string or does not decode."""
+    if not isinstance(data, str):
+        return b""
+    payload = data.partition(",")[2] if data.startswith("data:") else data
     if chars is not None:
         payload = payload[: chars - chars % 4]
     try:
@@ -140,14 +148,37 @@ def _decoded(text: str, chars: int | None = None) -> bytes:
         return b""
 
 
+def find_blocks(raw: Any, recognise: Callable[[dict[str, Any]], T | None]) -> list[T]:
+    """What ``recognise`` finds in the content blocks of ``raw`` (a message as its source wrote it:
+    dicts and lists of any API shape), in order of appearance, at any depth; a recognised block
+    is not searched further.
+
+    >>> find_blocks({"content": [{"n": 1}, {"x": {"n": 2}}]}, lambda b: b.get("n"))
+    [1, 2]
+    """
+    found: list[T] = []
+    stack = [raw]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, dict):
+            item = recognise(value)
+            if item is not None:
+                found.append(item)
+            else:
+                stack.extend(reversed([v for v in value.values() if isinstance(v, (list, dict))]))
+    return found
+
+
 def _size_of(payload: Any) -> tuple[int, int]:
     """Size of a base64 image payload (0, 0 when unknown); only a JPEG is decoded whole."""
     if not isinstance(payload, str) or not payload:
         return 0, 0
-    head = _decoded(payload, _HEAD_CHARS)
+    head = decode_base64(payload, _HEAD_CHARS)
     size = image_size(head)
     if size is None and head.startswith(b"\xff\xd8"):
-        size = image_size(_decoded(payload))
+        size = image_size(decode_base64(payload))
     return size if size is not None and size[0] > 0 and size[1] > 0 else (0, 0)
 
 
@@ -183,19 +214,7 @@ def find_images(raw: Any) -> list[Image]:
     list of Image
         One per image block; an image block is not searched further.
     """
-    found: list[Image] = []
-    stack = [raw]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(reversed(value))
-        elif isinstance(value, dict):
-            image = _image_of(value)
-            if image is not None:
-                found.append(image)
-            else:
-                stack.extend(reversed([v for v in value.values() if isinstance(v, (list, dict))]))
-    return found
+    return find_blocks(raw, _image_of)
 
 
 def _anthropic(width: int, height: int) -> int:
