@@ -18,7 +18,6 @@ Token counts come from each ``AIMessage.usage_metadata`` where present (LangChai
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,19 +32,14 @@ try:
 except ImportError as exc:
     raise MissingExtraError("langchain", "langchain", exc.name) from None
 
-from dp_compact.adapters.live import ModelFacts, live_session, output_pairs
-from dp_compact.errors import CompactionError
-from dp_compact.pipeline.compact import CompactionResult, compact_session
-from dp_compact.planner import Plan
+from dp_compact.adapters.live import LiveCompactor, ModelFacts, live_session, output_pairs
 from dp_compact.conversation import Usage
-from dp_compact.settings import load_settings
 
 __all__ = ["METADATA_KEY", "DpCompactMiddleware", "model_facts", "to_openai", "usage_of"]
 
 #: Key of ``HumanMessage.additional_kwargs`` on our summary message: the archive reference and
 #: the ids of the kept ``AIMessage`` s whose usage records measured the prompt before compaction.
 METADATA_KEY = "dp_compact"
-_LOG = logging.getLogger(__name__)
 
 
 def model_facts(model: Any) -> ModelFacts:
@@ -92,7 +86,7 @@ def _stale_ids(messages: Sequence[BaseMessage]) -> set[str]:
     return set()
 
 
-class DpCompactMiddleware(AgentMiddleware):
+class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     """Plan before each model call; compact at the planned cut when it pays (DESIGN §2, §5, §7).
 
     Parameters
@@ -126,18 +120,10 @@ class DpCompactMiddleware(AgentMiddleware):
     def __init__(
         self, model: Any = None, *, session_id: str | None = None, archive: Any = "default", summarizer: Any = None, **settings: Any
     ) -> None:
-        super().__init__()
+        AgentMiddleware.__init__(self)
+        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, **settings)
         self.facts = model_facts(model)
-        self.settings = load_settings(**settings)
         self.session_id = session_id
-        if archive == "default":
-            from dp_compact.pipeline.archive import ArchiveStore
-
-            archive = ArchiveStore(self.settings.archive_dir)
-        self.archive = archive
-        self.summarizer = summarizer
-        self.plans: list[Plan] = []
-        self.compactions: list[CompactionResult] = []
 
     def _session_id(self) -> str:
         """The given session id, else the running graph's thread id, else ``langchain``."""
@@ -171,16 +157,9 @@ class DpCompactMiddleware(AgentMiddleware):
         stale = _stale_ids(messages)
         usages = [None if m.id in stale else usage_of(m) for m in messages]
         session = live_session(raws, usages, session_id=self._session_id(), facts=self.facts)
-        try:
-            result = compact_session(session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive)
-        except CompactionError as exc:
-            _LOG.warning("dp-compact: compaction skipped: %s", exc)
+        result = self.compact(session)
+        if result is None:
             return None
-        if result.plan is not None:
-            self.plans.append(result.plan)
-        if result.decision != "compact":
-            return None
-        self.compactions.append(result)
         kept_ai = [m.id for m in messages[result.cut:] if isinstance(m, AIMessage) and m.id]
         info = {"archive_ref": result.archive_ref, "stale_usage_ids": kept_ai}
         out: list[BaseMessage] = []

@@ -21,7 +21,7 @@ from dp_compact.sessions.common import dumps
 from dp_compact.conversation import Session, Usage
 from dp_compact.sessions.source import Record, Source
 
-__all__ = ["ModelFacts", "live_session", "output_pairs"]
+__all__ = ["LiveCompactor", "ModelFacts", "live_session", "output_pairs"]
 
 @dataclass(frozen=True, slots=True)
 class ModelFacts:
@@ -98,3 +98,58 @@ def output_pairs(output: Sequence[dict[str, Any]], originals: Sequence[Any], raw
     """
     by_id = {id(raw): original for raw, original in zip(raws, originals, strict=True)}
     return [(message, by_id.get(id(message))) for message in output]
+
+
+class LiveCompactor:
+    """What every framework adapter keeps: settings, archive, summarizer, and the plans and
+    compactions made so far; :meth:`compact` runs the pipeline on a live session.
+
+    Parameters
+    ----------
+    archive : ArchiveStore, None or "default"
+        Where compacted heads go; "default" is the settings' archive folder (``DP_ARCHIVE_DIR``,
+        else the user data directory); None archives nothing.
+    summarizer : callable, optional
+        Default: the offline extractive summarizer.
+    **settings
+        Any ``DP_*`` setting by its field name (DESIGN §3).
+
+    Raises
+    ------
+    SettingsError
+        An invalid setting.
+    """
+
+    def __init__(self, *, archive: Any = "default", summarizer: Any = None, **settings: Any) -> None:
+        from dp_compact.settings import load_settings
+
+        self.settings = load_settings(**settings)
+        if archive == "default":
+            from dp_compact.pipeline.archive import ArchiveStore
+
+            archive = ArchiveStore(self.settings.archive_dir)
+        self.archive = archive
+        self.summarizer = summarizer
+        self.plans: list[Any] = []
+        self.compactions: list[Any] = []
+
+    def compact(self, session: Session) -> Any:
+        """The :class:`~dp_compact.pipeline.compact.CompactionResult` when the plan compacts
+        ``session`` (as an OpenAI chat conversation), else None; a failed summary leaves the
+        conversation untouched (DESIGN §5) and is logged."""
+        import logging
+
+        from dp_compact.errors import CompactionError
+        from dp_compact.pipeline.compact import compact_session
+
+        try:
+            result = compact_session(session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive)
+        except CompactionError as exc:
+            logging.getLogger("dp_compact.adapters").warning("dp-compact: compaction skipped: %s", exc)
+            return None
+        if result.plan is not None:
+            self.plans.append(result.plan)
+        if result.decision != "compact":
+            return None
+        self.compactions.append(result)
+        return result

@@ -17,7 +17,6 @@ cache reads and writes) and the model from ``ModelResponse.model_name``; give th
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -32,19 +31,15 @@ try:
 except ImportError as exc:
     raise MissingExtraError("pydantic_ai", "pydantic-ai", exc.name) from None
 
-from dp_compact.adapters.live import ModelFacts, live_session
-from dp_compact.errors import CompactionError
-from dp_compact.pipeline.compact import CompactionResult, compact_session
-from dp_compact.planner import Plan
+from dp_compact.adapters.live import LiveCompactor, ModelFacts, live_session
+from dp_compact.pipeline.compact import CompactionResult
 from dp_compact.conversation import Usage
-from dp_compact.settings import load_settings
 
 __all__ = ["METADATA_KEY", "DpCompactProcessor", "to_openai", "usage_of"]
 
 #: Key of ``ModelRequest.metadata`` on our summary request (not sent to the model): the archive
 #: reference and how many kept ``ModelResponse`` s after it measured the prompt before compaction.
 METADATA_KEY = "dp_compact"
-_LOG = logging.getLogger(__name__)
 
 
 def _user_text(content: Any) -> str:
@@ -113,7 +108,7 @@ def _stale(messages: Sequence[ModelMessage]) -> set[int]:
     return set()
 
 
-class DpCompactProcessor:
+class DpCompactProcessor(LiveCompactor):
     """A pydantic-ai history processor: plan before each request, compact when it pays (DESIGN §2, §5, §7).
 
     Parameters
@@ -145,17 +140,9 @@ class DpCompactProcessor:
     """
 
     def __init__(self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None, **settings: Any) -> None:
+        super().__init__(archive=archive, summarizer=summarizer, **settings)
         self.model = model.split(":", 1)[-1] if model else None
-        self.settings = load_settings(**settings)
         self.session_id = session_id
-        if archive == "default":
-            from dp_compact.pipeline.archive import ArchiveStore
-
-            archive = ArchiveStore(self.settings.archive_dir)
-        self.archive = archive
-        self.summarizer = summarizer
-        self.plans: list[Plan] = []
-        self.compactions: list[CompactionResult] = []
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history to send: compacted when the plan says so, else ``messages`` itself.
@@ -168,16 +155,9 @@ class DpCompactProcessor:
         usages = [None if n in stale else usage_of(messages[n]) for _, n, _ in wires]
         name = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None) or self.model
         session = live_session(raws, usages, session_id=self.session_id, facts=ModelFacts(name))
-        try:
-            result = compact_session(session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive)
-        except CompactionError as exc:
-            _LOG.warning("dp-compact: compaction skipped: %s", exc)
+        result = self.compact(session)
+        if result is None:
             return messages
-        if result.plan is not None:
-            self.plans.append(result.plan)
-        if result.decision != "compact":
-            return messages
-        self.compactions.append(result)
         return self._rebuild(messages, wires, result)
 
     def _rebuild(self, messages: list[ModelMessage], wires: list[tuple[dict[str, Any], int, list[int]]], result: CompactionResult) -> list[ModelMessage]:
