@@ -47,16 +47,19 @@ class ScriptedModel(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
         return self
 
+    def step(self, n: int) -> tuple[str, dict[str, Any] | None]:
+        """The text and tool call (None: the final answer) of call ``n``."""
+        if n < STEPS:
+            return f"Reading module {n}.", {"name": "read_file", "args": {"path": f"src/mod_{n}.py"}, "id": f"call_{n}"}
+        return "All modules read.", None
+
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         n = len(self.calls)
         self.calls.append(list(messages))
         prompt = prompt_tokens(messages)
         usage = {"input_tokens": prompt, "output_tokens": OUTPUT_TOKENS, "total_tokens": prompt + OUTPUT_TOKENS}
-        if n < STEPS:
-            call = {"name": "read_file", "args": {"path": f"src/mod_{n}.py"}, "id": f"call_{n}"}
-            message = AIMessage(content=f"Reading module {n}.", tool_calls=[call], usage_metadata=usage)
-        else:
-            message = AIMessage(content="All modules read.", usage_metadata=usage)
+        text, call = self.step(n)
+        message = AIMessage(content=text, tool_calls=[call] if call else [], usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -249,28 +252,19 @@ def search_rows(query: str) -> str:
     return "\n".join(f"{query} result {i}: value {i * 7} lorem ipsum dolor sit amet consectetur" for i in range(560))
 
 
-class ScriptedSearchModel(BaseChatModel):
+class ScriptedSearchModel(ScriptedModel):
     """Calls ``search`` with a new query at every step (each output ~40k characters), then answers."""
 
-    model_name: str = "claude-sonnet-4"
     calls: list[list[BaseMessage]] = []
 
     @property
     def _llm_type(self) -> str:
         return "scripted-search"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedSearchModel:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        n = len(self.calls)
-        self.calls.append(list(messages))
-        prompt = prompt_tokens(messages)
-        usage = {"input_tokens": prompt, "output_tokens": OUTPUT_TOKENS, "total_tokens": prompt + OUTPUT_TOKENS}
+    def step(self, n: int) -> tuple[str, dict[str, Any] | None]:
         if n < BIG_STEPS:
-            call = {"name": "search", "args": {"query": f"quarter {n}"}, "id": f"call_{n}"}
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=[call], usage_metadata=usage))])
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Done.", usage_metadata=usage))])
+            return "", {"name": "search", "args": {"query": f"quarter {n}"}, "id": f"call_{n}"}
+        return "Done.", None
 
 
 def test_langchain_tool_loop_with_large_outputs_stays_under_the_window(caplog):
