@@ -60,6 +60,8 @@ def _local(job: Callable[..., Any], items: Sequence[str], args: tuple[Any, ...],
             if progress is not None:
                 progress(done, len(items), item)
         return results
+    # fork on Linux: workers inherit the loaded modules (~1 s less each than spawning); safe, since
+    # the library starts no thread and the command's progress bar draws without a refresh thread
     context = get_context("fork" if sys.platform.startswith("linux") else "spawn")
     with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
         futures = {pool.submit(job, items[i], *args): i for i in _largest_first(items)}

@@ -8,13 +8,8 @@ whose names are re-exported here.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
-from multiprocessing import get_context
-from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -262,15 +257,6 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
 replay_or_skip = _replay_or_skip
 
 
-def _process_context() -> BaseContext:
-    """Fork on Linux (workers inherit the loaded modules: ~1 s less each than spawning), spawn elsewhere.
-
-    Forking is safe here: the library starts no thread, and the command's progress bar draws
-    without a refresh thread.
-    """
-    return get_context("fork" if sys.platform.startswith("linux") else "spawn")
-
-
 def no_session_error(folder: Path | str) -> SessionError:
     """The error of a folder holding no session file (none with a session suffix, or none read as a session)."""
     return SessionError(folder, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
@@ -319,21 +305,10 @@ def replay_directory(
     if not files:
         raise no_session_error(folder)
     options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
-    count = max(1, min(workers or os.cpu_count() or 1, len(files)))
-    done: dict[Path, SessionReplay | str] = {}
-    if count == 1:
-        for path in files:
-            done[path] = _replay_or_skip(path, settings, parsed, options)
-            if progress is not None:
-                progress(len(done), len(files), str(path))
-    else:
-        with ProcessPoolExecutor(max_workers=count, mp_context=_process_context()) as pool:
-            largest_first = sorted(files, key=lambda p: p.stat().st_size, reverse=True)  # balances the workers
-            futures = {pool.submit(_replay_or_skip, path, settings, parsed, options): path for path in largest_first}
-            for future in as_completed(futures):
-                done[futures[future]] = future.result()
-                if progress is not None:
-                    progress(len(done), len(files), str(futures[future]))
+    from dp_compact.fleet.engine import map_sessions
+
+    results = map_sessions(replay_or_skip, [str(p) for p in files], (settings, parsed, options), workers=workers, progress=progress)
+    done = dict(zip(files, results, strict=True))
     sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
     skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
     if not sessions:  # only files that are not sessions: as an empty folder
