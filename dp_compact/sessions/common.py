@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from dp_compact.images import find_blocks
 from dp_compact.summary_text import recorded_usage, summary_usage
 from dp_compact.conversation import (
     SUMMARY_PREFIXES,
@@ -70,13 +71,7 @@ def _is_image(block: dict[str, Any]) -> bool:
 
 def count_images(value: Any) -> int:
     """Image/file blocks anywhere inside ``value`` (nested lists and ``content`` included)."""
-    if isinstance(value, list):
-        return sum(count_images(item) for item in value)
-    if not isinstance(value, dict):
-        return 0
-    if _is_image(value):
-        return 1
-    return sum(count_images(v) for v in value.values() if isinstance(v, (list, dict)))
+    return len(find_blocks(value, lambda block: block if _is_image(block) else None))
 
 
 def text_and_images(content: Any) -> tuple[str, int]:
