@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import SettingsError, UnknownProfileError
+from dp_compact.io import bulk_allocation
 from dp_compact.estimation import measured_token_ratio
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, base_model_name, get_prices
@@ -26,7 +27,7 @@ from dp_compact.tokens import (
     REFERENCED_DOCUMENT_TOKENS,
     TokenCache,
     count_message_tokens,
-    image_token_counts,
+    message_token_parts,
     provider_family,
     referenced_documents,
     token_ratio,
@@ -157,23 +158,36 @@ def token_scale(
     return token_ratio(family), f"family {family or 'unknown'}"
 
 
-def _scaled_tokens(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str]:
-    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source.
+def _token_parts(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str, int]:
+    """Counted tokens per live message scaled by :func:`token_scale`, with the factor, its source
+    and the documents given by reference (:func:`~dp_compact.tokens.referenced_documents`).
 
     The images' tokens are priced by the session's provider (:func:`~dp_compact.tokens.image_token_counts`)
-    and left unscaled; the rest is scaled.
+    and left unscaled; the rest is scaled. With the cache, the session file's stored counts
+    answer its unchanged messages (:class:`~dp_compact.tokens.TokenCache`).
     """
     tiktoken = settings.tokenizer == "tiktoken"
     family = provider_family(session.model, session.format)
-    cache = TokenCache() if use_cache and tiktoken else None
-    try:
-        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer, cache=cache, family=family)
-    finally:
-        if cache is not None:
-            cache.close()
-    images = image_token_counts(session.messages, family) if tiktoken else np.zeros(len(counts), dtype=np.int64)
+    if not tiktoken:
+        counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer)
+        images, referenced = np.zeros(len(counts), dtype=np.int64), referenced_documents(session.messages)
+    else:
+        cache = TokenCache() if use_cache else None
+        try:
+            file = str(Path(session.path).resolve()) if session.path and Path(session.path).is_file() else None
+            parts = message_token_parts(session.messages, cache=cache, family=family, file=file)
+        finally:
+            if cache is not None:
+                cache.close()
+        counts, images, referenced = parts.total, parts.images, parts.referenced
     ratio, source = token_scale(session, settings, counts, images)
-    return (counts if ratio == 1.0 else np.rint((counts - images) * ratio).astype(np.int64) + images), ratio, source
+    scaled = counts if ratio == 1.0 else np.rint((counts - images) * ratio).astype(np.int64) + images
+    return scaled, ratio, source, referenced
+
+
+def _scaled_tokens(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str]:
+    """Counted tokens per live message scaled by :func:`token_scale`, with the factor and its source (:func:`_token_parts`)."""
+    return _token_parts(session, settings, use_cache)[:3]
 
 
 def session_tokens(session: Session, settings: Settings, *, use_cache: bool = True) -> npt.NDArray[np.int64]:
@@ -190,9 +204,15 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     context was obtained (:func:`~dp_compact.estimation.current_context`), and name a
     half-written last line left out of the file (``Session.partial_line``).
     """
+    with bulk_allocation():
+        return _plan_session(session, settings, use_cache)
+
+
+def _plan_session(session: Session, settings: Settings, use_cache: bool) -> Plan:
+    """:func:`plan_session` without the collector's pause."""
     prices, notes = choose_prices(settings, session)
-    notes = (*read_notes(session), *notes)
-    message_tokens, ratio, source = _scaled_tokens(session, settings, use_cache)
+    message_tokens, ratio, source, referenced = _token_parts(session, settings, use_cache)
+    notes = (*read_notes(session, referenced), *notes)
     if ratio != 1.0:
         notes = (*notes, f"message tokens scaled by {ratio:.3g} provider tokens per cl100k token ({source})")
     elif source.startswith("family "):  # nothing measured, recorded or calibrated: the counts stand unscaled
@@ -203,11 +223,12 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     return replace(result, notes=notes + result.notes) if notes else result
 
 
-def read_notes(session: Session) -> tuple[str, ...]:
+def read_notes(session: Session, referenced: int | None = None) -> tuple[str, ...]:
     """What reading left out that a user should know: a half-written last line (``Session.partial_line``),
-    and documents given by reference, whose size is estimated (:func:`~dp_compact.tokens.referenced_documents`)."""
+    and documents given by reference, whose size is estimated (:func:`~dp_compact.tokens.referenced_documents`;
+    ``referenced`` when already counted)."""
     notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
-    referenced = referenced_documents(session.messages)
+    referenced = referenced_documents(session.messages) if referenced is None else referenced
     if referenced:
         notes += (f"{referenced} document(s) given by URL or file id cannot be read here: each one's size is estimated"
                   f" at {REFERENCED_DOCUMENT_TOKENS:,} tokens, one page of the provider's per-page PDF estimate"

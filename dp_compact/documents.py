@@ -47,6 +47,9 @@ TEXT_MEDIA_TYPE = "text/plain"
 _DATA_URL_PDF = "data:application/pdf;base64,"
 #: A page object's dictionary in raw PDF bytes (not ``/Pages``), to count pages pypdf cannot read.
 _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+#: What the JSON text of every document block :func:`find_documents` recognises holds (its
+#: ``type`` value or its inline or uploaded data key, quoted): a message without any holds none.
+_DOCUMENT_MARKERS = re.compile(rb'"(?:document|file|input_file|inlineData|inline_data|fileData|file_data)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +151,7 @@ def find_documents(raw: Any) -> list[Document]:
     >>> find_documents({"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "hi"}}]})
     [Document(media_type='text/plain', data=b'', text='hi', reference='')]
     """
-    return find_blocks(raw, _document_of)
+    return find_blocks(raw, _document_of, _DOCUMENT_MARKERS)
 
 
 @contextmanager

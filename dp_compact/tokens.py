@@ -21,6 +21,7 @@ import hashlib
 import math
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,12 +46,14 @@ __all__ = [
     "PDF_TEXT_TOKENS_PER_PAGE",
     "REFERENCED_DOCUMENT_TOKENS",
     "TokenCache",
+    "TokenParts",
     "count_message_tokens",
     "count_text_tokens",
     "TOKEN_RATIOS",
     "default_cache_path",
     "document_tokens",
     "image_token_counts",
+    "message_token_parts",
     "message_token_text",
     "page_image_tokens",
     "provider_family",
@@ -81,6 +84,8 @@ IMAGE_MAX_EDGE_PX = 1568
 PDF_TEXT_TOKENS_PER_PAGE = 2250
 
 _BATCH = 512
+#: Bytes of a cache key (BLAKE2b digest size).
+_KEY_BYTES = 16
 
 
 @cache
@@ -123,11 +128,16 @@ def default_cache_path() -> Path:
 
 
 class TokenCache:
-    """Persistent text-hash → token-count cache in SQLite (one table, WAL journal).
+    """Persistent text-hash → token-count cache in SQLite (WAL journal).
 
     Keys are BLAKE2b-128 digests of the encoding name and the text, so a changed message is
     counted again and an unchanged one never is. Failures to open or write the cache are not
     errors: the counts are then computed without it.
+
+    Besides the table of counts by key, the cache keeps for each session file the keys and
+    counts of its messages in order, as two arrays (``files``): a file read again (or grown)
+    takes the counts of its unchanged messages from one row instead of one lookup each
+    (:meth:`get_file`, :meth:`put_file`).
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
@@ -138,8 +148,36 @@ class TokenCache:
             self._db = sqlite3.connect(self.path, timeout=2.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS tokens (key BLOB PRIMARY KEY, n INTEGER NOT NULL)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, keys BLOB NOT NULL, counts BLOB NOT NULL)")
         except (OSError, sqlite3.Error):
             self._db = None
+
+    def get_file(self, path: str) -> tuple[bytes, npt.NDArray[np.int64]]:
+        """The keys (16 bytes each, concatenated) and counts, shape (n,), last stored for ``path``;
+        empty when none are."""
+        empty = (b"", np.zeros(0, dtype=np.int64))
+        if self._db is None:
+            return empty
+        try:
+            row = self._db.execute("SELECT keys, counts FROM files WHERE path = ?", (path,)).fetchone()
+        except sqlite3.Error:
+            return empty
+        if row is None or len(row[0]) != 2 * len(row[1]) or len(row[0]) % _KEY_BYTES:
+            return empty
+        return bytes(row[0]), np.frombuffer(row[1], dtype="<i8").astype(np.int64)
+
+    def put_file(self, path: str, keys: bytes, counts: npt.NDArray[np.int64]) -> None:
+        """Store the keys and counts of ``path``'s messages (errors ignored, as :meth:`put_many`)."""
+        if self._db is None:
+            return
+        try:
+            with self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO files (path, keys, counts) VALUES (?, ?, ?)",
+                    (path, keys, np.ascontiguousarray(counts, dtype="<i8").tobytes()),
+                )
+        except sqlite3.Error:
+            pass
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, int]:
         """Cached counts for ``keys`` (missing keys are absent from the result)."""
@@ -175,21 +213,47 @@ class TokenCache:
 
 def _key(text: str) -> bytes:
     """Cache key of a counted text."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"cl100k").digest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES, person=b"cl100k").digest()
 
 
-def _tiktoken_counts(texts: list[str], cache: TokenCache | None) -> npt.NDArray[np.int64]:
-    """cl100k counts of ``texts``, through ``cache`` when given."""
+def _same_keys(keys: bytes, stored: bytes) -> npt.NDArray[np.bool_]:
+    """Per key of ``keys`` (16-byte digests, concatenated): True where ``stored`` holds the same
+    key at the same position."""
+    n, m = len(keys) // _KEY_BYTES, min(len(keys), len(stored)) // _KEY_BYTES
+    same = np.zeros(n, dtype=bool)
+    if m:
+        now = np.frombuffer(keys, dtype=np.uint64, count=2 * m).reshape(m, 2)
+        before = np.frombuffer(stored, dtype=np.uint64, count=2 * m).reshape(m, 2)
+        same[:m] = (now == before).all(axis=1)
+    return same
+
+
+def _tiktoken_counts(texts: list[str], cache: TokenCache | None, file: str | None = None) -> npt.NDArray[np.int64]:
+    """cl100k counts of ``texts``, through ``cache`` when given; ``file`` names the session file
+    they come from, whose stored row (:meth:`TokenCache.get_file`) answers unchanged positions."""
     if cache is None:
         return count_text_tokens(texts)
     keys = [_key(t) for t in texts]
-    known = cache.get_many(keys)
-    missing = [i for i, k in enumerate(keys) if k not in known]
-    counts = np.fromiter((known.get(k, 0) for k in keys), dtype=np.int64, count=len(keys))
-    if missing:
-        fresh = count_text_tokens([texts[i] for i in missing])
-        counts[missing] = fresh
-        cache.put_many({keys[i]: int(n) for i, n in zip(missing, fresh, strict=True)})
+    counts = np.zeros(len(keys), dtype=np.int64)
+    joined = b"".join(keys)
+    todo = np.arange(len(keys))
+    stored_keys = b""
+    if file is not None:
+        stored_keys, stored_counts = cache.get_file(file)
+        same = _same_keys(joined, stored_keys)
+        counts[same] = stored_counts[np.flatnonzero(same)]
+        todo = np.flatnonzero(~same)
+    if len(todo):
+        wanted = [keys[i] for i in todo]
+        known = cache.get_many(wanted)
+        counts[todo] = np.fromiter((known.get(k, -1) for k in wanted), dtype=np.int64, count=len(wanted))
+        missing = todo[counts[todo] < 0]
+        if len(missing):
+            fresh = count_text_tokens([texts[i] for i in missing])
+            counts[missing] = fresh
+            cache.put_many({keys[i]: int(n) for i, n in zip(missing, fresh, strict=True)})
+    if file is not None and (len(todo) or stored_keys != joined):
+        cache.put_file(file, joined, counts)
     return counts
 
 
@@ -279,23 +343,6 @@ def referenced_documents(messages: Sequence[Message]) -> int:
     return sum(1 for m in messages for d in find_documents(m.raw) if d.reference)
 
 
-def _document_counts(messages: Sequence[Message], cache: TokenCache | None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Per message: tokens of its documents, and how many of them the reader counted as binary blocks.
-
-    The readers count a document block in ``Message.images``; one a reader does not know (an
-    OpenAI ``file`` block in a file sniffed as Anthropic) is still counted here, so at most
-    ``images`` blocks are taken off.
-    """
-    tokens = np.zeros(len(messages), dtype=np.int64)
-    blocks = np.zeros(len(messages), dtype=np.int64)
-    for i, message in enumerate(messages):
-        documents = find_documents(message.raw)
-        if documents:
-            tokens[i] = sum(document_tokens(d, cache) for d in documents)
-            blocks[i] = min(len(documents), message.images)
-    return tokens, blocks
-
-
 def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.int64], family: str) -> npt.NDArray[np.int64]:
     """Provider tokens of each message's image blocks (``images`` minus its documents), see :func:`image_token_counts`."""
     counts = np.zeros(len(messages), dtype=np.int64)
@@ -329,9 +376,52 @@ def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDA
         cl100k token) must not be applied to them (:func:`dp_compact.api.token_scale`).
     """
     blocks = np.fromiter(
-        (min(sum(1 for _ in find_documents(m.raw)), m.images) if m.images else 0 for m in messages), dtype=np.int64, count=len(messages)
+        (min(len(find_documents(m.raw)), m.images) if m.images else 0 for m in messages), dtype=np.int64, count=len(messages)
     )
     return _image_counts(messages, blocks, family)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenParts:
+    """What each message's tokens are made of, each an int64 array of shape (N,), tokens.
+
+    ``text``: cl100k tokens of :func:`message_token_text` plus ``MESSAGE_OVERHEAD_TOKENS``;
+    ``images``: provider tokens of its images (:func:`image_token_counts`); ``documents``: its
+    documents (:func:`document_tokens`). ``referenced`` counts the documents given by reference
+    (their size estimated, :func:`referenced_documents`).
+    """
+
+    text: npt.NDArray[np.int64]
+    images: npt.NDArray[np.int64]
+    documents: npt.NDArray[np.int64]
+    referenced: int = 0
+
+    @property
+    def total(self) -> npt.NDArray[np.int64]:
+        """Tokens per message: the sum of the parts (what :func:`count_message_tokens` gives)."""
+        return self.text + self.images + self.documents
+
+
+def message_token_parts(
+    messages: Sequence[Message], *, cache: TokenCache | None = None, family: str = "", file: str | None = None
+) -> TokenParts:
+    """The ``tiktoken`` counts of :func:`count_message_tokens`, by part, in one pass over the
+    messages' documents.
+
+    ``file`` names the session file the messages were read from: with ``cache``, its stored
+    counts answer the messages unchanged since (:class:`TokenCache`).
+    """
+    text = _tiktoken_counts([message_token_text(m) for m in messages], cache, file) + MESSAGE_OVERHEAD_TOKENS
+    documents = np.zeros(len(messages), dtype=np.int64)
+    blocks = np.zeros(len(messages), dtype=np.int64)
+    referenced = 0
+    for i, message in enumerate(messages):
+        found = find_documents(message.raw)
+        if found:
+            documents[i] = sum(document_tokens(d, cache) for d in found)
+            blocks[i] = min(len(found), message.images)
+            referenced += sum(1 for d in found if d.reference)
+    return TokenParts(text, _image_counts(messages, blocks, family), documents, referenced)
 
 
 def count_message_tokens(
@@ -345,7 +435,8 @@ def count_message_tokens(
     tokenizer : {"tiktoken", "bytes4"}
         ``tiktoken``: cl100k_base text tokens + ``MESSAGE_OVERHEAD_TOKENS`` + the images'
         tokens (:func:`image_token_counts`) + :func:`document_tokens` per document block found
-        in ``Message.raw`` (a PDF by its pages; such a block is not also charged as an image).
+        in ``Message.raw`` (a PDF by its pages; such a block is not also charged as an image);
+        by part: :func:`message_token_parts`.
         ``bytes4``: ``ceil(source_bytes / 4) + source_lines`` (exact per line for one-line
         messages, as the seed's reference planner counts).
     cache : TokenCache, optional
@@ -364,9 +455,7 @@ def count_message_tokens(
         return -(-nbytes // 4) + lines
     if tokenizer != "tiktoken":
         raise ValueError(f"unknown tokenizer {tokenizer!r}: use 'tiktoken' or 'bytes4'")
-    text_counts = _tiktoken_counts([message_token_text(m) for m in messages], cache)
-    document_counts, document_blocks = _document_counts(messages, cache)
-    return text_counts + MESSAGE_OVERHEAD_TOKENS + _image_counts(messages, document_blocks, family) + document_counts
+    return message_token_parts(messages, cache=cache, family=family).total
 
 
 #: Provider-reported prompt tokens per cl100k token of the transcript's messages, per provider

@@ -15,6 +15,7 @@ import orjson
 
 from dp_compact.conversation import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.errors import SessionError, UnknownFormatError
+from dp_compact.io import bulk_allocation
 from dp_compact.sessions import anthropic, atif, claude_code, cline_ui, codex, gemini_cli, openai_chat
 from dp_compact.sessions.source import UTF8_BOM, Source, read_source
 
@@ -90,6 +91,12 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
     NotASessionError
         The file belongs to a known tool but is not a conversation (e.g. Cline's UI log).
     """
+    with bulk_allocation():
+        return _read(path, lenient=lenient, stats=stats)
+
+
+def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Session:
+    """:func:`read_session` without the collector's pause."""
     source = read_source(path, lenient=lenient)
     seed_stats = read_seed_stats(stats) if stats is not None else None
     lone = source.records[0].value if source.records is not None and len(source.records) == 1 else None

@@ -27,7 +27,7 @@ from typing import Any
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
-from dp_compact.sessions.source import Record, Source, each_record
+from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = [
@@ -171,18 +171,20 @@ def _is_anthropic_message(value: Any) -> bool:
     )
 
 
-def _items(source: Source) -> list[Record] | None:
-    """The message records of the source, or None when it is not a list of messages."""
+def _items(source: Source, limit: int | None = None) -> list[Record] | None:
+    """The message records of the source (the first ``limit`` when given), or None when it is
+    not a list of messages."""
     if source.records is not None:
-        return list(source.records)
+        return list(source.records[:limit])
     if isinstance(source.document, list):
-        return [Record(0, v, len(dumps(v).encode())) for v in source.document]
+        return [Record(0, v, len(dumps(v).encode())) for v in source.document[:limit]]
     return None
 
 
 def sniff(source: Source) -> bool:
-    """True when every record is an Anthropic message."""
-    items = _items(source)
+    """True when each of the first records (``SNIFF_RECORDS``) is an Anthropic message (the
+    reader checks the rest)."""
+    items = _items(source, SNIFF_RECORDS)
     return bool(items) and all(_is_anthropic_message(r.value) for r in items)
 
 

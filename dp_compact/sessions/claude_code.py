@@ -63,13 +63,25 @@ def _is_message_record(value: Any) -> bool:
 
 
 def sniff(source: Source) -> bool:
-    """True for JSONL holding at least one Claude Code ``user``/``assistant`` record."""
-    return source.records is not None and any(_is_message_record(r.value) for r in source.records)
+    """True for JSONL holding a Claude Code ``user``/``assistant`` record among its first records (``Source.sample``)."""
+    return source.records is not None and any(_is_message_record(r.value) for r in source.sample)
 
 
 def _ordered(records: tuple[Record, ...]) -> list[Record]:
     """Records in file order, except that a record whose parent comes later follows its parent."""
-    known = {r.value["uuid"] for r in records if isinstance(r.value, dict) and isinstance(r.value.get("uuid"), str)}
+    seen: set[str] = set()
+    unseen_parents: list[str] = []  # parents not written before their child: later in the file, or absent
+    for record in records:
+        value = record.value
+        if isinstance(value, dict):
+            parent, uuid = value.get("parentUuid"), value.get("uuid")
+            if isinstance(parent, str) and parent not in seen:
+                unseen_parents.append(parent)
+            if isinstance(uuid, str):
+                seen.add(uuid)
+    if not any(parent in seen for parent in unseen_parents):  # no parent comes after its child: file order
+        return list(records)
+    known = seen
     out: list[Record] = []
     emitted: set[str] = set()
     waiting: dict[str, list[Record]] = defaultdict(list)

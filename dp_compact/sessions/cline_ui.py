@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from dp_compact.errors import NotASessionError
-from dp_compact.sessions.source import Source
+from dp_compact.sessions.source import SNIFF_RECORDS, Source
 
 __all__ = ["DESCRIPTION", "FORMAT", "IS_SESSION", "read", "sniff"]
 
@@ -30,11 +30,11 @@ def _is_entry(value: Any) -> bool:
 
 
 def sniff(source: Source) -> bool:
-    """True for a JSON array (or JSONL) whose entries are all Cline ``say``/``ask`` entries."""
+    """True for a JSON array (or JSONL) whose first entries (``SNIFF_RECORDS``) are all Cline ``say``/``ask`` entries."""
     if source.records is not None:
-        values = [r.value for r in source.records]
+        values = [r.value for r in source.sample]
     elif isinstance(source.document, list):
-        values = source.document
+        values = source.document[:SNIFF_RECORDS]
     else:
         return False
     return bool(values) and all(_is_entry(v) for v in values)

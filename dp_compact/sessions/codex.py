@@ -45,12 +45,12 @@ _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "l
 
 
 def sniff(source: Source) -> bool:
-    """True for JSONL with Codex envelopes (``session_meta``/``response_item``/``compacted`` + payload)."""
+    """True for JSONL with Codex envelopes (``session_meta``/``response_item``/``compacted`` + payload) among its first records (``Source.sample``)."""
     return source.records is not None and any(
         isinstance(r.value, dict)
         and r.value.get("type") in ("session_meta", "response_item", "compacted")
         and isinstance(r.value.get("payload"), dict)
-        for r in source.records
+        for r in source.sample
     )
 
 

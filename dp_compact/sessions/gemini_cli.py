@@ -56,7 +56,7 @@ def sniff(source: Source) -> bool:
     """True for a Gemini CLI saved chat document or a stream-json log."""
     if source.records is None:
         return _is_saved_chat(source.document)
-    return any(_is_stream_event(r.value) for r in source.records)
+    return any(_is_stream_event(r.value) for r in source.sample)
 
 
 def _is_summary(text: str) -> bool:

@@ -34,7 +34,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.codex import TokenCounts
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, summary_tool, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult
-from dp_compact.sessions.source import Record, Source, each_record
+from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
 
@@ -48,10 +48,11 @@ _INTERRUPTED = "[Request interrupted by user"
 _ACTION_MARKS = ("```mswea_bash_command", "<returncode>")
 
 
-def _container(source: Source) -> tuple[list[Record], dict[str, Any] | None] | None:
-    """The message records and the enclosing document (None for JSONL or a bare array)."""
+def _container(source: Source, limit: int | None = None) -> tuple[list[Record], dict[str, Any] | None] | None:
+    """The message records and the enclosing document (None for JSONL or a bare array); the
+    first ``limit`` of them when given."""
     if source.records is not None:
-        return list(source.records), None
+        return list(source.records[:limit]), None
     document = source.document
     items: Any = None
     if isinstance(document, list):
@@ -60,7 +61,7 @@ def _container(source: Source) -> tuple[list[Record], dict[str, Any] | None] | N
         items = document.get("history") if isinstance(document.get("history"), list) else document.get("messages")
     if not isinstance(items, list):
         return None
-    return [Record(0, v, len(dumps(v).encode())) for v in items], document
+    return [Record(0, v, len(dumps(v).encode())) for v in items[:limit]], document
 
 
 def _is_message(value: Any) -> bool:
@@ -80,12 +81,14 @@ def _openai_evidence(value: dict[str, Any]) -> bool:
 
 
 def sniff(source: Source) -> bool:
-    """True when most records are OpenAI messages and the file shows an OpenAI-only trait.
+    """True when most of the first records (``SNIFF_RECORDS``) are OpenAI messages and the file
+    shows an OpenAI-only trait.
 
     A ``{messages}``/``{history}`` document qualifies by its container; JSONL and bare arrays
-    need a system/tool role or a tool-call key, so plain Anthropic lists are left to that reader.
+    need a system/tool role or a tool-call key anywhere in the file, so plain Anthropic lists
+    are left to that reader.
     """
-    found = _container(source)
+    found = _container(source, SNIFF_RECORDS)
     if found is None or not found[0]:
         return False
     records, document = found
@@ -94,7 +97,10 @@ def sniff(source: Source) -> bool:
         return False
     if document is not None:
         return len(messages) == len(records)
-    return any(_openai_evidence(m) for m in messages)
+    if any(_openai_evidence(m) for m in messages):
+        return True
+    rest = source.records[SNIFF_RECORDS:] if source.records is not None else source.document[SNIFF_RECORDS:]
+    return any(_openai_evidence(v) for v in (getattr(r, "value", r) for r in rest) if _is_message(v))
 
 
 def _call(spec: Any) -> ToolCall:

@@ -17,6 +17,7 @@ in :attr:`Source.partial_line` (the commands print a note); a bad line anywhere 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,8 +26,13 @@ import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["BINARY_SNIFF_BYTES", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
+__all__ = ["BINARY_SNIFF_BYTES", "SNIFF_RECORDS", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
 
+#: Records (JSONL lines, or entries of a JSON array) a reader's ``sniff`` looks at: a format is
+#: told from the start of a file, so telling it costs the same for any length; the reader then
+#: checks every record against its format's rules (a record that breaks them is an error
+#: naming its line).
+SNIFF_RECORDS = 1_000
 #: Bytes searched for a NUL to call a file binary (git's ``buffer_is_binary`` reads 8,000).
 BINARY_SNIFF_BYTES = 8_000
 #: Magic numbers of compressed files: (prefix, what it is, the command that undoes it).
@@ -41,6 +47,8 @@ _COMPRESSED = (
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 #: The UTF-8 byte order mark some Windows editors write first; read as nothing (``utf-8-sig``).
 UTF8_BOM = b"\xef\xbb\xbf"
+#: A line of white space only (skipped, as JSONL readers do).
+_BLANK = re.compile(rb"\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +85,34 @@ class Source:
         """True when the file is a single JSON document rather than JSONL."""
         return self.records is None
 
+    @property
+    def sample(self) -> tuple[Record, ...]:
+        """The first :data:`SNIFF_RECORDS` records, which a reader's ``sniff`` looks at (empty for a document)."""
+        return (self.records or ())[:SNIFF_RECORDS]
+
 
 def _as_document(text: bytes) -> Any | None:
-    """The whole file as one JSON value, or None when it is not one (or is a one-line record)."""
-    stripped = text.strip()
-    if not stripped or stripped[:1] not in (b"{", b"["):
+    """The whole file as one JSON value, or None when it is not one (or is a one-line record).
+
+    A first line that is a whole JSON value followed by more text makes the file JSONL without
+    parsing the rest here (the whole cannot be one value then).
+    """
+    start = len(text) - len(text.lstrip())
+    if text[start : start + 1] not in (b"{", b"["):
         return None
+    end = text.find(b"\n", start)
+    if end >= 0 and text[end:].strip():
+        try:
+            orjson.loads(memoryview(text)[start:end])
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return None
     try:
-        value = orjson.loads(stripped)
+        value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
-    if isinstance(value, dict) and b"\n" not in stripped:
+    if isinstance(value, dict) and b"\n" not in text.strip():
         return None  # a JSONL file of one record
     return value
 
@@ -203,21 +228,27 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     records: list[Record] = []
     skipped = 0
     partial: int | None = None
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    view, loads, blank = memoryview(data), orjson.loads, _BLANK.fullmatch
+    start, number, size_left = 0, 0, len(data)
+    while start <= size_left:  # line by line without copying the file (a memoryview slice per line)
+        end = data.find(b"\n", start)
+        last = end < 0
+        end = size_left if last else end
+        number += 1
+        line, nbytes, start = view[start:end], end - start, end + 1
         try:
-            value = orjson.loads(raw)
+            value = loads(line)
         except orjson.JSONDecodeError as exc:
-            if partial_last_line and number == len(lines):  # no b"\n" after it: still being written
+            if blank(line):
+                continue
+            if partial_last_line and last:  # no b"\n" after it: still being written
                 partial = number
                 continue
             if lenient:
                 skipped += 1
                 continue
             raise MalformedLineError(path, number, f"line {number} is not valid JSON ({exc})") from exc
-        records.append(Record(number, value, len(raw)))
+        records.append(Record(number, value, nbytes))
     return Source(
         str(path), tuple(records), None, nbytes=size, skipped_lines=skipped, lenient=lenient, partial_line=partial
     )

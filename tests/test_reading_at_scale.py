@@ -1,0 +1,171 @@
+"""Rules that keep reading a long session cheap give the same answers as the plain ones."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dp_compact import tokens
+from dp_compact.conversation import Message
+from dp_compact.documents import _document_of, find_documents
+from dp_compact.errors import MalformedLineError
+from dp_compact.images import _image_of, find_blocks, find_images
+from dp_compact.io import bulk_allocation
+from dp_compact.sessions import read_session
+from dp_compact.sessions.claude_code import _ordered
+from dp_compact.sessions.source import SNIFF_RECORDS, Record
+
+# Every block shape the document and image rules recognise (their module docstrings), which the
+# strategy below thins out and buries in other JSON so that near-misses are drawn as well.
+_SHAPES = [
+    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}},
+    {"type": "document", "source": {"type": "text", "data": "plain"}},
+    {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "t"}]}},
+    {"type": "document", "source": {"type": "url", "url": "https://x/y.pdf"}},
+    {"type": "document", "source": {"type": "file", "file_id": "file_1"}},
+    {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0="}},
+    {"type": "file", "file": {"file_id": "file_2"}},
+    {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0="},
+    {"type": "input_file", "file_url": "https://x/z.pdf"},
+    {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}},
+    {"inline_data": {"mime_type": "image/png", "data": "iVBORw0KGgo="}},
+    {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://b/f.pdf"}},
+    {"file_data": {"mime_type": "application/pdf", "file_uri": "gs://b/g.pdf"}},
+    {"type": "image", "source": {"type": "base64", "data": "iVBORw0KGgo="}},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}},
+    {"type": "input_image", "image_url": "https://x/i.png", "detail": "high"},
+    {"inlineData": {"mimeType": "image/jpeg", "data": "/9j/"}},
+]
+
+
+@st.composite
+def _thinned(draw: st.DrawFn, value):
+    """``value`` with some keys of its dicts left out."""
+    if isinstance(value, dict):
+        return {k: draw(_thinned(v)) for k, v in value.items() if draw(st.integers(0, 4)) > 0}
+    if isinstance(value, list):
+        return [draw(_thinned(v)) for v in value]
+    return value
+
+
+_BLOCKS = st.sampled_from(_SHAPES).flatmap(_thinned) | st.sampled_from(["text", "x", 3])
+_JSON = st.recursive(_BLOCKS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["content", "x", "output"]), inner, max_size=2),
+                     max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON)
+def test_quick_reject_never_hides_a_document_or_an_image(raw):
+    """The marker check skips only messages whose full walk finds nothing."""
+    assert find_documents(raw) == find_blocks(raw, _document_of)
+    assert find_images(raw) == find_blocks(raw, _image_of)
+
+
+def _ordered_plain(records):
+    """The reordering rule without the file-order shortcut (parent later in the file: child follows it)."""
+    known = {r.value["uuid"] for r in records if isinstance(r.value, dict) and isinstance(r.value.get("uuid"), str)}
+    out, emitted, waiting = [], set(), {}
+    for record in records:
+        parent = record.value.get("parentUuid") if isinstance(record.value, dict) else None
+        if isinstance(parent, str) and parent in known and parent not in emitted:
+            waiting.setdefault(parent, []).append(record)
+            continue
+        stack = [record]
+        while stack:
+            current = stack.pop()
+            out.append(current)
+            uuid = current.value.get("uuid") if isinstance(current.value, dict) else None
+            if isinstance(uuid, str):
+                emitted.add(uuid)
+                stack.extend(reversed(waiting.pop(uuid, [])))
+    return out + sorted((r for group in waiting.values() for r in group), key=lambda r: r.line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", None]), st.sampled_from(["a", "b", "c", "d", "e", None, "gone"])),
+                max_size=8))
+def test_claude_code_order_equals_the_plain_rule(links):
+    """File order is kept exactly when no parent comes after its child; else the plain rule decides."""
+    records = tuple(Record(i + 1, {"uuid": uuid, "parentUuid": parent}, 10) for i, (uuid, parent) in enumerate(links))
+    assert [r.line for r in _ordered(records)] == [r.line for r in _ordered_plain(records)]
+
+
+def _anthropic_lines(n: int) -> list[bytes]:
+    return [orjson.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}) for i in range(n)]
+
+
+def test_a_bad_record_after_the_sniffed_ones_is_an_error_naming_its_line(tmp_path):
+    lines = _anthropic_lines(SNIFF_RECORDS + 20)
+    lines[SNIFF_RECORDS + 10] = orjson.dumps({"role": "narrator", "content": "hi"})
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(MalformedLineError) as caught:
+        read_session(path)
+    assert caught.value.line == SNIFF_RECORDS + 11
+
+
+def test_an_openai_trait_after_the_sniffed_records_still_selects_openai(tmp_path):
+    lines = _anthropic_lines(SNIFF_RECORDS + 4)
+    lines.append(orjson.dumps({"role": "tool", "tool_call_id": "call_1", "content": "out"}))
+    path = tmp_path / "late_tool.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    session = read_session(path)
+    assert session.format == "openai_chat"
+    assert len(session.messages) == SNIFF_RECORDS + 5
+
+
+def test_blank_lines_and_crlf_are_read_as_before(tmp_path):
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(b'{"role": "user", "content": "a"}\r\n\n   \n{"role": "assistant", "content": "b"}\r\n')
+    session = read_session(path)
+    assert [m.text for m in session.messages] == ["a", "b"]
+    assert [m.line for m in session.messages] == [1, 4]
+
+
+def test_bulk_allocation_restores_the_collector():
+    assert gc.isenabled()
+    with bulk_allocation():
+        assert not gc.isenabled()
+        with bulk_allocation():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with bulk_allocation():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_file_row_of_the_token_cache_counts_as_without_it(tmp_path, monkeypatch):
+    """Grown, edited and shortened files: the stored row answers only unchanged positions."""
+    cache = tokens.TokenCache(tmp_path / "tokens.sqlite")
+    messages = [Message("user" if i % 2 == 0 else "assistant", f"text number {i} " * (i % 7 + 1)) for i in range(40)]
+    plain = tokens.count_message_tokens(messages)
+    counted: list[int] = []
+    real = tokens.count_text_tokens
+    monkeypatch.setattr(tokens, "count_text_tokens", lambda texts: counted.append(len(texts)) or real(texts))
+
+    def counts(ms):
+        return tokens.message_token_parts(ms, cache=cache, file="/x/session.jsonl").total
+
+    assert np.array_equal(counts(messages[:30]), plain[:30])
+    assert np.array_equal(counts(messages), plain)  # grown: ten new texts counted
+    assert counted == [30, 10]
+    edited = [*messages[:5], Message("user", "changed"), *messages[6:]]
+    expected = plain.copy()
+    expected[5] = real(["changed"])[0] + tokens.MESSAGE_OVERHEAD_TOKENS
+    assert np.array_equal(counts(edited), expected)
+    assert counted == [30, 10, 1]
+    assert np.array_equal(counts(messages[:12]), plain[:12])  # shortened: all known, message 5 from the key table
+    assert counted == [30, 10, 1]
+    keys, stored = cache.get_file("/x/session.jsonl")
+    assert len(keys) == 16 * 12 and np.array_equal(stored, plain[:12] - tokens.MESSAGE_OVERHEAD_TOKENS)
+    cache.close()
