@@ -1,7 +1,7 @@
 """Benchmark of fleet replays: sessions per second with 1, 2 and 4 workers, local pool against Dask.
 
 Usage: ``python bench/bench_fleet.py [--sessions 2000] [--small 200] [--max-blocks 12]
-[--workers 1 2 4] [--engines local dask] [--policy dp --policy never ...] [--per-message 100000]``
+[--workers 1 2 4] [--engines local dask] [--policy dp --policy never ...]``
 
 1. Writes a synthetic fleet with :func:`dp_compact.fleet.resample.resample` (seed 0) from the
    real sessions, and replays it once to warm the token cache (every measured run is warm).
@@ -10,19 +10,15 @@ Usage: ``python bench/bench_fleet.py [--sessions 2000] [--small 200] [--max-bloc
    each worker process (``ru_maxrss`` read in the worker after each of its sessions).
 3. Per-session work against fleet size: mean seconds of the jobs of the first ``--small``
    sessions (local pool, 2 workers) run as a fleet of their own and within the whole fleet.
-4. With ``--per-message N``: one synthetic session of about N messages (2N source lines) (Claude Code call blocks
-   recombined as the resampler does), planned by ``dp-compact plan`` in a fresh process, cold
-   and with a warm token cache: wall time and peak resident memory beyond the interpreter with
-   the package imported, each per message.
+
+One long session, per message: ``bench/bench_long.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +29,7 @@ from timing import SHARED_SESSIONS, machine_line
 from dp_compact.fleet.engine import map_sessions
 from dp_compact.fleet.inputs import list_inputs
 from dp_compact.fleet.jobs import replay_input
-from dp_compact.fleet.resample import _append, cut_source, resample
+from dp_compact.fleet.resample import resample
 from dp_compact.replay.shell import parse_policies
 from dp_compact.settings import Settings
 
@@ -57,57 +53,6 @@ def run(items: list[str], engine: str, workers: int, args: tuple) -> tuple[float
     return wall, peaks, sum(r[0] for r in done), [r[3] for r in done]
 
 
-PLAN_CHILD = """
-import json, sys, time
-import dp_compact.api, dp_compact.sessions, dp_compact.planner
-from dp_compact.cli import app
-def hwm():  # peak resident KB of this process image (ru_maxrss survives exec and holds the parent's peak)
-    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
-base = hwm()
-start = time.perf_counter()
-try:
-    app(["plan", sys.argv[1], "--json"])
-except SystemExit:
-    pass
-wall = time.perf_counter() - start
-peak = hwm()
-print(json.dumps({"wall_s": wall, "rss_kb": peak - base, "self_kb": peak, "base_kb": base}), file=sys.stderr)
-"""
-
-
-def per_message(n_messages: int, sessions: Path, folder: Path) -> None:
-    """Build one ~n-message Claude Code session and time ``dp-compact plan`` on it, cold then warm."""
-    from dp_compact.io import session_files
-
-    cut = [s for s in (cut_source(p) for p in session_files(sessions)) if s is not None and s.format == "claude_code"]
-    base = max(cut, key=lambda s: len(s.blocks))
-    lines = [*base.head, *(line for block in base.blocks for line in block)]
-    state = {"uuid": None, "session_id": base.session_id}
-    blocks = [b for s in cut for b in s.blocks]
-    from dp_compact.sessions import read_session
-
-    index, target = 0, folder / "long.jsonl"
-    while len(lines) < 2 * n_messages:  # about two source lines per message in these Claude Code blocks
-        _append(lines, blocks[index % len(blocks)], index, state)
-        index += 1
-    target.write_bytes(b"\n".join(lines) + b"\n")
-    count = len(read_session(target).messages)
-    size = target.stat().st_size
-    env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache")}
-    print(f"\nplan of one synthetic session: {count:,} messages, {size / 1e6:.1f} MB")
-    print(f"{'run':<10}{'wall s':>10}{'µs/msg':>10}{'peak MB':>10}{'KB/msg':>10}{'KB/msg beyond text':>20}")
-    for label in ("cold", "warm"):
-        out = subprocess.run([sys.executable, "-c", PLAN_CHILD, str(target)], capture_output=True, text=True, env=env)
-        last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
-        if not last.startswith("{"):
-            raise SystemExit(f"plan failed: {out.stderr[-800:]}")
-        data = json.loads(last)
-        kb = data["rss_kb"]
-        print(f"  (peak {data['self_kb'] / 1024:.0f} MB, {data['base_kb'] / 1024:.0f} MB after imports)")
-        print(f"{label:<10}{data['wall_s']:>10.2f}{data['wall_s'] / count * 1e6:>10.1f}{kb / 1024:>10.0f}"
-              f"{kb / count:>10.2f}{(kb - size / 1024) / count:>20.2f}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=2000)
@@ -117,17 +62,12 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["local", "dask"])
     parser.add_argument("--policy", action="append")
     parser.add_argument("--source", type=Path, default=SHARED_SESSIONS)
-    parser.add_argument("--per-message", type=int, default=0)
-    parser.add_argument("--skip-fleet", action="store_true")
     args = parser.parse_args()
     print(machine_line())
     with tempfile.TemporaryDirectory(prefix="dp-fleet-bench-") as tmp:
         folder = Path(tmp)
         os.environ["XDG_CACHE_HOME"] = str(folder / "cache")
-        if not args.skip_fleet:
-            fleet(args, folder)
-        if args.per_message:
-            per_message(args.per_message, args.source, folder)
+        fleet(args, folder)
 
 
 def fleet(args: argparse.Namespace, folder: Path) -> None:

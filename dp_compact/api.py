@@ -269,7 +269,7 @@ def plan_file(
     UnknownProfileError
         Unknown provider.
     """
-    session = read_session(path, lenient=lenient, stats=stats)
+    session = read_session(path, lenient=lenient, stats=stats, raw_json=True)
     return plan_session(session, settings, use_cache=use_cache)
 
 
@@ -347,7 +347,7 @@ def curve_file(
     SessionError, UnknownProfileError
         Unreadable session or unknown provider.
     """
-    session = read_session(path, lenient=lenient)
+    session = read_session(path, lenient=lenient, raw_json=True)
     tokens = session_tokens(session, settings, use_cache=use_cache)
     every_model = list(dict.fromkeys([settings.model, *models]))
     plans = curve_plans(session, tokens, settings, providers=list(providers) or [None], models=every_model)

@@ -12,9 +12,13 @@ the whole file (user turns, LLM calls, compactions). Everything is immutable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from dp_compact.patterns import is_injected_text
 from dp_compact.summary_text import (
@@ -32,6 +36,7 @@ __all__ = [
     "SUMMARY_PREFIXES",
     "CompactingTool",
     "Message",
+    "RawJSON",
     "MessageKind",
     "RecordedCompaction",
     "SeedStats",
@@ -43,6 +48,8 @@ __all__ = [
     "count_user_turns",
     "is_summary_text",
     "last_own_summary",
+    "raw_as_json",
+    "raw_value",
     "recorded_history",
     "summary_counts",
     "summary_kept",
@@ -51,6 +58,45 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "tool"]
+
+
+class RawJSON(bytes):
+    """A message's source shape kept as its compact JSON text (UTF-8) instead of Python objects.
+
+    A session read to be planned, not rewritten, keeps each :attr:`Message.raw` so
+    (:func:`raw_as_json`): a few hundred bytes where the parsed dicts and lists take several
+    times more. :func:`raw_value` gives the parsed value back either way.
+    """
+
+    __slots__ = ()
+
+
+#: True while messages are made with their ``raw`` as :class:`RawJSON` (:func:`raw_as_json`).
+_RAW_AS_JSON: ContextVar[bool] = ContextVar("raw_as_json", default=False)
+
+
+@contextmanager
+def raw_as_json() -> Iterator[None]:
+    """Within this block, every :class:`Message` made keeps its ``raw`` as :class:`RawJSON`.
+
+    For reading sessions to plan, replay or calibrate them, where ``raw`` is only searched for
+    images and documents: the parsed source of each message is freed as soon as its message is
+    made. A value ``orjson`` cannot serialise is kept as given.
+    """
+    token = _RAW_AS_JSON.set(True)
+    try:
+        yield
+    finally:
+        _RAW_AS_JSON.reset(token)
+
+
+def raw_value(raw: Any) -> Any:
+    """``raw`` parsed when it is :class:`RawJSON`, else ``raw`` itself.
+
+    >>> raw_value(RawJSON(b'{"role":"user","content":"hi"}')), raw_value({"role": "user"})
+    ({'role': 'user', 'content': 'hi'}, {'role': 'user'})
+    """
+    return orjson.loads(memoryview(raw)) if isinstance(raw, RawJSON) else raw  # orjson takes no bytes subclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +154,8 @@ class Message:
         UTF-8 bytes and number of the source lines it came from (the ``bytes4`` estimate).
     raw : Any
         The message as read (a dict in the source's API shape), kept for the pipeline;
-        ignored by equality.
+        ignored by equality. Read to be planned (:func:`raw_as_json`), it is its JSON text,
+        :class:`RawJSON`; :func:`raw_value` parses it.
     kind : {"prompt", "injected", "summary", "tool_result", "assistant"}
         What the message is, decided once by its reader:
 
@@ -154,6 +201,11 @@ class Message:
             kind = "injected"
         if kind != self.kind:
             object.__setattr__(self, "kind", kind)
+        if self.raw is not None and _RAW_AS_JSON.get() and not isinstance(self.raw, RawJSON):
+            try:
+                object.__setattr__(self, "raw", RawJSON(orjson.dumps(self.raw, option=orjson.OPT_NON_STR_KEYS)))
+            except TypeError:  # not JSON (an adapter's own objects): kept as given
+                pass
 
     @property
     def is_user_turn(self) -> bool:

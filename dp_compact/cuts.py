@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.conversation import Message
+from dp_compact.conversation import Message, raw_value
 
 __all__ = [
     "ROLE_ASSISTANT", "ROLE_TOOL", "ROLE_USER", "MessageArrays", "feasible_cut_mask", "message_ages", "message_arrays",
@@ -128,6 +128,7 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
 
 def _has_string_content(raw: object) -> bool:
     """True when the source message's ``content`` is a plain string (or unknown)."""
+    raw = raw_value(raw)
     return not isinstance(raw, dict) or not isinstance(raw.get("content"), list)
 
 

@@ -170,7 +170,8 @@ def find_blocks(raw: Any, recognise: Callable[[dict[str, Any]], T | None], marke
     is not searched further.
 
     ``markers``, when given, is a pattern that every block ``recognise`` accepts shows in its
-    JSON text (a ``"type"`` value or a key, quoted): ``raw`` without any is not walked. One C
+    JSON text (a ``"type"`` value or a key, quoted): ``raw`` without any is not walked. ``raw``
+    given as JSON text (bytes, :class:`~dp_compact.conversation.RawJSON`) is parsed first. One C
     serialisation and search costs far less than walking every dict of a message in Python.
 
     >>> find_blocks({"content": [{"n": 1}, {"x": {"n": 2}}]}, lambda b: b.get("n"))
@@ -178,7 +179,11 @@ def find_blocks(raw: Any, recognise: Callable[[dict[str, Any]], T | None], marke
     >>> find_blocks({"content": [{"n": 1}]}, lambda b: b.get("n"), re.compile(rb'"m"'))
     []
     """
-    if markers is not None and isinstance(raw, (dict, list)) and not _may_hold(raw, markers):
+    if isinstance(raw, bytes):  # a message's JSON text (conversation.RawJSON): searched before it is parsed
+        if markers is not None and markers.search(raw) is None:
+            return []
+        raw = orjson.loads(memoryview(raw))
+    elif markers is not None and isinstance(raw, (dict, list)) and not _may_hold(raw, markers):
         return []
     found: list[T] = []
     stack = [raw]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -98,6 +98,8 @@ def _encoding() -> tiktoken.Encoding:
 
 def message_token_text(message: Message) -> str:
     """The text of ``message`` that is counted: text, thinking, tool calls and tool results."""
+    if not (message.thinking or message.tool_calls or message.tool_results):
+        return message.text
     parts = [message.text]
     if message.thinking:
         parts.append(message.thinking)
@@ -228,11 +230,15 @@ def _same_keys(keys: bytes, stored: bytes) -> npt.NDArray[np.bool_]:
     return same
 
 
-def _tiktoken_counts(texts: list[str], cache: TokenCache | None, file: str | None = None) -> npt.NDArray[np.int64]:
+def _tiktoken_counts(texts: Sequence[str], cache: TokenCache | None, file: str | None = None) -> npt.NDArray[np.int64]:
     """cl100k counts of ``texts``, through ``cache`` when given; ``file`` names the session file
-    they come from, whose stored row (:meth:`TokenCache.get_file`) answers unchanged positions."""
+    they come from, whose stored row (:meth:`TokenCache.get_file`) answers unchanged positions.
+
+    ``texts`` may be a lazy sequence (each item made when asked for): with a cache, each text is
+    asked for once for its key, and again only if it must be counted.
+    """
     if cache is None:
-        return count_text_tokens(texts)
+        return count_text_tokens(list(texts))
     keys = [_key(t) for t in texts]
     counts = np.zeros(len(keys), dtype=np.int64)
     joined = b"".join(keys)
@@ -381,6 +387,24 @@ def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDA
     return _image_counts(messages, blocks, family)
 
 
+class _TokenTexts(Sequence[str]):
+    """:func:`message_token_text` of each message, made when asked for (not all held at once)."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        if isinstance(index, slice):
+            return [message_token_text(m) for m in self._messages[index]]
+        return message_token_text(self._messages[index])
+
+    def __iter__(self) -> Iterator[str]:
+        return map(message_token_text, self._messages)
+
+
 @dataclass(frozen=True, slots=True)
 class TokenParts:
     """What each message's tokens are made of, each an int64 array of shape (N,), tokens.
@@ -411,7 +435,7 @@ def message_token_parts(
     ``file`` names the session file the messages were read from: with ``cache``, its stored
     counts answer the messages unchanged since (:class:`TokenCache`).
     """
-    text = _tiktoken_counts([message_token_text(m) for m in messages], cache, file) + MESSAGE_OVERHEAD_TOKENS
+    text = _tiktoken_counts(_TokenTexts(messages), cache, file) + MESSAGE_OVERHEAD_TOKENS
     documents = np.zeros(len(messages), dtype=np.int64)
     blocks = np.zeros(len(messages), dtype=np.int64)
     referenced = 0

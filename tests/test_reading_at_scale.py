@@ -169,3 +169,86 @@ def test_file_row_of_the_token_cache_counts_as_without_it(tmp_path, monkeypatch)
     keys, stored = cache.get_file("/x/session.jsonl")
     assert len(keys) == 16 * 12 and np.array_equal(stored, plain[:12] - tokens.MESSAGE_OVERHEAD_TOKENS)
     cache.close()
+
+
+def test_lenient_file_of_malformed_lines_only_is_an_empty_session(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"not json\n{also not\n\n")
+    session = read_session(path, lenient=True)
+    assert (session.format, session.messages, session.skipped_lines) == ("empty", (), 2)
+    with pytest.raises(MalformedLineError) as caught:
+        read_session(path)
+    assert caught.value.line == 1
+
+
+def test_lenient_malformed_lines_are_counted_once_though_read_twice(tmp_path):
+    lines = _anthropic_lines(6)
+    lines[3] = b'{"role": "assis'
+    path = tmp_path / "one_bad.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    session = read_session(path, lenient=True)  # sniffed, then read: line 4 parsed twice
+    assert (len(session.messages), session.skipped_lines) == (5, 1)
+
+
+def _claude_line(uuid: str, parent: str | None, kind: str, content) -> bytes:
+    message = {"role": kind, "content": content}
+    if kind == "assistant":
+        message |= {"id": f"msg_{uuid}", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 5, "output_tokens": 1}}
+    return orjson.dumps({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s", "message": message})
+
+
+def test_claude_code_record_written_before_its_parent_is_read_after_it(tmp_path):
+    """Read in one pass when the file order holds; read again in parent order when a child comes first."""
+    lines = [
+        _claude_line("u1", None, "user", "first question"),
+        _claude_line("a2", "u2", "assistant", [{"type": "text", "text": "second answer"}]),  # its parent comes next
+        _claude_line("u2", "a1", "user", "second question"),
+        _claude_line("a1", "u1", "assistant", [{"type": "text", "text": "first answer"}]),
+    ]
+    path = tmp_path / "out_of_order.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    texts = [m.text for m in read_session(path).messages]
+    assert texts == ["first question", "first answer", "second question", "second answer"]
+    path.write_bytes(b"\n".join([lines[0], lines[3], lines[2], lines[1]]) + b"\n")
+    assert [m.text for m in read_session(path).messages] == texts
+
+
+@pytest.mark.parametrize("late", [b"[1, 2]", b'"text"', b'{"type": "summary", "summary": "x"}'])
+def test_a_non_message_after_the_sniffed_records_is_named_by_line(tmp_path, late):
+    lines = _anthropic_lines(SNIFF_RECORDS + 3)
+    lines.append(late)
+    path = tmp_path / "late.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(MalformedLineError) as caught:
+        read_session(path)
+    assert caught.value.line == SNIFF_RECORDS + 4
+    assert len(read_session(path, lenient=True).messages) == SNIFF_RECORDS + 3
+
+
+def _shared_sessions():
+    from dp_compact.io import session_files
+    from tests.conftest import SESSIONS
+
+    return session_files(SESSIONS) if SESSIONS.is_dir() else []
+
+
+@pytest.mark.skipif(not _shared_sessions(), reason="../shared/sessions is absent")
+@pytest.mark.parametrize("path", _shared_sessions(), ids=lambda p: p.name)
+def test_raw_kept_as_json_plans_as_the_parsed_raw(path, tmp_path, monkeypatch):
+    """Reading to plan keeps each message's source as JSON text; the plan is the same to the digit."""
+    from dp_compact.api import plan_session
+    from dp_compact.conversation import RawJSON
+    from dp_compact.errors import NotASessionError
+    from dp_compact.settings import Settings
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    try:
+        parsed = read_session(path)
+    except NotASessionError:
+        pytest.skip(f"{path.name} is not a conversation")
+    text = read_session(path, raw_json=True)
+    assert all(isinstance(m.raw, RawJSON) for m in text.messages if m.raw is not None)
+    assert any(m.raw is not None for m in text.messages)
+    assert text.messages == parsed.messages
+    settings = Settings()
+    assert plan_session(text, settings).to_dict() == plan_session(parsed, settings).to_dict()

@@ -57,14 +57,17 @@ def test_read_source_complete_last_line_without_line_break_is_read(tmp_path):
 def test_read_source_malformed_line_before_the_last_is_still_an_error(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"role": "user", "content": "hi"}\n{"role": "assi\n{"role": "assistant", "content": "ok"}')
+    source = read_source(path)  # lines are parsed as they are read
     with pytest.raises(MalformedLineError, match=r"s\.jsonl:2: line 2 is not valid JSON") as caught:
-        read_source(path)
+        list(source.records)
     assert caught.value.line == 2
+    with pytest.raises(MalformedLineError, match=r"s\.jsonl:2: line 2 is not valid JSON"):
+        read_session(path)
 
 
 def test_read_source_truncated_last_line_with_line_break_is_an_error(tmp_path):
     with pytest.raises(MalformedLineError, match=r"live\.jsonl:5: "):
-        read_source(_live(tmp_path, HALF + b"\n"))  # a line break after it: the writer finished it
+        list(read_source(_live(tmp_path, HALF + b"\n")).records)  # a line break after it: the writer finished it
 
 
 def test_read_messages_for_validate_refuses_a_half_written_last_line(tmp_path):

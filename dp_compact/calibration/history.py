@@ -125,7 +125,7 @@ def read_history(path: Path | str, *, lenient: bool = False) -> History:
     SessionError
         As :func:`~dp_compact.sessions.read_session` (unreadable, malformed, unknown format).
     """
-    whole = read_session(path, lenient=lenient)
+    whole = read_session(path, lenient=lenient, raw_json=True)
     if whole.format not in ("claude_code", "codex") or whole.compactions == 0:
         return History(whole.path, whole.format, (whole,), ())
     source = read_source(path, lenient=lenient)

@@ -239,7 +239,7 @@ def replay_file(
         As :func:`replay_session`.
     """
     resolved = parse_policies(policies, settings)  # bad specs fail before the file is read
-    session = read_session(path, lenient=lenient)
+    session = read_session(path, lenient=lenient, raw_json=True)
     return replay_session(session, settings, resolved, cache_ttl_s=cache_ttl_s, use_cache=use_cache, loss=loss)
 
 

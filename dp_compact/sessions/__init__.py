@@ -7,13 +7,14 @@ registry, most specific first; the first whose ``sniff`` accepts the file reads 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 import orjson
 
-from dp_compact.conversation import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, RecordedCompaction, SeedStats, Session, ToolCall, ToolResult, Usage, raw_as_json
 from dp_compact.errors import SessionError, UnknownFormatError
 from dp_compact.io import bulk_allocation
 from dp_compact.sessions import anthropic, atif, claude_code, cline_ui, codex, gemini_cli, openai_chat
@@ -62,7 +63,7 @@ def supported_formats() -> list[str]:
     return [f"{r.FORMAT}: {r.DESCRIPTION}" for r in READERS if getattr(r, "IS_SESSION", True)]
 
 
-def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str | None = None) -> Session:
+def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str | None = None, raw_json: bool = False) -> Session:
     """Read a session file of any supported format into a normalized :class:`Session`.
 
     Parameters
@@ -73,6 +74,12 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
         Skip malformed lines (counted in ``Session.skipped_lines``) instead of failing.
     stats : Path or str, optional
         The seed agent's ``stats.json`` (DESIGN §4), attached as ``Session.stats``.
+    raw_json : bool
+        Keep each message's source shape as its JSON text (``Message.raw`` a
+        :class:`~dp_compact.conversation.RawJSON`, :func:`~dp_compact.conversation.raw_as_json`):
+        for a session read to be planned, replayed or calibrated, whose ``raw`` is only searched
+        for images and documents. It then takes about the memory of its text; a rewrite
+        (``compact``, ``shrink``) reads with the default.
 
     Returns
     -------
@@ -91,7 +98,7 @@ def read_session(path: Path | str, *, lenient: bool = False, stats: Path | str |
     NotASessionError
         The file belongs to a known tool but is not a conversation (e.g. Cline's UI log).
     """
-    with bulk_allocation():
+    with bulk_allocation(), (raw_as_json() if raw_json else nullcontext()):
         return _read(path, lenient=lenient, stats=stats)
 
 
@@ -99,10 +106,12 @@ def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Sessi
     """:func:`read_session` without the collector's pause."""
     source = read_source(path, lenient=lenient)
     seed_stats = read_seed_stats(stats) if stats is not None else None
-    lone = source.records[0].value if source.records is not None and len(source.records) == 1 else None
-    if (source.records is not None and not source.records) or source.document in ([], {}, {"messages": []}) or lone == {"messages": []}:
+    sample = source.sample
+    lone = sample[0].value if source.records is not None and len(source.records) == 1 and sample else None
+    nothing = source.records is not None and not sample and not any(True for _ in source.records)  # lenient: every line malformed
+    if nothing or source.document in ([], {}, {"messages": []}) or lone == {"messages": []}:
         return Session(
-            path=str(path), format="empty", messages=(), skipped_lines=source.skipped_lines, stats=seed_stats,
+            path=str(path), format="empty", messages=(), skipped_lines=source.skipped, stats=seed_stats,
             partial_line=source.partial_line,
         )
     for reader in READERS:

@@ -26,7 +26,7 @@ from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_value
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -175,7 +175,7 @@ def _items(source: Source, limit: int | None = None) -> list[Record] | None:
     """The message records of the source (the first ``limit`` when given), or None when it is
     not a list of messages."""
     if source.records is not None:
-        return list(source.records[:limit])
+        return list(source.records if limit is None else source.records[:limit])
     if isinstance(source.document, list):
         return [Record(0, v, len(dumps(v).encode())) for v in source.document[:limit]]
     return None
@@ -208,7 +208,8 @@ def _usage(obj: dict[str, Any], line: int) -> Usage | None:
 
 def _client_calls(message: Message) -> dict[str, str]:
     """``{id: name}`` of the client ``tool_use`` calls of a message (server tools answer themselves)."""
-    content = message.raw.get("content") if isinstance(message.raw, dict) else None
+    raw = raw_value(message.raw)
+    content = raw.get("content") if isinstance(raw, dict) else None
     blocks = content if isinstance(content, list) else ()
     return {str(b.get("id", "")): str(b.get("name", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
 
@@ -235,7 +236,10 @@ def answers_by_position(previous: Message | None, message: Message) -> bool:
     """
     if message.role != "user" or previous is None or previous.role != "assistant" or not previous.tool_calls:
         return False
-    content = message.raw.get("content") if isinstance(message.raw, dict) else None
+    if not _CLINE_RESULT.match(message.text):  # the first text block opens the text
+        return False
+    raw = raw_value(message.raw)
+    content = raw.get("content") if isinstance(raw, dict) else None
     first = content[0] if isinstance(content, list) and content else None
     text = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
     found = _CLINE_RESULT.match(text) if isinstance(text, str) else None
@@ -272,14 +276,20 @@ def read(source: Source) -> Session:
     """
     messages: list[Message] = []
     usage: list[Usage] = []
+    models: list[str] = []
 
     def add(record: Record) -> None:
+        if not _is_anthropic_message(record.value):
+            raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
         message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
         messages.append(message)
         if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
             usage.append(u)
+        if (model := _recorded_model(record.value)) is not None:
+            models.append(model)
 
-    skipped = each_record(source, _items(source) or [], add)
+    records = source.records if source.records is not None else _items(source) or []
+    skipped = each_record(source, records, add)
     messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(
@@ -289,21 +299,20 @@ def read(source: Source) -> Session:
         usage=usage,
         live_start=markers[-1] if markers else 0,
         compactions=len(markers),
-        skipped_lines=source.skipped_lines + skipped,
-        model=_recorded_model(_items(source) or []),
+        skipped_lines=source.skipped + skipped,
+        model=models[-1] if models else None,
         compaction_records=tuple(
             RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers
         ),
     )
 
 
-def _recorded_model(records: list[Record]) -> str | None:
-    """The last model named by a message (Cline ``modelInfo.modelId``, or an API ``model`` key)."""
-    for record in reversed(records):
-        value = record.value
-        info = value.get("modelInfo")
-        if isinstance(info, dict) and isinstance(info.get("modelId"), str):
-            return info["modelId"]
-        if isinstance(value.get("model"), str):
-            return value["model"]
+def _recorded_model(value: dict[str, Any]) -> str | None:
+    """The model a message names (Cline ``modelInfo.modelId``, or an API ``model`` key), if any;
+    the session's is the last one named."""
+    info = value.get("modelInfo")
+    if isinstance(info, dict) and isinstance(info.get("modelId"), str):
+        return info["modelId"]
+    if isinstance(value.get("model"), str):
+        return value["model"]
     return None

@@ -211,5 +211,5 @@ def read(source: Source) -> Session:
         path=source.path, format=FORMAT, messages=relink(reader.messages, reader.live_start), usage=reader.usage,
         live_start=reader.live_start, compactions=reader.compactions,
         system_text="\n\n".join(reader.system), model=reader.model or _agent_model(source.document.get("agent")),
-        skipped_lines=source.skipped_lines + skipped,
+        skipped_lines=source.skipped + skipped,
     )

@@ -32,6 +32,7 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,21 +68,41 @@ def sniff(source: Source) -> bool:
     return source.records is not None and any(_is_message_record(r.value) for r in source.sample)
 
 
-def _ordered(records: tuple[Record, ...]) -> list[Record]:
+class _FileOrder:
+    """Watches records go by in file order and tells whether that order is the one :func:`_ordered`
+    gives: it is unless some record's parent comes later in the file."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.unseen_parents: list[str] = []  # parents not written before their child: later, or absent
+
+    def watch(self, records: Iterable[Record]) -> Iterator[Record]:
+        """``records`` unchanged, noting each one's ``uuid`` and ``parentUuid``."""
+        seen, unseen = self.seen, self.unseen_parents
+        for record in records:
+            value = record.value
+            if isinstance(value, dict):
+                parent, uuid = value.get("parentUuid"), value.get("uuid")
+                if isinstance(parent, str) and parent not in seen:
+                    unseen.append(parent)
+                if isinstance(uuid, str):
+                    seen.add(uuid)
+            yield record
+
+    @property
+    def kept(self) -> bool:
+        """True when no parent came after its child (after a whole pass)."""
+        return not any(parent in self.seen for parent in self.unseen_parents)
+
+
+def _ordered(records: Sequence[Record]) -> list[Record]:
     """Records in file order, except that a record whose parent comes later follows its parent."""
-    seen: set[str] = set()
-    unseen_parents: list[str] = []  # parents not written before their child: later in the file, or absent
-    for record in records:
-        value = record.value
-        if isinstance(value, dict):
-            parent, uuid = value.get("parentUuid"), value.get("uuid")
-            if isinstance(parent, str) and parent not in seen:
-                unseen_parents.append(parent)
-            if isinstance(uuid, str):
-                seen.add(uuid)
-    if not any(parent in seen for parent in unseen_parents):  # no parent comes after its child: file order
+    order = _FileOrder()
+    for _ in order.watch(records):
+        pass
+    if order.kept:
         return list(records)
-    known = seen
+    known = order.seen
     out: list[Record] = []
     emitted: set[str] = set()
     waiting: dict[str, list[Record]] = defaultdict(list)
@@ -305,8 +326,12 @@ def read(source: Source) -> Session:
         A ``user``/``assistant`` record without a ``message`` object or with invalid content,
         or a line that is not a JSON object (``path:line``); skipped when the source is lenient.
     """
+    order = _FileOrder()  # read in file order, one record at a time; again in _ordered's order if that differs
     reader = _Reader(source)
-    reader.skipped += each_record(source, _ordered(source.records or ()), reader.record)
+    reader.skipped += each_record(source, order.watch(source.records or ()), reader.record)
+    if not order.kept:
+        reader = _Reader(source)
+        reader.skipped += each_record(source, _ordered(source.records or ()), reader.record)
     reader.flush()
     return build_session(
         path=source.path,
@@ -316,6 +341,6 @@ def read(source: Source) -> Session:
         live_start=reader.live_start,
         compactions=reader.compactions,
         model=reader.model,
-        skipped_lines=source.skipped_lines + reader.skipped,
+        skipped_lines=source.skipped + reader.skipped,
         compaction_records=tuple(reader.records),
     )

@@ -340,6 +340,6 @@ def read(source: Source) -> Session:
         system_text="\n\n".join(reader.system),
         model=reader.model,
         context_window=reader.counts.context_window,
-        skipped_lines=source.skipped_lines + reader.skipped,
+        skipped_lines=source.skipped + reader.skipped,
         compaction_records=tuple(reader.records),
     )

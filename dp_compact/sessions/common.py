@@ -140,9 +140,11 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
         The same messages, reordered and renamed only where needed.
     """
     later: dict[str, int] = {}
+    calls = 0
     for index, message in enumerate(messages):
         for call in message.tool_calls:
             later.setdefault(call.id, index)
+            calls += 1
     ordered: list[Message] = []
     deferred: dict[int, list[Message]] = {}
     seen: set[str] = set()
@@ -158,7 +160,7 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
             ordered.append(moved)
     for rest in deferred.values():
         ordered.extend(rest)
-    return _unique_call_ids(ordered)
+    return ordered if calls == len(later) else _unique_call_ids(ordered)  # no id used twice: nothing to rename
 
 
 def relink(messages: Sequence[Message], live_start: int) -> list[Message]:

@@ -144,7 +144,7 @@ def _read_saved_chat(source: Source) -> Session:
             model = item.get("model") if isinstance(item.get("model"), str) else model
     return build_session(
         path=source.path, format=FORMAT, messages=relink(messages, live_start), usage=usage, live_start=live_start,
-        compactions=compactions, model=model, skipped_lines=source.skipped_lines,
+        compactions=compactions, model=model, skipped_lines=source.skipped,
     )
 
 
@@ -284,5 +284,5 @@ def read(source: Source) -> Session:
     stream.flush()
     return build_session(
         path=source.path, format=FORMAT, messages=relink(stream.messages, stream.live_start), live_start=stream.live_start,
-        compactions=stream.compactions, model=stream.model, skipped_lines=source.skipped_lines + skipped,
+        compactions=stream.compactions, model=stream.model, skipped_lines=source.skipped + skipped,
     )

@@ -28,6 +28,7 @@ document (converted Claude Code sessions, the ``meta.token_counts`` variant); a 
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 from dp_compact.errors import MalformedLineError
@@ -48,11 +49,11 @@ _INTERRUPTED = "[Request interrupted by user"
 _ACTION_MARKS = ("```mswea_bash_command", "<returncode>")
 
 
-def _container(source: Source, limit: int | None = None) -> tuple[list[Record], dict[str, Any] | None] | None:
+def _container(source: Source, limit: int | None = None) -> tuple[Sequence[Record], dict[str, Any] | None] | None:
     """The message records and the enclosing document (None for JSONL or a bare array); the
-    first ``limit`` of them when given."""
+    first ``limit`` of them when given (JSONL records are read one at a time, not held)."""
     if source.records is not None:
-        return list(source.records[:limit]), None
+        return (source.records if limit is None else source.records[:limit]), None
     document = source.document
     items: Any = None
     if isinstance(document, list):
@@ -301,7 +302,7 @@ def read(source: Source) -> Session:
         system_messages=tuple(reader.system_raw),
         model=_model(document),
         context_window=counts.context_window,
-        skipped_lines=source.skipped_lines + skipped,
+        skipped_lines=source.skipped + skipped,
         compaction_records=tuple(reader.records),
     )
 

@@ -16,17 +16,18 @@ in :attr:`Source.partial_line` (the commands print a note); a bad line anywhere 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["BINARY_SNIFF_BYTES", "SNIFF_RECORDS", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
+__all__ = ["BINARY_SNIFF_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
 
 #: Records (JSONL lines, or entries of a JSON array) a reader's ``sniff`` looks at: a format is
 #: told from the start of a file, so telling it costs the same for any length; the reader then
@@ -47,8 +48,9 @@ _COMPRESSED = (
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 #: The UTF-8 byte order mark some Windows editors write first; read as nothing (``utf-8-sig``).
 UTF8_BOM = b"\xef\xbb\xbf"
-#: A line of white space only (skipped, as JSONL readers do).
-_BLANK = re.compile(rb"\s*")
+#: The first character of a file that is not white space, and what white space is.
+_FIRST_VALUE = re.compile(rb"\S")
+_WHITE_SPACE = b" \t\n\r\x0b\x0c"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,74 @@ class Record:
     line: int
     value: Any
     nbytes: int
+
+
+class Records(Sequence[Record]):
+    """The records of a JSONL file, parsed when read, not all at once.
+
+    Holds the file's bytes and where each non-blank line lies; iterating parses one line at a
+    time, so a reader that keeps only what it needs from each record never holds every parsed
+    record at once (a session of a million lines is read in the memory of its messages). Each
+    pass parses again.
+
+    A line that is not valid JSON raises :class:`~dp_compact.errors.MalformedLineError`
+    (``path:line``) when it is reached; with ``lenient`` it is skipped and its number kept in
+    :attr:`bad_lines` (counted once however often it is read).
+    """
+
+    __slots__ = ("_data", "_spans", "_path", "_lenient", "bad_lines")
+
+    def __init__(self, path: str, data: bytes, spans: array[int], lenient: bool) -> None:
+        self._data, self._spans, self._path, self._lenient = data, spans, path, lenient
+        self.bad_lines: set[int] = set()
+
+    def __len__(self) -> int:
+        """Non-blank lines (a malformed one included)."""
+        return len(self._spans) // 3
+
+    def _parse(self, index: int) -> Record | None:
+        """Record of the ``index``-th non-blank line; None for a malformed one when lenient."""
+        start, end, line = self._spans[3 * index : 3 * index + 3]
+        try:
+            return Record(line, orjson.loads(memoryview(self._data)[start:end]), end - start)
+        except orjson.JSONDecodeError as exc:
+            if not self._lenient:
+                raise MalformedLineError(self._path, line, f"line {line} is not valid JSON ({exc})") from exc
+            self.bad_lines.add(line)
+            return None
+
+    def __iter__(self) -> Iterator[Record]:
+        view, spans, loads = memoryview(self._data), self._spans, orjson.loads
+        for at in range(0, len(spans), 3):
+            start, end, line = spans[at], spans[at + 1], spans[at + 2]
+            try:
+                value = loads(view[start:end])
+            except orjson.JSONDecodeError:
+                record = self._parse(at // 3)  # raises, or counts the line
+                if record is None:
+                    continue
+                value = record.value
+            yield Record(line, value, end - start)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        """One record by position (IndexError if that line is malformed and skipped), or the parsed
+        records of a slice (malformed lines left out when lenient)."""
+        if isinstance(index, slice):
+            found = (self._parse(i) for i in range(*index.indices(len(self))))
+            return [r for r in found if r is not None]
+        position = index + len(self) if index < 0 else index
+        if not 0 <= position < len(self):
+            raise IndexError(index)
+        record = self._parse(position)
+        if record is None:
+            raise IndexError(f"line {self._spans[3 * position + 2]} is malformed and skipped")
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +143,7 @@ class Source:
     """
 
     path: str
-    records: tuple[Record, ...] | None
+    records: Sequence[Record] | None
     document: Any = None
     nbytes: int = 0
     skipped_lines: int = 0
@@ -86,9 +156,15 @@ class Source:
         return self.records is None
 
     @property
-    def sample(self) -> tuple[Record, ...]:
+    def sample(self) -> Sequence[Record]:
         """The first :data:`SNIFF_RECORDS` records, which a reader's ``sniff`` looks at (empty for a document)."""
         return (self.records or ())[:SNIFF_RECORDS]
+
+    @property
+    def skipped(self) -> int:
+        """Lines skipped as malformed so far: ``skipped_lines`` and the lines of :class:`Records`
+        found not to be JSON (lenient) when read."""
+        return self.skipped_lines + len(getattr(self.records, "bad_lines", ()))
 
 
 def _as_document(text: bytes) -> Any | None:
@@ -97,11 +173,12 @@ def _as_document(text: bytes) -> Any | None:
     A first line that is a whole JSON value followed by more text makes the file JSONL without
     parsing the rest here (the whole cannot be one value then).
     """
-    start = len(text) - len(text.lstrip())
-    if text[start : start + 1] not in (b"{", b"["):
+    first = _FIRST_VALUE.search(text)  # no copy of the file, as strip() would make
+    if first is None or first.group() not in (b"{", b"["):
         return None
+    start = first.start()
     end = text.find(b"\n", start)
-    if end >= 0 and text[end:].strip():
+    if end >= 0 and _FIRST_VALUE.search(text, end) is not None:
         try:
             orjson.loads(memoryview(text)[start:end])
         except orjson.JSONDecodeError:
@@ -112,7 +189,10 @@ def _as_document(text: bytes) -> Any | None:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
-    if isinstance(value, dict) and b"\n" not in text.strip():
+    end = len(text)
+    while end > start and text[end - 1] in _WHITE_SPACE:
+        end -= 1
+    if isinstance(value, dict) and text.find(b"\n", start, end) < 0:
         return None  # a JSONL file of one record
     return value
 
@@ -186,7 +266,7 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     path : Path or str
         The session file; it is only read, never modified.
     lenient : bool
-        Skip malformed JSONL lines (counted in ``skipped_lines``) instead of failing.
+        Skip malformed JSONL lines (counted in ``Source.skipped`` as they are read) instead of failing.
     partial_last_line : bool
         Leave out a last line that is not valid JSON and has no line break after it (an agent
         still appending; its number goes to ``Source.partial_line``). False treats it as any
@@ -202,8 +282,10 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     SessionError
         If the file cannot be read, or is compressed (names the format and the command that
         decompresses it), UTF-16 text or binary data.
-    MalformedLineError
-        If a line is not valid JSON (``path:line``), unless ``lenient``.
+
+    The lines are parsed when the records are read (:class:`Records`): a line that is not
+    valid JSON raises :class:`~dp_compact.errors.MalformedLineError` (``path:line``) then,
+    unless ``lenient``.
 
     Examples
     --------
@@ -225,30 +307,22 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     document = _as_document(data)
     if document is not None:
         return Source(str(path), None, document, nbytes=size, lenient=lenient)
-    records: list[Record] = []
-    skipped = 0
+    spans: array[int] = array("q")  # start, end, line of each non-blank line
     partial: int | None = None
-    view, loads, blank = memoryview(data), orjson.loads, _BLANK.fullmatch
+    blank, find = _FIRST_VALUE.search, data.find
     start, number, size_left = 0, 0, len(data)
-    while start <= size_left:  # line by line without copying the file (a memoryview slice per line)
-        end = data.find(b"\n", start)
+    while start <= size_left:  # line by line without copying the file
+        end = find(b"\n", start)
         last = end < 0
         end = size_left if last else end
         number += 1
-        line, nbytes, start = view[start:end], end - start, end + 1
-        try:
-            value = loads(line)
-        except orjson.JSONDecodeError as exc:
-            if blank(line):
-                continue
-            if partial_last_line and last:  # no b"\n" after it: still being written
-                partial = number
-                continue
-            if lenient:
-                skipped += 1
-                continue
-            raise MalformedLineError(path, number, f"line {number} is not valid JSON ({exc})") from exc
-        records.append(Record(number, value, nbytes))
-    return Source(
-        str(path), tuple(records), None, nbytes=size, skipped_lines=skipped, lenient=lenient, partial_line=partial
-    )
+        if blank(data, start, end) is not None:
+            spans.extend((start, end, number))
+        start = end + 1
+    if partial_last_line and spans and spans[-2] == size_left and not data.endswith(b"\n"):
+        try:  # no b"\n" after the last line: still being written if it is not whole JSON
+            orjson.loads(memoryview(data)[spans[-3] : spans[-2]])
+        except orjson.JSONDecodeError:
+            partial = spans[-1]
+            del spans[-3:]
+    return Source(str(path), Records(str(path), data, spans, lenient), None, nbytes=size, lenient=lenient, partial_line=partial)
