@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import orjson
 
+from dp_compact.documents import _DOCUMENT_MARKERS
+from dp_compact.images import _IMAGE_MARKERS
 from dp_compact.patterns import is_injected_text
 from dp_compact.summary_text import (
     SUMMARY_PREFIXES,
@@ -49,6 +51,7 @@ __all__ = [
     "is_summary_text",
     "last_own_summary",
     "raw_as_json",
+    "raw_json_active",
     "raw_value",
     "recorded_history",
     "summary_counts",
@@ -61,33 +64,59 @@ Role = Literal["user", "assistant", "tool"]
 
 
 class RawJSON(bytes):
-    """A message's source shape kept as its compact JSON text (UTF-8) instead of Python objects.
+    """A message's source shape kept as compact JSON text (UTF-8) instead of Python objects.
 
     A session read to be planned, not rewritten, keeps each :attr:`Message.raw` so
-    (:func:`raw_as_json`): a few hundred bytes where the parsed dicts and lists take several
-    times more. :func:`raw_value` gives the parsed value back either way.
+    (:func:`raw_as_json`): the whole JSON when it holds an image or document block (which token
+    counting reads), else only whether its ``content`` is a string or a list (which the cuts
+    read), ``{"content":""}`` or ``{"content":[]}`` (``{}`` for neither), one shared object for
+    all. :func:`raw_value` gives the parsed value back either way.
     """
 
     __slots__ = ()
 
 
-#: True while messages are made with their ``raw`` as :class:`RawJSON` (:func:`raw_as_json`).
-_RAW_AS_JSON: ContextVar[bool] = ContextVar("raw_as_json", default=False)
+#: How messages made now keep their ``raw`` (:func:`raw_as_json`): ``""`` as given, ``"whole"``
+#: its whole JSON text, ``"shape"`` the whole JSON only where images or documents need it.
+_RAW_AS_JSON: ContextVar[str] = ContextVar("raw_as_json", default="")
+_SHAPES = {str: RawJSON(b'{"content":""}'), list: RawJSON(b'{"content":[]}'), None: RawJSON(b"{}")}
 
 
 @contextmanager
-def raw_as_json() -> Iterator[None]:
+def raw_as_json(*, whole: bool = False) -> Iterator[None]:
     """Within this block, every :class:`Message` made keeps its ``raw`` as :class:`RawJSON`.
 
     For reading sessions to plan, replay or calibrate them, where ``raw`` is only searched for
-    images and documents: the parsed source of each message is freed as soon as its message is
-    made. A value ``orjson`` cannot serialise is kept as given.
+    images and documents and asked whether its content is a string: the parsed source of each
+    message is freed as soon as its message is made, and a message without images or documents
+    keeps only its content's kind. ``whole`` keeps every message's whole JSON text (a reader that
+    reads ``raw`` back, such as the Anthropic reader's positional results); inside a block
+    without ``whole`` it changes nothing outside one. A value ``orjson`` cannot serialise is
+    kept as given.
     """
-    token = _RAW_AS_JSON.set(True)
+    current = _RAW_AS_JSON.get()
+    token = _RAW_AS_JSON.set("whole" if whole or current == "whole" else "shape")
     try:
         yield
     finally:
         _RAW_AS_JSON.reset(token)
+
+
+def raw_json_active() -> bool:
+    """True inside :func:`raw_as_json`."""
+    return bool(_RAW_AS_JSON.get())
+
+
+def _kept_raw(raw: Any, how: str) -> Any:
+    """``raw`` as :func:`raw_as_json` keeps it (``how``: ``"whole"`` or ``"shape"``)."""
+    try:
+        text = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # not JSON (an adapter's own objects): kept as given
+        return raw
+    if how == "whole" or _IMAGE_MARKERS.search(text) is not None or _DOCUMENT_MARKERS.search(text) is not None:
+        return RawJSON(text)
+    content = raw.get("content") if isinstance(raw, dict) else None
+    return _SHAPES[list] if isinstance(content, list) else _SHAPES[str] if isinstance(content, str) else _SHAPES[None]
 
 
 def raw_value(raw: Any) -> Any:
@@ -201,11 +230,8 @@ class Message:
             kind = "injected"
         if kind != self.kind:
             object.__setattr__(self, "kind", kind)
-        if self.raw is not None and _RAW_AS_JSON.get() and not isinstance(self.raw, RawJSON):
-            try:
-                object.__setattr__(self, "raw", RawJSON(orjson.dumps(self.raw, option=orjson.OPT_NON_STR_KEYS)))
-            except TypeError:  # not JSON (an adapter's own objects): kept as given
-                pass
+        if self.raw is not None and (how := _RAW_AS_JSON.get()) and not isinstance(self.raw, RawJSON):
+            object.__setattr__(self, "raw", _kept_raw(self.raw, how))
 
     @property
     def is_user_turn(self) -> bool:

@@ -252,3 +252,34 @@ def test_raw_kept_as_json_plans_as_the_parsed_raw(path, tmp_path, monkeypatch):
     assert text.messages == parsed.messages
     settings = Settings()
     assert plan_session(text, settings).to_dict() == plan_session(parsed, settings).to_dict()
+
+
+def test_claude_code_non_object_line_is_an_error_in_either_order(tmp_path):
+    """A ``null`` line is named by its line whether the file is read in file order or reordered."""
+    lines = [_claude_line("u1", None, "user", "q"), b"null", _claude_line("a1", "u1", "assistant", [{"type": "text", "text": "a"}])]
+    path = tmp_path / "null.jsonl"
+    for body in (lines, [lines[0], lines[1], _claude_line("a0", "u9", "assistant", []), _claude_line("u9", "u1", "user", "x")]):
+        path.write_bytes(b"\n".join(body) + b"\n")
+        with pytest.raises(MalformedLineError) as caught:
+            read_session(path)
+        assert caught.value.line == 2
+
+
+def test_raw_kept_for_planning_is_whole_only_where_blocks_need_it():
+    from dp_compact.conversation import RawJSON, raw_as_json, raw_value
+
+    png = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    with raw_as_json():
+        plain = Message("assistant", "long answer " * 50, raw={"role": "assistant", "content": [{"type": "text", "text": "long answer " * 50}]})
+        typed = Message("user", "hello", raw={"role": "user", "content": "hello"})
+        picture = Message("user", "see", images=1, raw={"role": "user", "content": [{"type": "text", "text": "see"}, png]})
+        with raw_as_json(whole=True):
+            whole = Message("assistant", "a", raw={"role": "assistant", "content": [{"type": "text", "text": "a"}]})
+    assert raw_value(plain.raw) == {"content": []} and raw_value(typed.raw) == {"content": ""}
+    with raw_as_json():
+        again = Message("assistant", "other", raw={"role": "assistant", "content": [{"type": "text", "text": "other"}]})
+    assert isinstance(plain.raw, RawJSON) and again.raw is plain.raw  # one shared shape, not a copy per message
+    assert raw_value(picture.raw)["content"][1] == png and len(find_images(picture.raw)) == 1
+    assert raw_value(whole.raw) == {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
+    outside = Message("user", "x", raw={"role": "user", "content": "x"})
+    assert outside.raw == {"role": "user", "content": "x"}

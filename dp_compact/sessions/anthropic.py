@@ -22,11 +22,12 @@ document (:mod:`dp_compact.documents`).
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_value
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_as_json, raw_json_active, raw_value
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -289,7 +290,8 @@ def read(source: Source) -> Session:
             models.append(model)
 
     records = source.records if source.records is not None else _items(source) or []
-    skipped = each_record(source, records, add)
+    with raw_as_json(whole=True) if raw_json_active() else nullcontext():  # positional results read raw back
+        skipped = each_record(source, records, add)
     messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(

@@ -32,7 +32,7 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,7 +41,7 @@ from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink
 from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage
-from dp_compact.sessions.source import Record, Source, each_record
+from dp_compact.sessions.source import Records, Record, Source, each_record
 from dp_compact.sessions.usage import usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -68,60 +68,61 @@ def sniff(source: Source) -> bool:
     return source.records is not None and any(_is_message_record(r.value) for r in source.sample)
 
 
-class _FileOrder:
-    """Watches records go by in file order and tells whether that order is the one :func:`_ordered`
-    gives: it is unless some record's parent comes later in the file."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self.unseen_parents: list[str] = []  # parents not written before their child: later, or absent
-
-    def watch(self, records: Iterable[Record]) -> Iterator[Record]:
-        """``records`` unchanged, noting each one's ``uuid`` and ``parentUuid``."""
-        seen, unseen = self.seen, self.unseen_parents
-        for record in records:
-            value = record.value
-            if isinstance(value, dict):
-                parent, uuid = value.get("parentUuid"), value.get("uuid")
-                if isinstance(parent, str) and parent not in seen:
-                    unseen.append(parent)
-                if isinstance(uuid, str):
-                    seen.add(uuid)
-            yield record
-
-    @property
-    def kept(self) -> bool:
-        """True when no parent came after its child (after a whole pass)."""
-        return not any(parent in self.seen for parent in self.unseen_parents)
+def _links(records: Sequence[Record]) -> list[tuple[Any, Any] | None]:
+    """``(uuid, parentUuid)`` of each record by position (None for a line skipped as malformed);
+    the records are parsed one at a time and not kept."""
+    values = records.values() if isinstance(records, Records) else (r.value for r in records)
+    links: list[tuple[Any, Any] | None] = []
+    append = links.append
+    for value in values:
+        if isinstance(value, dict):
+            append((value.get("uuid"), value.get("parentUuid")))
+        else:  # a malformed line a lenient source skips, or a value that is not a record (an error when read)
+            append(None if value is Records.SKIPPED else (None, None))
+    return links
 
 
-def _ordered(records: Sequence[Record]) -> list[Record]:
-    """Records in file order, except that a record whose parent comes later follows its parent."""
-    order = _FileOrder()
-    for _ in order.watch(records):
-        pass
-    if order.kept:
-        return list(records)
-    known = order.seen
-    out: list[Record] = []
-    emitted: set[str] = set()
-    waiting: dict[str, list[Record]] = defaultdict(list)
-    for record in records:
-        value = record.value
-        parent = value.get("parentUuid") if isinstance(value, dict) else None
-        if isinstance(parent, str) and parent in known and parent not in emitted:
-            waiting[parent].append(record)
+def _order(links: Sequence[tuple[Any, Any] | None]) -> list[int] | None:
+    """Positions in reading order: file order, except that a record whose parent comes later
+    follows its parent (and a record whose parent never comes stays in place); None when that is
+    the file order itself (no parent comes after its child, as in most files)."""
+    known = {uuid for link in links if link is not None and isinstance(uuid := link[0], str)}
+    seen: set[str] = set()
+    for link in links:
+        if link is None:
             continue
-        stack = [record]
+        uuid, parent = link
+        if isinstance(parent, str) and parent not in seen and parent in known:
+            break
+        if isinstance(uuid, str):
+            seen.add(uuid)
+    else:
+        return None
+    out: list[int] = []
+    emitted: set[str] = set()
+    waiting: dict[str, list[int]] = defaultdict(list)
+    for position, link in enumerate(links):
+        if link is None:
+            continue
+        parent = link[1]
+        if isinstance(parent, str) and parent in known and parent not in emitted:
+            waiting[parent].append(position)
+            continue
+        stack = [position]
         while stack:
             current = stack.pop()
             out.append(current)
-            uuid = current.value.get("uuid") if isinstance(current.value, dict) else None
+            uuid = links[current][0]  # type: ignore[index]
             if isinstance(uuid, str):
                 emitted.add(uuid)
                 stack.extend(reversed(waiting.pop(uuid, [])))
-    leftovers = sorted((r for group in waiting.values() for r in group), key=lambda r: r.line)
-    return out + leftovers
+    return out + sorted(p for group in waiting.values() for p in group)
+
+
+def _ordered(records: Sequence[Record]) -> list[Record]:
+    """Records in file order, except that a record whose parent comes later follows its parent (:func:`_order`)."""
+    order = _order(_links(records))
+    return list(records) if order is None else [records[i] for i in order]
 
 
 def _usage(message: dict[str, Any], line: int) -> Usage | None:
@@ -326,12 +327,10 @@ def read(source: Source) -> Session:
         A ``user``/``assistant`` record without a ``message`` object or with invalid content,
         or a line that is not a JSON object (``path:line``); skipped when the source is lenient.
     """
-    order = _FileOrder()  # read in file order, one record at a time; again in _ordered's order if that differs
+    records = source.records or ()
+    order = _order(_links(records))  # a first pass keeps only each record's uuid and parent
     reader = _Reader(source)
-    reader.skipped += each_record(source, order.watch(source.records or ()), reader.record)
-    if not order.kept:
-        reader = _Reader(source)
-        reader.skipped += each_record(source, _ordered(source.records or ()), reader.record)
+    reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
     reader.flush()
     return build_session(
         path=source.path,

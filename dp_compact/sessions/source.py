@@ -87,7 +87,8 @@ class Records(Sequence[Record]):
 
     def _parse(self, index: int) -> Record | None:
         """Record of the ``index``-th non-blank line; None for a malformed one when lenient."""
-        start, end, line = self._spans[3 * index : 3 * index + 3]
+        spans = self._spans
+        start, end, line = spans[3 * index], spans[3 * index + 1], spans[3 * index + 2]
         try:
             return Record(line, orjson.loads(memoryview(self._data)[start:end]), end - start)
         except orjson.JSONDecodeError as exc:
@@ -108,6 +109,20 @@ class Records(Sequence[Record]):
                     continue
                 value = record.value
             yield Record(line, value, end - start)
+
+    #: What :meth:`values` gives for a malformed line skipped when lenient.
+    SKIPPED: Any = object()
+
+    def values(self) -> Iterator[Any]:
+        """The JSON value of each line by position (``self[i].value``), :attr:`SKIPPED` for a
+        malformed line skipped when lenient; no :class:`Record` is made."""
+        view, spans, loads = memoryview(self._data), self._spans, orjson.loads
+        for at in range(0, len(spans), 3):
+            try:
+                yield loads(view[spans[at] : spans[at + 1]])
+            except orjson.JSONDecodeError:
+                record = self._parse(at // 3)  # raises, or counts the line
+                yield self.SKIPPED if record is None else record.value
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
