@@ -207,6 +207,16 @@ def _usage(obj: dict[str, Any], line: int) -> Usage | None:
     return None
 
 
+def _read_back(obj: dict[str, Any]) -> bool:
+    """True for a message whose ``raw`` :func:`answers_by_position` reads: an assistant message
+    with a ``tool_use`` block, or a user message without ``tool_result`` blocks."""
+    content = obj.get("content")
+    blocks = content if isinstance(content, list) else ()
+    if obj.get("role") == "assistant":
+        return any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks)
+    return not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
+
+
 def _client_calls(message: Message) -> dict[str, str]:
     """``{id: name}`` of the client ``tool_use`` calls of a message (server tools answer themselves)."""
     raw = raw_value(message.raw)
@@ -278,11 +288,13 @@ def read(source: Source) -> Session:
     messages: list[Message] = []
     usage: list[Usage] = []
     models: list[str] = []
+    kept_whole = raw_json_active()  # positional results read raw back: keep it whole where they will
 
     def add(record: Record) -> None:
         if not _is_anthropic_message(record.value):
             raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
-        message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
+        with raw_as_json(whole=True) if kept_whole and _read_back(record.value) else nullcontext():
+            message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
         messages.append(message)
         if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
             usage.append(u)
@@ -290,8 +302,7 @@ def read(source: Source) -> Session:
             models.append(model)
 
     records = source.records if source.records is not None else _items(source) or []
-    with raw_as_json(whole=True) if raw_json_active() else nullcontext():  # positional results read raw back
-        skipped = each_record(source, records, add)
+    skipped = each_record(source, records, add)
     messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(
