@@ -12,6 +12,7 @@ the whole file (user turns, LLM calls, compactions). Everything is immutable.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -79,6 +80,8 @@ class RawJSON(bytes):
 #: How messages made now keep their ``raw`` (:func:`raw_as_json`): ``""`` as given, ``"whole"``
 #: its whole JSON text, ``"shape"`` the whole JSON only where images or documents need it.
 _RAW_AS_JSON: ContextVar[str] = ContextVar("raw_as_json", default="")
+#: What the JSON text of any image or document block holds (the two patterns in one search).
+_BLOCK_MARKERS = re.compile(_IMAGE_MARKERS.pattern + b"|" + _DOCUMENT_MARKERS.pattern)
 _SHAPES = {str: RawJSON(b'{"content":""}'), list: RawJSON(b'{"content":[]}'), None: RawJSON(b"{}")}
 
 
@@ -113,7 +116,7 @@ def _kept_raw(raw: Any, how: str) -> Any:
         text = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # not JSON (an adapter's own objects): kept as given
         return raw
-    if how == "whole" or _IMAGE_MARKERS.search(text) is not None or _DOCUMENT_MARKERS.search(text) is not None:
+    if how == "whole" or _BLOCK_MARKERS.search(text) is not None:
         return RawJSON(text)
     content = raw.get("content") if isinstance(raw, dict) else None
     return _SHAPES[list] if isinstance(content, list) else _SHAPES[str] if isinstance(content, str) else _SHAPES[None]

@@ -283,3 +283,18 @@ def test_raw_kept_for_planning_is_whole_only_where_blocks_need_it():
     assert raw_value(whole.raw) == {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
     outside = Message("user", "x", raw={"role": "user", "content": "x"})
     assert outside.raw == {"role": "user", "content": "x"}
+
+
+def test_fleet_inputs_refuse_a_local_path_that_is_not_there(tmp_path):
+    from dp_compact.errors import SessionError
+    from dp_compact.fleet.inputs import list_inputs
+
+    with pytest.raises(SessionError, match="cannot read the file"):
+        list_inputs([tmp_path / "absent"])
+
+
+def test_invalid_json_error_names_the_line_and_the_column_in_it(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"role": "user", "content": "a"}\n{"role": "assi\n')
+    with pytest.raises(MalformedLineError, match=r"bad\.jsonl:2: line 2 is not valid JSON \(.+ at column \d+\)$"):
+        read_session(path)

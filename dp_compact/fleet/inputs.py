@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
+from dp_compact.errors import SessionError
 from dp_compact.io import NOT_SESSIONS, SESSION_SUFFIXES, session_files
 
 __all__ = ["is_url", "list_inputs", "local_file", "input_size"]
@@ -71,12 +72,16 @@ def list_inputs(paths: str | Path | Iterable[str | Path]) -> list[str]:
     ------
     ImportError
         A URL without fsspec installed (``pip install "dp-compact[dask]"``).
+    SessionError
+        A local path that does not exist.
     """
     items = [paths] if isinstance(paths, (str, Path)) else list(paths)
     found: list[str] = []
     for item in items:
         if is_url(item):
             found.extend(_url_files(str(item)))
+        elif not Path(item).exists():  # as the local engine says: a path that is not there is an error, not a skipped row
+            raise SessionError(item, None, "cannot read the file: No such file or directory")
         else:
             found.extend(str(p) for p in session_files(item))
     return found

@@ -93,7 +93,7 @@ class Records(Sequence[Record]):
             return Record(line, orjson.loads(memoryview(self._data)[start:end]), end - start)
         except orjson.JSONDecodeError as exc:
             if not self._lenient:
-                raise MalformedLineError(self._path, line, f"line {line} is not valid JSON ({exc})") from exc
+                raise MalformedLineError(self._path, line, f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})") from exc
             self.bad_lines.add(line)
             return None
 
