@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import orjson
 
-from dp_compact.documents import _DOCUMENT_MARKERS
-from dp_compact.images import _IMAGE_MARKERS
+from dp_compact.documents import DOCUMENT_MARKERS
+from dp_compact.images import IMAGE_MARKERS
 from dp_compact.patterns import is_injected_text
 from dp_compact.summary_text import (
     SUMMARY_PREFIXES,
@@ -81,7 +81,7 @@ class RawJSON(bytes):
 #: its whole JSON text, ``"shape"`` the whole JSON only where images or documents need it.
 _RAW_AS_JSON: ContextVar[str] = ContextVar("raw_as_json", default="")
 #: What the JSON text of any image or document block holds (the two patterns in one search).
-_BLOCK_MARKERS = re.compile(_IMAGE_MARKERS.pattern + b"|" + _DOCUMENT_MARKERS.pattern)
+_BLOCK_MARKERS = re.compile(IMAGE_MARKERS.pattern + b"|" + DOCUMENT_MARKERS.pattern)
 _SHAPES = {str: RawJSON(b'{"content":""}'), list: RawJSON(b'{"content":[]}'), None: RawJSON(b"{}")}
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from dp_compact.images import decode_base64, find_blocks
 
-__all__ = ["PDF_MEDIA_TYPE", "Document", "PdfPage", "count_pdf_pages", "find_documents", "pdf_pages"]
+__all__ = ["DOCUMENT_MARKERS", "PDF_MEDIA_TYPE", "Document", "PdfPage", "count_pdf_pages", "find_documents", "pdf_pages"]
 
 PDF_MEDIA_TYPE = "application/pdf"
 TEXT_MEDIA_TYPE = "text/plain"
@@ -49,7 +49,7 @@ _DATA_URL_PDF = "data:application/pdf;base64,"
 _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 #: What the JSON text of every document block :func:`find_documents` recognises holds (its
 #: ``type`` value or its inline or uploaded data key, quoted): a message without any holds none.
-_DOCUMENT_MARKERS = re.compile(rb'"(?:document|file|input_file|inlineData|inline_data|fileData|file_data)"')
+DOCUMENT_MARKERS = re.compile(rb'"(?:document|file|input_file|inlineData|inline_data|fileData|file_data)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +151,7 @@ def find_documents(raw: Any) -> list[Document]:
     >>> find_documents({"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "hi"}}]})
     [Document(media_type='text/plain', data=b'', text='hi', reference='')]
     """
-    return find_blocks(raw, _document_of, _DOCUMENT_MARKERS)
+    return find_blocks(raw, _document_of, DOCUMENT_MARKERS)
 
 
 @contextmanager

@@ -33,9 +33,10 @@ T = TypeVar("T")
 
 #: What the JSON text of every image block :func:`find_images` recognises holds (its ``type``
 #: value or its inline-data key, quoted): a message without any holds no image.
-_IMAGE_MARKERS = re.compile(rb'"(?:image|image_url|input_image|inlineData|inline_data)"')
+IMAGE_MARKERS = re.compile(rb'"(?:image|image_url|input_image|inlineData|inline_data)"')
 
 __all__ = [
+    "IMAGE_MARKERS",
     "decode_base64",
     "find_blocks",
     "ANTHROPIC_MAX_EDGE_PX",
@@ -243,7 +244,7 @@ def find_images(raw: Any) -> list[Image]:
     list of Image
         One per image block; an image block is not searched further.
     """
-    return find_blocks(raw, _image_of, _IMAGE_MARKERS)
+    return find_blocks(raw, _image_of, IMAGE_MARKERS)
 
 
 def _anthropic(width: int, height: int) -> int:

@@ -17,7 +17,7 @@ from dp_compact.errors import MalformedLineError
 from dp_compact.images import _image_of, find_blocks, find_images
 from dp_compact.io import bulk_allocation
 from dp_compact.sessions import read_session
-from dp_compact.sessions.claude_code import _ordered
+from dp_compact.sessions.claude_code import _links, _order
 from dp_compact.sessions.source import SNIFF_RECORDS, Record
 
 # Every block shape the document and image rules recognise (their module docstrings), which the
@@ -92,7 +92,8 @@ def _ordered_plain(records):
 def test_claude_code_order_equals_the_plain_rule(links):
     """File order is kept exactly when no parent comes after its child; else the plain rule decides."""
     records = tuple(Record(i + 1, {"uuid": uuid, "parentUuid": parent}, 10) for i, (uuid, parent) in enumerate(links))
-    assert [r.line for r in _ordered(records)] == [r.line for r in _ordered_plain(records)]
+    order = _order(_links(records))  # None: file order
+    assert [records[i].line for i in (range(len(records)) if order is None else order)] == [r.line for r in _ordered_plain(records)]
 
 
 def _anthropic_lines(n: int) -> list[bytes]:

@@ -41,7 +41,7 @@ def _live(tmp_path: Path, tail: bytes = HALF) -> Path:
 def test_read_source_half_written_last_line_is_left_out_and_numbered(tmp_path):
     source = read_source(_live(tmp_path))
     assert [r.line for r in source.records] == [1, 2, 3, 4]
-    assert (source.partial_line, source.skipped_lines) == (5, 0)
+    assert (source.partial_line, source.skipped) == (5, 0)
 
 
 def test_read_session_half_written_last_line_keeps_the_complete_messages(tmp_path):

@@ -22,6 +22,7 @@ document (:mod:`dp_compact.documents`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -172,11 +173,11 @@ def _is_anthropic_message(value: Any) -> bool:
     )
 
 
-def _items(source: Source, limit: int | None = None) -> list[Record] | None:
-    """The message records of the source (the first ``limit`` when given), or None when it is
-    not a list of messages."""
+def _items(source: Source, limit: int | None = None) -> Sequence[Record] | None:
+    """The message records of the source (the first ``limit`` when given; JSONL records are read
+    one at a time, not held), or None when it is not a list of messages."""
     if source.records is not None:
-        return list(source.records if limit is None else source.records[:limit])
+        return source.records if limit is None else source.records[:limit]
     if isinstance(source.document, list):
         return [Record(0, v, len(dumps(v).encode())) for v in source.document[:limit]]
     return None
@@ -287,10 +288,11 @@ def read(source: Source) -> Session:
     """
     messages: list[Message] = []
     usage: list[Usage] = []
-    models: list[str] = []
+    model: str | None = None  # the last one a message names
     kept_whole = raw_json_active()  # positional results read raw back: keep it whole where they will
 
     def add(record: Record) -> None:
+        nonlocal model
         if not _is_anthropic_message(record.value):
             raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
         with raw_as_json(whole=True) if kept_whole and _read_back(record.value) else nullcontext():
@@ -298,11 +300,9 @@ def read(source: Source) -> Session:
         messages.append(message)
         if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
             usage.append(u)
-        if (model := _recorded_model(record.value)) is not None:
-            models.append(model)
+        model = _recorded_model(record.value) or model
 
-    records = source.records if source.records is not None else _items(source) or []
-    skipped = each_record(source, records, add)
+    skipped = each_record(source, _items(source) or [], add)
     messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(
@@ -313,7 +313,7 @@ def read(source: Source) -> Session:
         live_start=markers[-1] if markers else 0,
         compactions=len(markers),
         skipped_lines=source.skipped + skipped,
-        model=models[-1] if models else None,
+        model=model,
         compaction_records=tuple(
             RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers
         ),

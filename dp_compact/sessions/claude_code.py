@@ -41,7 +41,7 @@ from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink
 from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage
-from dp_compact.sessions.source import Records, Record, Source, each_record
+from dp_compact.sessions.source import Record, Records, Source, each_record
 from dp_compact.sessions.usage import usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -117,12 +117,6 @@ def _order(links: Sequence[tuple[Any, Any] | None]) -> list[int] | None:
                 emitted.add(uuid)
                 stack.extend(reversed(waiting.pop(uuid, [])))
     return out + sorted(p for group in waiting.values() for p in group)
-
-
-def _ordered(records: Sequence[Record]) -> list[Record]:
-    """Records in file order, except that a record whose parent comes later follows its parent (:func:`_order`)."""
-    order = _order(_links(records))
-    return list(records) if order is None else [records[i] for i in order]
 
 
 def _usage(message: dict[str, Any], line: int) -> Usage | None:

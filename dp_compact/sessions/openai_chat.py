@@ -27,8 +27,9 @@ document (converted Claude Code sessions, the ``meta.token_counts`` variant); a 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
+from itertools import islice
 from typing import Any
 
 from dp_compact.errors import MalformedLineError
@@ -100,8 +101,8 @@ def sniff(source: Source) -> bool:
         return len(messages) == len(records)
     if any(_openai_evidence(m) for m in messages):
         return True
-    rest = source.records[SNIFF_RECORDS:] if source.records is not None else source.document[SNIFF_RECORDS:]
-    return any(_openai_evidence(v) for v in (getattr(r, "value", r) for r in rest) if _is_message(v))
+    rest = (r.value for r in islice(source.records, SNIFF_RECORDS, None)) if source.records is not None else source.document[SNIFF_RECORDS:]
+    return any(_openai_evidence(v) for v in rest if _is_message(v))
 
 
 def _call(spec: Any) -> ToolCall:

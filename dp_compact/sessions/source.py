@@ -16,9 +16,9 @@ in :attr:`Source.partial_line` (the commands print a note); a bad line anywhere 
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -97,19 +97,6 @@ class Records(Sequence[Record]):
             self.bad_lines.add(line)
             return None
 
-    def __iter__(self) -> Iterator[Record]:
-        view, spans, loads = memoryview(self._data), self._spans, orjson.loads
-        for at in range(0, len(spans), 3):
-            start, end, line = spans[at], spans[at + 1], spans[at + 2]
-            try:
-                value = loads(view[start:end])
-            except orjson.JSONDecodeError:
-                record = self._parse(at // 3)  # raises, or counts the line
-                if record is None:
-                    continue
-                value = record.value
-            yield Record(line, value, end - start)
-
     #: What :meth:`values` gives for a malformed line skipped when lenient.
     SKIPPED: Any = object()
 
@@ -123,6 +110,12 @@ class Records(Sequence[Record]):
             except orjson.JSONDecodeError:
                 record = self._parse(at // 3)  # raises, or counts the line
                 yield self.SKIPPED if record is None else record.value
+
+    def __iter__(self) -> Iterator[Record]:
+        spans, skipped = self._spans, self.SKIPPED
+        for at, value in zip(range(0, len(spans), 3), self.values(), strict=True):
+            if value is not skipped:
+                yield Record(spans[at + 2], value, spans[at + 1] - spans[at])
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
@@ -150,18 +143,17 @@ class Source:
     """A parsed session file.
 
     Exactly one of ``records`` (JSONL) and ``document`` (one JSON value) is set, except for an
-    empty file, where ``records`` is empty. ``skipped_lines`` counts lines dropped as malformed
+    empty file, where ``records`` is empty. :attr:`skipped` counts lines dropped as not JSON
     with ``lenient=True``; ``nbytes`` is the file size. ``lenient`` tells the readers to skip
     records that break their format's rules too (counting them) instead of failing.
     ``partial_line`` is the 1-based number of a half-written last line left out (module
-    docstring), else None; it is not counted in ``skipped_lines``.
+    docstring), else None; it is not counted in :attr:`skipped`.
     """
 
     path: str
     records: Sequence[Record] | None
     document: Any = None
     nbytes: int = 0
-    skipped_lines: int = 0
     lenient: bool = False
     partial_line: int | None = None
 
@@ -177,9 +169,8 @@ class Source:
 
     @property
     def skipped(self) -> int:
-        """Lines skipped as malformed so far: ``skipped_lines`` and the lines of :class:`Records`
-        found not to be JSON (lenient) when read."""
-        return self.skipped_lines + len(getattr(self.records, "bad_lines", ()))
+        """Lines skipped so far as not JSON (lenient): found when the :class:`Records` were read."""
+        return len(getattr(self.records, "bad_lines", ()))
 
 
 def _as_document(text: bytes) -> Any | None:
@@ -324,14 +315,14 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
         return Source(str(path), None, document, nbytes=size, lenient=lenient)
     spans: array[int] = array("q")  # start, end, line of each non-blank line
     partial: int | None = None
-    blank, find = _FIRST_VALUE.search, data.find
+    has_value, find = _FIRST_VALUE.search, data.find
     start, number, size_left = 0, 0, len(data)
     while start <= size_left:  # line by line without copying the file
         end = find(b"\n", start)
         last = end < 0
         end = size_left if last else end
         number += 1
-        if blank(data, start, end) is not None:
+        if has_value(data, start, end) is not None:
             spans.extend((start, end, number))
         start = end + 1
     if partial_last_line and spans and spans[-2] == size_left and not data.endswith(b"\n"):
