@@ -269,8 +269,11 @@ def plan_file(
     UnknownProfileError
         Unknown provider.
     """
-    session = read_session(path, lenient=lenient, stats=stats, raw_json=True)
-    return plan_session(session, settings, use_cache=use_cache)
+    with bulk_allocation():  # one pause for reading and planning; the session is freed before the collector resumes
+        session = read_session(path, lenient=lenient, stats=stats, raw_json=True)
+        result = plan_session(session, settings, use_cache=use_cache)
+        del session
+    return result
 
 
 def _copy_of_known(model: str, notes: list[str]) -> Prices | None:
@@ -347,11 +350,14 @@ def curve_file(
     SessionError, UnknownProfileError
         Unreadable session or unknown provider.
     """
-    session = read_session(path, lenient=lenient, raw_json=True)
-    tokens = session_tokens(session, settings, use_cache=use_cache)
-    every_model = list(dict.fromkeys([settings.model, *models]))
-    plans = curve_plans(session, tokens, settings, providers=list(providers) or [None], models=every_model)
-    return plans, read_notes(session)
+    with bulk_allocation():  # as plan_file
+        session = read_session(path, lenient=lenient, raw_json=True)
+        tokens = session_tokens(session, settings, use_cache=use_cache)
+        every_model = list(dict.fromkeys([settings.model, *models]))
+        plans = curve_plans(session, tokens, settings, providers=list(providers) or [None], models=every_model)
+        notes = read_notes(session)
+        del session
+    return plans, notes
 
 
 def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False, use_cache: bool = True) -> tuple[Timeline, tuple[str, ...]]:

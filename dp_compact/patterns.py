@@ -95,6 +95,10 @@ INJECTED_PREFIXES = (
     "<turn_aborted>",
     "<user_shell_command>",
 )
+#: Characters of a text's opening that :func:`is_injected_text` strips to read its prefix (a text
+#: that opens with more white space than this is stripped whole), and the longest prefix.
+_HEAD_CHARS = 4096
+_LONGEST_PREFIX = max(map(len, INJECTED_PREFIXES))
 #: Context blocks that make a user message injected when they are all it holds.
 _CONTEXT_BLOCK = re.compile(r"<(system-reminder|environment_context|user_instructions|local-command-\w+|ide_\w+)>.*?</\1>", re.S)
 
@@ -112,8 +116,14 @@ def is_injected_text(text: str) -> bool:
     >>> is_injected_text("<command-name>/clear</command-name>")
     False
     """
-    stripped = text.lstrip()
-    return stripped.startswith(INJECTED_PREFIXES) or (bool(stripped) and not _CONTEXT_BLOCK.sub("", stripped).strip())
+    head = text[:_HEAD_CHARS].lstrip()
+    if len(head) < _LONGEST_PREFIX and len(text) > _HEAD_CHARS:  # long white space first: look past it
+        head = text.lstrip()
+    if head.startswith(INJECTED_PREFIXES):
+        return True
+    if not head.startswith("<"):  # nothing but context blocks opens with one
+        return False
+    return not _CONTEXT_BLOCK.sub("", text.lstrip()).strip()
 
 # --- Tool-call arguments ---------------------------------------------------------------------
 

@@ -44,8 +44,7 @@ SUMMARY_PREFIXES = (
 
 def is_summary_text(text: str) -> bool:
     """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
-    head = text[:4096].lstrip()[:120]
-    return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
+    return text[:4096].lstrip()[:120].startswith(SUMMARY_PREFIXES)
 
 
 def summary_tool(text: str) -> CompactingTool:

@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+from xxhash import xxh3_128_digest as _xxh3_128
 
 from dp_compact.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
 from dp_compact.images import find_images, image_tokens
+
+from dp_compact.conversation import holds_no_blocks
 
 if TYPE_CHECKING:
     import tiktoken
@@ -84,8 +87,11 @@ IMAGE_MAX_EDGE_PX = 1568
 PDF_TEXT_TOKENS_PER_PAGE = 2250
 
 _BATCH = 512
-#: Bytes of a cache key (BLAKE2b digest size).
+#: Bytes of a cache key (XXH3-128 digest size).
 _KEY_BYTES = 16
+#: Seed of the cache keys' hash: it names the encoding counted (``ENCODING_NAME``) and the key
+#: scheme, so that counts of another encoding or scheme are never taken for these.
+_KEY_SEED = int.from_bytes(hashlib.blake2b(b"cl100k_base|xxh3-128|1", digest_size=8).digest(), "little")
 
 
 @cache
@@ -132,8 +138,8 @@ def default_cache_path() -> Path:
 class TokenCache:
     """Persistent text-hash → token-count cache in SQLite (WAL journal).
 
-    Keys are BLAKE2b-128 digests of the encoding name and the text, so a changed message is
-    counted again and an unchanged one never is. Failures to open or write the cache are not
+    Keys are 128-bit XXH3 digests of the text, seeded by the encoding (``_KEY_SEED``), so a
+    changed message is counted again and an unchanged one never is. Failures to open or write the cache are not
     errors: the counts are then computed without it.
 
     Besides the table of counts by key, the cache keeps for each session file the keys and
@@ -214,8 +220,8 @@ class TokenCache:
 
 
 def _key(text: str) -> bytes:
-    """Cache key of a counted text."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES, person=b"cl100k").digest()
+    """Cache key of a counted text: its 128-bit XXH3 digest (:data:`_KEY_SEED`)."""
+    return _xxh3_128(text.encode("utf-8", "surrogatepass"), _KEY_SEED)
 
 
 def _same_keys(keys: bytes, stored: bytes) -> npt.NDArray[np.bool_]:
@@ -352,13 +358,18 @@ def referenced_documents(messages: Sequence[Message]) -> int:
 def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.int64], family: str) -> npt.NDArray[np.int64]:
     """Provider tokens of each message's image blocks (``images`` minus its documents), see :func:`image_token_counts`."""
     counts = np.zeros(len(messages), dtype=np.int64)
-    for i, message in enumerate(messages):
-        blocks = int(message.images - document_blocks[i])
-        if blocks <= 0:
-            continue
+    images = np.fromiter((m.images for m in messages), dtype=np.int64, count=len(messages))
+    for i in np.flatnonzero(images > document_blocks).tolist():
+        message, blocks = messages[i], int(images[i] - document_blocks[i])
         found = find_images(message.raw)[:blocks]
         counts[i] = sum(image_tokens(image, family, IMAGE_TOKENS) for image in found) + IMAGE_TOKENS * (blocks - len(found))
     return counts
+
+
+def _may_hold_blocks(messages: Sequence[Message]) -> list[int]:
+    """Positions of the messages whose ``raw`` may hold image or document blocks: all but those
+    read to plan without any (:func:`~dp_compact.conversation.holds_no_blocks`)."""
+    return [i for i, m in enumerate(messages) if not holds_no_blocks(m.raw)]
 
 
 def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDArray[np.int64]:
@@ -381,9 +392,10 @@ def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDA
         Tokens per message. They are provider tokens already: a token scale (provider tokens per
         cl100k token) must not be applied to them (:func:`dp_compact.api.token_scale`).
     """
-    blocks = np.fromiter(
-        (min(len(find_documents(m.raw)), m.images) if m.images else 0 for m in messages), dtype=np.int64, count=len(messages)
-    )
+    blocks = np.zeros(len(messages), dtype=np.int64)
+    for i in _may_hold_blocks(messages):
+        if messages[i].images:
+            blocks[i] = min(len(find_documents(messages[i].raw)), messages[i].images)
     return _image_counts(messages, blocks, family)
 
 
@@ -439,7 +451,8 @@ def message_token_parts(
     documents = np.zeros(len(messages), dtype=np.int64)
     blocks = np.zeros(len(messages), dtype=np.int64)
     referenced = 0
-    for i, message in enumerate(messages):
+    for i in _may_hold_blocks(messages):
+        message = messages[i]
         found = find_documents(message.raw)
         if found:
             documents[i] = sum(document_tokens(d, cache) for d in found)

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_as_json, raw_json_active, raw_value
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_value
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -110,7 +109,7 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     if role not in ("user", "assistant"):
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
     if isinstance(content, str):
-        return Message(role=role, text=content, line=line, source_bytes=nbytes, source_lines=lines, raw=obj)
+        return Message(role, content, line=line, source_bytes=nbytes, source_lines=lines, raw=obj)
     if content is None:
         content = []
     if not isinstance(content, list):
@@ -208,22 +207,24 @@ def _usage(obj: dict[str, Any], line: int) -> Usage | None:
     return None
 
 
-def _read_back(obj: dict[str, Any]) -> bool:
-    """True for a message whose ``raw`` :func:`answers_by_position` reads: an assistant message
-    with a ``tool_use`` block, or a user message without ``tool_result`` blocks."""
-    content = obj.get("content")
-    blocks = content if isinstance(content, list) else ()
-    if obj.get("role") == "assistant":
-        return any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks)
-    return not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
-
-
-def _client_calls(message: Message) -> dict[str, str]:
-    """``{id: name}`` of the client ``tool_use`` calls of a message (server tools answer themselves)."""
-    raw = raw_value(message.raw)
-    content = raw.get("content") if isinstance(raw, dict) else None
+def _client_calls(value: Any) -> dict[str, str]:
+    """``{id: name}`` of the client ``tool_use`` calls in a message's source (server tools answer themselves)."""
+    content = value.get("content") if isinstance(value, dict) else None
     blocks = content if isinstance(content, list) else ()
     return {str(b.get("id", "")): str(b.get("name", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
+
+
+def _answers(previous: Message, previous_value: Any, message: Message, value: Any) -> bool:
+    """:func:`answers_by_position` over the messages and their parsed sources."""
+    if message.role != "user" or previous.role != "assistant" or not previous.tool_calls:
+        return False
+    if not _CLINE_RESULT.match(message.text):  # the first text block opens the text
+        return False
+    content = value.get("content") if isinstance(value, dict) else None
+    first = content[0] if isinstance(content, list) and content else None
+    text = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
+    found = _CLINE_RESULT.match(text) if isinstance(text, str) else None
+    return found is not None and found.group(1) in _client_calls(previous_value).values()
 
 
 def answers_by_position(previous: Message | None, message: Message) -> bool:
@@ -238,7 +239,7 @@ def answers_by_position(previous: Message | None, message: Message) -> bool:
     previous : Message or None
         The message before ``message`` (None at the start).
     message : Message
-        A message as :func:`message_from_anthropic` reads it.
+        A message as :func:`message_from_anthropic` reads it; both are read from their ``raw``.
 
     Returns
     -------
@@ -246,32 +247,19 @@ def answers_by_position(previous: Message | None, message: Message) -> bool:
         False for a message with ``tool_result`` blocks (linked by id), a string content, or any
         text that does not open with the result line of one of ``previous``'s ``tool_use`` names.
     """
-    if message.role != "user" or previous is None or previous.role != "assistant" or not previous.tool_calls:
+    if previous is None:
         return False
-    if not _CLINE_RESULT.match(message.text):  # the first text block opens the text
-        return False
-    raw = raw_value(message.raw)
-    content = raw.get("content") if isinstance(raw, dict) else None
-    first = content[0] if isinstance(content, list) and content else None
-    text = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
-    found = _CLINE_RESULT.match(text) if isinstance(text, str) else None
-    return found is not None and found.group(1) in _client_calls(previous).values()
+    return _answers(previous, raw_value(previous.raw), message, raw_value(message.raw))
 
 
-def _link_positional_results(messages: list[Message]) -> list[Message]:
-    """Cline style: a user message that :func:`answers_by_position` becomes the result of every client call before it."""
-    out: list[Message] = []
-    for message in messages:
-        previous = out[-1] if out else None
-        if previous is not None and answers_by_position(previous, message):
-            client = _client_calls(previous)
-            results = tuple(ToolResult(call.id, message.text) for call in previous.tool_calls if call.id in client)
-            message = Message(
-                role="tool", text="", tool_results=results, thinking=message.thinking, images=message.images,
-                line=message.line, source_bytes=message.source_bytes, source_lines=message.source_lines, raw=message.raw,
-            )
-        out.append(message)
-    return out
+def _as_result(previous: Message, previous_value: Any, message: Message) -> Message:
+    """``message`` (:func:`answers_by_position` of ``previous``) as the result of every client call of ``previous``."""
+    client = _client_calls(previous_value)
+    results = tuple(ToolResult(call.id, message.text) for call in previous.tool_calls if call.id in client)
+    return Message(
+        role="tool", text="", tool_results=results, thinking=message.thinking, images=message.images,
+        line=message.line, source_bytes=message.source_bytes, source_lines=message.source_lines, raw=message.raw,
+    )
 
 
 def read(source: Source) -> Session:
@@ -289,21 +277,23 @@ def read(source: Source) -> Session:
     messages: list[Message] = []
     usage: list[Usage] = []
     model: str | None = None  # the last one a message names
-    kept_whole = raw_json_active()  # positional results read raw back: keep it whole where they will
+    previous_value: Any = None  # the parsed source of the last message kept (a Cline result reads it)
 
     def add(record: Record) -> None:
-        nonlocal model
-        if not _is_anthropic_message(record.value):
+        nonlocal model, previous_value
+        value = record.value
+        if not _is_anthropic_message(value):
             raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
-        with raw_as_json(whole=True) if kept_whole and _read_back(record.value) else nullcontext():
-            message = message_from_anthropic(record.value, line=record.line, nbytes=record.nbytes)
+        message = message_from_anthropic(value, line=record.line, nbytes=record.nbytes)
+        if messages and _answers(messages[-1], previous_value, message, value):  # Cline: linked by position
+            message = _as_result(messages[-1], previous_value, message)
         messages.append(message)
-        if message.role == "assistant" and (u := _usage(record.value, record.line)) is not None:
+        previous_value = value
+        if message.role == "assistant" and (u := _usage(value, record.line)) is not None:
             usage.append(u)
-        model = _recorded_model(record.value) or model
+        model = _recorded_model(value) or model
 
     skipped = each_record(source, _items(source) or [], add)
-    messages = _link_positional_results(messages)
     markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
     return build_session(
         path=source.path,

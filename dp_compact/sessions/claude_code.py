@@ -32,8 +32,8 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dp_compact.patterns import is_injected_text
@@ -119,6 +119,43 @@ def _order(links: Sequence[tuple[Any, Any] | None]) -> list[int] | None:
     return out + sorted(p for group in waiting.values() for p in group)
 
 
+class _ParentLater(Exception):
+    """Raised by :func:`_in_file_order` when the file order may not be the reading order."""
+
+
+#: Records whose parent has not come yet that :func:`_in_file_order` checks one by one before it
+#: takes the two passes of :func:`_order` instead (each check searches the rest of the file).
+_DANGLING_CHECKS = 16
+
+
+def _in_file_order(records: Sequence[Record]) -> Iterator[Record]:
+    """The records in file order, parsed once, as long as that is :func:`_order`'s order.
+
+    Raises :class:`_ParentLater` before the first record whose parent may come later in the
+    file (its own uuid, or a string the rest of the file may hold: :meth:`Records.absent_after`),
+    and after :data:`_DANGLING_CHECKS` parents never seen before (resumed sessions name one from
+    an earlier file). A parent that is nowhere later leaves the record in place, as in :func:`_order`.
+    """
+    if not isinstance(records, Records):
+        if _order(_links(records)) is not None:
+            raise _ParentLater
+        yield from records
+        return
+    seen: set[str] = set()
+    checks = 0
+    for record in records:
+        value = record.value
+        if isinstance(value, dict):
+            uuid, parent = value.get("uuid"), value.get("parentUuid")
+            if isinstance(parent, str) and parent not in seen:
+                checks += 1
+                if parent == uuid or checks > _DANGLING_CHECKS or not records.absent_after(record.line, parent):
+                    raise _ParentLater
+            if isinstance(uuid, str):
+                seen.add(uuid)
+        yield record
+
+
 def _usage(message: dict[str, Any], line: int) -> Usage | None:
     """Usage of one API response (None when its prompt is 0): prompt = input + cache reads + cache
     writes, or the input alone for an OpenAI-style object (:func:`~dp_compact.sessions.usage.usage_from_api`).
@@ -129,23 +166,22 @@ def _usage(message: dict[str, Any], line: int) -> Usage | None:
     return usage_from_api(usage, line) if isinstance(usage, dict) else None
 
 
-@dataclass
 class _Part:
     """Blocks collected from one or more lines that become one message."""
 
-    line: int
-    blocks: list[Any] = field(default_factory=list)
-    nbytes: int = 0
-    lines: int = 0
-    key: str = ""
-    call_ids: set[str] = field(default_factory=set)
-    source: Any = None
+    __slots__ = ("line", "blocks", "nbytes", "lines", "key", "call_ids", "source")
+
+    def __init__(self, line: int, *, key: str = "", source: Any = None) -> None:
+        self.line, self.key, self.source = line, key, source
+        self.blocks: list[Any] = []
+        self.nbytes = self.lines = 0
+        self.call_ids: set[str] = set()
 
     def add(self, blocks: list[Any], nbytes: int) -> None:
         self.blocks.extend(blocks)
         self.nbytes += nbytes
         self.lines += 1
-        self.call_ids.update(b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b)
+        self.call_ids.update([b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b])
 
     def message(self, role: str) -> Message:
         raw = {"role": role, "content": self.blocks}
@@ -322,9 +358,13 @@ def read(source: Source) -> Session:
         or a line that is not a JSON object (``path:line``); skipped when the source is lenient.
     """
     records = source.records or ()
-    order = _order(_links(records))  # a first pass keeps only each record's uuid and parent
     reader = _Reader(source)
-    reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
+    try:  # one pass in file order, the common case
+        reader.skipped += each_record(source, _in_file_order(records), reader.record)
+    except _ParentLater:  # a record came before its parent: a first pass keeps each record's uuid and parent
+        order = _order(_links(records))
+        reader = _Reader(source)
+        reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
     reader.flush()
     return build_session(
         path=source.path,

@@ -149,15 +149,17 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
     deferred: dict[int, list[Message]] = {}
     seen: set[str] = set()
     for index, message in enumerate(messages):
-        ids = [r.call_id for r in message.tool_results]
-        waiting = [later[c] for c in ids if c not in seen and c in later and later[c] > index]
-        if message.role == "tool" and waiting and len(waiting) == len(ids):
-            deferred.setdefault(min(waiting), []).append(message)
-            continue
+        if message.tool_results:
+            ids = [r.call_id for r in message.tool_results]
+            waiting = [later[c] for c in ids if c not in seen and c in later and later[c] > index]
+            if message.role == "tool" and waiting and len(waiting) == len(ids):
+                deferred.setdefault(min(waiting), []).append(message)
+                continue
         ordered.append(message)
-        seen.update(call.id for call in message.tool_calls)
-        for moved in deferred.pop(index, []):
-            ordered.append(moved)
+        if message.tool_calls:
+            seen.update([call.id for call in message.tool_calls])
+        if deferred and index in deferred:
+            ordered.extend(deferred.pop(index))
     for rest in deferred.values():
         ordered.extend(rest)
     return ordered if calls == len(later) else _unique_call_ids(ordered)  # no id used twice: nothing to rename

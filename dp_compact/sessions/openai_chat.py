@@ -68,7 +68,7 @@ def _container(source: Source, limit: int | None = None) -> tuple[Sequence[Recor
 
 def _is_message(value: Any) -> bool:
     """A ``{role, content | tool_calls}`` dict with an OpenAI role."""
-    return isinstance(value, dict) and value.get("role") in _ROLES and any(k in value for k in ("content", "tool_calls", "function_call"))
+    return isinstance(value, dict) and value.get("role") in _ROLES and ("content" in value or "tool_calls" in value or "function_call" in value)
 
 
 def _has_anthropic_blocks(value: dict[str, Any]) -> bool:
@@ -168,22 +168,24 @@ class _Reader:
             elif text:
                 self.system.append(text)
             return
-        base = {"line": line, "source_bytes": nbytes, "images": images, "raw": value}
         if role == "user":
-            head = text.lstrip()
-            if is_summary_text(head):
+            summary = is_summary_text(text)
+            if summary:
                 if boundary:
                     self.records[-1] = replace(self.records[-1], summary_text=text)
                 else:
                     self.compactions += 1
-                    self.records.append(RecordedCompaction(summary_tool(head), line, summary_text=text))
+                    self.records.append(RecordedCompaction(summary_tool(text), line, summary_text=text))
                 self.live_start = len(self.messages)
-            kind = "summary" if is_summary_text(head) else "injected" if head.startswith(_INTERRUPTED) else "prompt"
-            self.messages.append(Message(role="user", text=text, kind=kind, **base))
+            kind = "summary" if summary else "injected" if text.lstrip().startswith(_INTERRUPTED) else "prompt"
+            message = Message("user", text, images=images, line=line, source_bytes=nbytes, raw=value, kind=kind)
         elif role == "assistant":
-            self.messages.append(Message(role="assistant", text=text, tool_calls=self._calls(value, block_calls), thinking=_thinking(value), **base))
+            calls = self._calls(value, block_calls)
+            message = Message("assistant", text, calls, images=images, line=line, source_bytes=nbytes, raw=value, thinking=_thinking(value))
         else:
-            self.messages.append(Message(role="tool", text="", tool_results=self._results(value, text, outputs), **base))
+            results = self._results(value, text, outputs)
+            message = Message("tool", "", (), results, images=images, line=line, source_bytes=nbytes, raw=value)
+        self.messages.append(message)
 
     def _calls(self, value: dict[str, Any], block_calls: list[ToolCall]) -> tuple[ToolCall, ...]:
         """Calls from ``tool_calls`` (preferred), ``tool_call`` blocks, or a legacy ``function_call``."""
@@ -191,7 +193,7 @@ class _Reader:
         if specs is not None and not isinstance(specs, list):
             raise ValueError("tool_calls must be a list")
         if specs:
-            return tuple(_call(s) for s in specs)
+            return tuple([_call(s) for s in specs])
         if block_calls:
             return tuple(block_calls)
         legacy = value.get("function_call")
@@ -207,7 +209,7 @@ class _Reader:
         elif not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
             ids = [o[0] for o in outputs if isinstance(o[0], str)] or [self._open_call()]
         body = text or "\n".join(o[1] for o in outputs)
-        return tuple(ToolResult(call_id, body if n == 0 else "") for n, call_id in enumerate(ids))
+        return (ToolResult(ids[0], body), *[ToolResult(call_id, "") for call_id in ids[1:]])
 
     def _open_call(self) -> str:
         """The first call of the latest assistant message not answered yet ('' when none)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+import numpy as np
 import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
@@ -51,15 +52,27 @@ UTF8_BOM = b"\xef\xbb\xbf"
 #: The first character of a file that is not white space, and what white space is.
 _FIRST_VALUE = re.compile(rb"\S")
 _WHITE_SPACE = b" \t\n\r\x0b\x0c"
+#: A JSON string escape of a printable ASCII character (``\u0041`` for ``A``), and a string whose
+#: every character is printable ASCII that JSON writes as itself (:meth:`Records.absent_after`).
+_ESCAPED_ASCII = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
+_PLAIN_STRING = re.compile(r'[ !#-\[\]-~]*')
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Record:
     """One parsed JSONL line: its 1-based ``line``, the JSON ``value`` and the line's UTF-8 ``nbytes``."""
 
     line: int
     value: Any
     nbytes: int
+
+    def __init__(self, line: int, value: Any, nbytes: int) -> None:  # the dataclass one, each slot set directly (one per line)
+        _set_line(self, line)
+        _set_value(self, value)
+        _set_nbytes(self, nbytes)
+
+
+_set_line, _set_value, _set_nbytes = Record.line.__set__, Record.value.__set__, Record.nbytes.__set__  # type: ignore[attr-defined]
 
 
 class Records(Sequence[Record]):
@@ -75,10 +88,11 @@ class Records(Sequence[Record]):
     :attr:`bad_lines` (counted once however often it is read).
     """
 
-    __slots__ = ("_data", "_spans", "_path", "_lenient", "bad_lines")
+    __slots__ = ("_data", "_spans", "_path", "_lenient", "_last_escape", "bad_lines")
 
     def __init__(self, path: str, data: bytes, spans: array[int], lenient: bool) -> None:
         self._data, self._spans, self._path, self._lenient = data, spans, path, lenient
+        self._last_escape: int | None = None  # where the file's last escaped printable ASCII character is (-1: none)
         self.bad_lines: set[int] = set()
 
     def __len__(self) -> int:
@@ -112,10 +126,34 @@ class Records(Sequence[Record]):
                 yield self.SKIPPED if record is None else record.value
 
     def __iter__(self) -> Iterator[Record]:
-        spans, skipped = self._spans, self.SKIPPED
-        for at, value in zip(range(0, len(spans), 3), self.values(), strict=True):
-            if value is not skipped:
-                yield Record(spans[at + 2], value, spans[at + 1] - spans[at])
+        view, spans, loads = memoryview(self._data), self._spans, orjson.loads
+        for at in range(0, len(spans), 3):
+            start, end = spans[at], spans[at + 1]
+            try:
+                value = loads(view[start:end])
+            except orjson.JSONDecodeError:
+                record = self._parse(at // 3)  # raises, or counts the line
+                if record is not None:
+                    yield record
+                continue
+            yield Record(spans[at + 2], value, end - start)
+
+    def absent_after(self, line: int, text: str) -> bool:
+        """True when no JSON string after line ``line`` of the file can be ``text``: its plain
+        spelling, quoted, is not found in the bytes that follow, and it could not be spelled
+        otherwise (``text`` is printable ASCII without quote or backslash, and no ``\\u00XX``
+        escape of a printable ASCII character follows). False when unsure: a reader that asks
+        takes the longer way.
+        """
+        if not _PLAIN_STRING.fullmatch(text):
+            return False
+        spans = self._spans
+        lines = np.frombuffer(spans, dtype=np.int64)[2::3]
+        at = int(np.searchsorted(lines, line, side="right"))
+        end = spans[3 * at - 2] if at else 0  # where the line ends (its last byte + 1)
+        if self._last_escape is None:
+            self._last_escape = max((m.start() for m in _ESCAPED_ASCII.finditer(self._data)), default=-1)
+        return self._last_escape < end and self._data.find(b'"' + text.encode() + b'"', end) < 0
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
@@ -201,6 +239,38 @@ def _as_document(text: bytes) -> Any | None:
     if isinstance(value, dict) and text.find(b"\n", start, end) < 0:
         return None  # a JSONL file of one record
     return value
+
+
+#: Bytes of the file looked at at once for line breaks (:func:`_line_spans`): bounds the
+#: temporary arrays, whatever the file's size.
+_SCAN_BYTES = 1 << 22
+_IS_WHITE = np.zeros(256, dtype=bool)
+_IS_WHITE[list(_WHITE_SPACE)] = True
+
+
+def _line_spans(data: bytes) -> array[int]:
+    """Where each non-blank line of ``data`` lies: ``start, end, line`` (byte offsets, the end
+    excluded; 1-based line number) for each, flat, in order. No line is copied.
+
+    Lines end at ``b"\\n"``; a line is blank when it holds white space only. Line breaks are
+    found :data:`_SCAN_BYTES` at a time with numpy; a line whose first byte is white space is
+    searched for a value on its own.
+    """
+    view = np.frombuffer(data, dtype=np.uint8)
+    breaks = [np.flatnonzero(view[at : at + _SCAN_BYTES] == 10) + at for at in range(0, len(view), _SCAN_BYTES)]
+    ends = np.concatenate([*breaks, np.array([len(view)])]).astype(np.int64)
+    starts = np.concatenate([np.zeros(1, dtype=np.int64), ends[:-1] + 1])
+    full = ends > starts
+    first = view[np.minimum(starts, max(len(view) - 1, 0))] if len(view) else np.zeros(len(starts), dtype=np.uint8)
+    keep = full & ~_IS_WHITE[first]
+    for i in np.flatnonzero(full & _IS_WHITE[first]).tolist():  # opens with white space: a value further on?
+        keep[i] = _FIRST_VALUE.search(data, int(starts[i]), int(ends[i])) is not None
+    kept = np.flatnonzero(keep)
+    table = np.empty((len(kept), 3), dtype=np.int64)
+    table[:, 0], table[:, 1], table[:, 2] = starts[kept], ends[kept], kept + 1
+    spans: array[int] = array("q")
+    spans.frombytes(table.tobytes())
+    return spans
 
 
 def _check_not_binary(path: Path | str, data: bytes) -> None:
@@ -313,18 +383,9 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     document = _as_document(data)
     if document is not None:
         return Source(str(path), None, document, nbytes=size, lenient=lenient)
-    spans: array[int] = array("q")  # start, end, line of each non-blank line
+    spans = _line_spans(data)
+    size_left = len(data)
     partial: int | None = None
-    has_value, find = _FIRST_VALUE.search, data.find
-    start, number, size_left = 0, 0, len(data)
-    while start <= size_left:  # line by line without copying the file
-        end = find(b"\n", start)
-        last = end < 0
-        end = size_left if last else end
-        number += 1
-        if has_value(data, start, end) is not None:
-            spans.extend((start, end, number))
-        start = end + 1
     if partial_last_line and spans and spans[-2] == size_left and not data.endswith(b"\n"):
         try:  # no b"\n" after the last line: still being written if it is not whole JSON
             orjson.loads(memoryview(data)[spans[-3] : spans[-2]])

@@ -102,8 +102,8 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
     read = token_count(usage.get("cache_read_input_tokens"), "cache_read_input_tokens")
     write = token_count(usage.get("cache_creation_input_tokens"), "cache_creation_input_tokens")
     cached = _cached_openai(usage)
-    anthropic = any(key in usage for key in _ANTHROPIC_CACHE_KEYS)
-    openai = any(key in usage for key in _OPENAI_CACHE_KEYS)
+    anthropic = not usage.keys().isdisjoint(_ANTHROPIC_CACHE_KEYS)
+    openai = not usage.keys().isdisjoint(_OPENAI_CACHE_KEYS)
     if openai and anthropic:
         openai = cached == read and given >= read
         anthropic = not openai
