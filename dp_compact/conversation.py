@@ -320,7 +320,7 @@ class Message:
  _set_source_bytes, _set_source_lines, _set_raw, _set_kind) = (getattr(Message, f.name).__set__ for f in fields(Message))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Usage:
     """Token usage of one LLM call, as the provider reported it.
 
@@ -340,6 +340,21 @@ class Usage:
     output_tokens: int = 0
     line: int = 0
     convention: str = ""
+
+    def __init__(
+        self, prompt_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0, output_tokens: int = 0,
+        line: int = 0, convention: str = "",
+    ) -> None:  # the dataclass one, each slot set directly (one per LLM call)
+        setters = _set_usage_fields
+        setters[0](self, prompt_tokens)
+        setters[1](self, cache_read_tokens)
+        setters[2](self, cache_write_tokens)
+        setters[3](self, output_tokens)
+        setters[4](self, line)
+        setters[5](self, convention)
+
+
+_set_usage_fields = tuple(getattr(Usage, f.name).__set__ for f in fields(Usage))
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,28 +493,37 @@ class Session:
 
 def last_own_summary(messages: Sequence[Message]) -> int | None:
     """Index of the last summary message of ours that states its counts (:func:`summary_counts`), if any."""
-    found = [i for i, m in enumerate(messages) if m.kind == "summary" and any(summary_counts(m.text))]
-    return found[-1] if found else None
+    kinds = [m.kind for m in messages]
+    if "summary" not in kinds:
+        return None
+    for at in range(len(kinds) - 1, -1, -1):
+        if kinds[at] == "summary" and any(summary_counts(messages[at].text)):
+            return at
+    return None
 
 
-def _carried(messages: Sequence[Message], field: int, counted: Any) -> int:
-    """What the last of our summaries states (``summary_counts`` field) plus ``counted`` over the messages after it."""
-    last = last_own_summary(messages)
+def _carried(messages: Sequence[Message], field: int, kind: str, last: int | None) -> int:
+    """What the last of our summaries (``last``) states (``summary_counts`` field) plus the
+    messages of ``kind`` after it."""
     start = 0 if last is None else last + 1
     carried = 0 if last is None else summary_counts(messages[last].text)[field]
-    return carried + sum(1 for m in messages[start:] if counted(m))
+    return carried + [m.kind for m in messages[start:]].count(kind)
 
 
-def count_user_turns(messages: Sequence[Message]) -> int:
-    """User turns in ``messages`` (:attr:`Message.is_user_turn`), the turns before the last of our
-    summaries counted by what it states (they are gone from the file)."""
-    return _carried(messages, 1, lambda m: m.is_user_turn)
+_UNSET: Any = object()
 
 
-def count_llm_calls(messages: Sequence[Message]) -> int:
+def count_user_turns(messages: Sequence[Message], *, last: int | None = _UNSET) -> int:
+    """User turns in ``messages`` (:attr:`Message.is_user_turn`: kind ``"prompt"``), the turns
+    before the last of our summaries counted by what it states (they are gone from the file);
+    ``last`` is that summary's :func:`last_own_summary` when known."""
+    return _carried(messages, 1, "prompt", last_own_summary(messages) if last is _UNSET else last)
+
+
+def count_llm_calls(messages: Sequence[Message], *, last: int | None = _UNSET) -> int:
     """LLM calls behind ``messages``: assistant messages, those before the last of our summaries
-    counted by what it states."""
-    return _carried(messages, 2, lambda m: m.role == "assistant")
+    counted by what it states (``last`` as in :func:`count_user_turns`)."""
+    return _carried(messages, 2, "assistant", last_own_summary(messages) if last is _UNSET else last)
 
 
 def recorded_history(session: Any) -> tuple[Any, ...]:

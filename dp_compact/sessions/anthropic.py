@@ -145,19 +145,9 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
         elif isinstance(block.get("text"), str):
             texts.append(block["text"])
     resolved = "tool" if (role == "user" and results) else role
-    return Message(
-        role=resolved,
-        text="\n".join(texts),
-        tool_calls=tuple(calls),
-        tool_results=tuple(results),
-        thinking="\n".join(thinking),
-        signed_thinking=signed,
-        images=images,
-        line=line,
-        source_bytes=nbytes,
-        source_lines=lines,
-        raw=obj,
-    )
+    # Message's fields in order: role, text, tool_calls, tool_results, thinking, signed_thinking,
+    # images, line, source_bytes, source_lines, raw
+    return Message(resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines, obj)
 
 
 def _is_anthropic_message(value: Any) -> bool:

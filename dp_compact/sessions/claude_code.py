@@ -32,7 +32,7 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -120,40 +120,12 @@ def _order(links: Sequence[tuple[Any, Any] | None]) -> list[int] | None:
 
 
 class _ParentLater(Exception):
-    """Raised by :func:`_in_file_order` when the file order may not be the reading order."""
+    """Raised by :meth:`_Reader.record` when the file order may not be the reading order."""
 
 
-#: Records whose parent has not come yet that :func:`_in_file_order` checks one by one before it
-#: takes the two passes of :func:`_order` instead (each check searches the rest of the file).
+#: Records whose parent has not come yet that a reading in file order checks one by one before
+#: it takes the two passes of :func:`_order` instead (each check searches the rest of the file).
 _DANGLING_CHECKS = 16
-
-
-def _in_file_order(records: Sequence[Record]) -> Iterator[Record]:
-    """The records in file order, parsed once, as long as that is :func:`_order`'s order.
-
-    Raises :class:`_ParentLater` before the first record whose parent may come later in the
-    file (its own uuid, or a string the rest of the file may hold: :meth:`Records.absent_after`),
-    and after :data:`_DANGLING_CHECKS` parents never seen before (resumed sessions name one from
-    an earlier file). A parent that is nowhere later leaves the record in place, as in :func:`_order`.
-    """
-    if not isinstance(records, Records):
-        if _order(_links(records)) is not None:
-            raise _ParentLater
-        yield from records
-        return
-    seen: set[str] = set()
-    checks = 0
-    for record in records:
-        value = record.value
-        if isinstance(value, dict):
-            uuid, parent = value.get("uuid"), value.get("parentUuid")
-            if isinstance(parent, str) and parent not in seen:
-                checks += 1
-                if parent == uuid or checks > _DANGLING_CHECKS or not records.absent_after(record.line, parent):
-                    raise _ParentLater
-            if isinstance(uuid, str):
-                seen.add(uuid)
-        yield record
 
 
 def _usage(message: dict[str, Any], line: int) -> Usage | None:
@@ -229,8 +201,12 @@ def _kind(value: dict[str, Any], message: Message) -> MessageKind:
 class _Reader:
     """State of one pass over the records."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, *, in_file_order: bool = False) -> None:
         self.source = source
+        #: Reading in file order: the uuids read so far, and the parents not seen before that
+        #: were checked (:meth:`_check_order`); None when the records come in their reading order.
+        self.seen: set[str] | None = set() if in_file_order else None
+        self.dangling = 0
         self.messages: list[Message] = []
         self.usage: dict[str, Usage] = {}
         self.assistant: _Part | None = None
@@ -263,11 +239,30 @@ class _Reader:
         else:
             self.attachments.append(message)
 
+    def _check_order(self, record: Record, uuid: Any, parent: Any) -> None:
+        """Raise :class:`_ParentLater` before the first record whose parent may come later in the
+        file (its own uuid, or a string the rest of the file may hold: :meth:`Records.absent_after`),
+        and after :data:`_DANGLING_CHECKS` parents never seen before (resumed sessions name one from
+        an earlier file). A parent that is nowhere later leaves the record in place, as in :func:`_order`.
+        """
+        seen = self.seen
+        assert seen is not None
+        if isinstance(parent, str) and parent not in seen:
+            self.dangling += 1
+            records = self.source.records
+            if (parent == uuid or self.dangling > _DANGLING_CHECKS or not isinstance(records, Records)
+                    or not records.absent_after(record.line, parent)):
+                raise _ParentLater
+        if isinstance(uuid, str):
+            seen.add(uuid)
+
     def record(self, record: Record) -> None:
         """Handle one record (raises ValueError when it breaks the format's rules)."""
         value = record.value
         if not isinstance(value, dict):
             raise ValueError("a Claude Code record must be a JSON object")
+        if self.seen is not None:
+            self._check_order(record, value.get("uuid"), value.get("parentUuid"))
         kind = value.get("type")
         if value.get("isSidechain") is True:
             return
@@ -358,13 +353,16 @@ def read(source: Source) -> Session:
         or a line that is not a JSON object (``path:line``); skipped when the source is lenient.
     """
     records = source.records or ()
-    reader = _Reader(source)
+    reader = _Reader(source, in_file_order=isinstance(records, Records))
     try:  # one pass in file order, the common case
-        reader.skipped += each_record(source, _in_file_order(records), reader.record)
+        if reader.seen is None and _order(_links(records)) is not None:
+            raise _ParentLater
+        reader.skipped += each_record(source, records, reader.record)
     except _ParentLater:  # a record came before its parent: a first pass keeps each record's uuid and parent
         order = _order(_links(records))
         reader = _Reader(source)
         reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
+    reader.seen = None  # the uuids read are not needed any more
     reader.flush()
     return build_session(
         path=source.path,

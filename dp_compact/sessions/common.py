@@ -238,9 +238,11 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
 def _last_shrunk(messages: Sequence[Message], after: int) -> tuple[int, dict[str, Any]] | None:
     """Index and statement of the last preview statement in ``messages[after:]``, if any."""
     for index in range(len(messages) - 1, after - 1, -1):
-        for result in messages[index].tool_results:
-            if result.text.startswith(_SHRUNK_HEADER) and (recorded := shrunk_recorded(result.text)):
-                return index, recorded
+        results = messages[index].tool_results
+        if results:
+            for result in results:
+                if result.text.startswith(_SHRUNK_HEADER) and (recorded := shrunk_recorded(result.text)):
+                    return index, recorded
     return None
 
 
@@ -266,9 +268,9 @@ def build_session(
     usage = tuple(usage)
     all_messages = tuple(messages)
     last = last_own_summary(all_messages)
-    user_turns = count_user_turns(all_messages)
+    user_turns = count_user_turns(all_messages, last=last)
     if llm_calls is None:
-        llm_calls = len(usage) or count_llm_calls(all_messages)
+        llm_calls = len(usage) or count_llm_calls(all_messages, last=last)
     earlier, since = 0, None
     if last is not None:
         stated = summary_counts(all_messages[last].text)
