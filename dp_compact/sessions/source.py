@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["BINARY_SNIFF_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
+__all__ = ["BINARY_SNIFF_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
 
 #: Records (JSONL lines, or entries of a JSON array) a reader's ``sniff`` looks at: a format is
 #: told from the start of a file, so telling it costs the same for any length; the reader then
@@ -78,20 +79,28 @@ _set_line, _set_value, _set_nbytes = Record.line.__set__, Record.value.__set__, 
 class Records(Sequence[Record]):
     """The records of a JSONL file, parsed when read, not all at once.
 
-    Holds the file's bytes and where each non-blank line lies; iterating parses one line at a
-    time, so a reader that keeps only what it needs from each record never holds every parsed
-    record at once (a session of a million lines is read in the memory of its messages). Each
-    pass parses again.
+    Knows where each non-blank line lies; iterating parses one line at a time, so a reader that
+    keeps only what it needs from each record never holds every parsed record at once (a
+    session of a million lines is read in the memory of its messages). Each pass parses again.
+
+    A file larger than :data:`PIECE_BYTES` is not held whole: it is read a piece at a time (a
+    piece ends at a line break), one piece held at once, and a piece passed is read again from
+    the file when a reader goes back to it. Agents only append to their logs, so the bytes read
+    again are the same; a piece that comes back shorter, or no longer ending where a line did,
+    raises :class:`~dp_compact.errors.SessionError` (the file was rewritten while it was read).
 
     A line that is not valid JSON raises :class:`~dp_compact.errors.MalformedLineError`
     (``path:line``) when it is reached; with ``lenient`` it is skipped and its number kept in
     :attr:`bad_lines` (counted once however often it is read).
     """
 
-    __slots__ = ("_data", "_spans", "_path", "_lenient", "_last_escape", "bad_lines")
+    __slots__ = ("_whole", "_bounds", "_piece", "_spans", "_path", "_lenient", "_last_escape", "bad_lines")
 
-    def __init__(self, path: str, data: bytes, spans: array[int], lenient: bool) -> None:
-        self._data, self._spans, self._path, self._lenient = data, spans, path, lenient
+    def __init__(self, path: str, data: bytes | None, spans: array[int], lenient: bool, bounds: array[int] | None = None) -> None:
+        """``data``: the file's bytes held whole; else ``bounds``: where each piece of the file
+        starts, and the end of the last (byte offsets; ``spans`` are offsets in the file)."""
+        self._whole, self._bounds, self._spans, self._path, self._lenient = data, bounds, spans, path, lenient
+        self._piece: tuple[int, bytes] | None = None  # the piece last read: its number and bytes
         self._last_escape: int | None = None  # where the file's last escaped printable ASCII character is (-1: none)
         self.bad_lines: set[int] = set()
 
@@ -99,17 +108,55 @@ class Records(Sequence[Record]):
         """Non-blank lines (a malformed one included)."""
         return len(self._spans) // 3
 
+    def _read_piece(self, number: int) -> bytes:
+        """Piece ``number`` of a file not held whole, read from the file (see the class docstring)."""
+        bounds = self._bounds
+        assert bounds is not None
+        start, end = bounds[number], bounds[number + 1]
+        try:
+            with open(self._path, "rb") as file:
+                file.seek(start)
+                data = file.read(end - start)
+        except OSError as exc:
+            raise SessionError(self._path, None, f"cannot read the file again: {exc.strerror or exc}") from exc
+        if len(data) != end - start or (number + 2 < len(bounds) and not data.endswith(b"\n")):
+            raise SessionError(self._path, None, "the file was rewritten while it was read (its earlier lines changed); read it again")
+        return data
+
+    def _holding(self, offset: int) -> tuple[int, bytes]:
+        """The first byte offset and the bytes of the part of the file that holds ``offset``."""
+        if self._whole is not None:
+            return 0, self._whole
+        bounds = self._bounds
+        assert bounds is not None
+        number = bisect_right(bounds, offset) - 1
+        if self._piece is None or self._piece[0] != number:
+            self._piece = (number, self._read_piece(number))
+        return bounds[number], self._piece[1]
+
     def _parse(self, index: int) -> Record | None:
         """Record of the ``index``-th non-blank line; None for a malformed one when lenient."""
         spans = self._spans
         start, end, line = spans[3 * index], spans[3 * index + 1], spans[3 * index + 2]
+        base, data = self._holding(start)
         try:
-            return Record(line, orjson.loads(memoryview(self._data)[start:end]), end - start)
+            return Record(line, orjson.loads(memoryview(data)[start - base : end - base]), end - start)
         except orjson.JSONDecodeError as exc:
             if not self._lenient:
                 raise MalformedLineError(self._path, line, f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})") from exc
             self.bad_lines.add(line)
             return None
+
+    def _lines(self) -> Iterator[tuple[int, memoryview]]:
+        """``(3 · index, bytes of the line)`` of each line in order, a piece read at a time."""
+        spans = self._spans
+        at, total = 0, len(spans)
+        while at < total:
+            base, data = self._holding(spans[at])
+            view, limit = memoryview(data), base + len(data)
+            while at < total and spans[at + 1] <= limit:
+                yield at, view[spans[at] - base : spans[at + 1] - base]
+                at += 3
 
     #: What :meth:`values` gives for a malformed line skipped when lenient.
     SKIPPED: Any = object()
@@ -117,26 +164,35 @@ class Records(Sequence[Record]):
     def values(self) -> Iterator[Any]:
         """The JSON value of each line by position (``self[i].value``), :attr:`SKIPPED` for a
         malformed line skipped when lenient; no :class:`Record` is made."""
-        view, spans, loads = memoryview(self._data), self._spans, orjson.loads
-        for at in range(0, len(spans), 3):
+        loads = orjson.loads
+        for at, line in self._lines():
             try:
-                yield loads(view[spans[at] : spans[at + 1]])
+                yield loads(line)
             except orjson.JSONDecodeError:
                 record = self._parse(at // 3)  # raises, or counts the line
                 yield self.SKIPPED if record is None else record.value
 
     def __iter__(self) -> Iterator[Record]:
-        view, spans, loads = memoryview(self._data), self._spans, orjson.loads
-        for at in range(0, len(spans), 3):
-            start, end = spans[at], spans[at + 1]
+        spans, loads = self._spans, orjson.loads
+        for at, line in self._lines():
             try:
-                value = loads(view[start:end])
+                value = loads(line)
             except orjson.JSONDecodeError:
                 record = self._parse(at // 3)  # raises, or counts the line
                 if record is not None:
                     yield record
                 continue
-            yield Record(spans[at + 2], value, end - start)
+            yield Record(spans[at + 2], value, len(line))
+
+    def _parts_after(self, offset: int) -> Iterator[tuple[int, bytes]]:
+        """``(first offset, bytes)`` of the parts of the file from the one holding ``offset`` to the end."""
+        if self._whole is not None:
+            yield 0, self._whole
+            return
+        bounds = self._bounds
+        assert bounds is not None
+        for number in range(max(bisect_right(bounds, offset) - 1, 0), len(bounds) - 1):
+            yield self._holding(bounds[number])
 
     def absent_after(self, line: int, text: str) -> bool:
         """True when no JSON string after line ``line`` of the file can be ``text``: its plain
@@ -152,8 +208,12 @@ class Records(Sequence[Record]):
         at = int(np.searchsorted(lines, line, side="right"))
         end = spans[3 * at - 2] if at else 0  # where the line ends (its last byte + 1)
         if self._last_escape is None:
-            self._last_escape = max((m.start() for m in _ESCAPED_ASCII.finditer(self._data)), default=-1)
-        return self._last_escape < end and self._data.find(b'"' + text.encode() + b'"', end) < 0
+            self._last_escape = max((base + m.start() for base, data in self._parts_after(0) for m in _ESCAPED_ASCII.finditer(data)),
+                                    default=-1)
+        if self._last_escape >= end:
+            return False
+        quoted = b'"' + text.encode() + b'"'  # a quoted string holds no line break: none spans two pieces
+        return all(data.find(quoted, max(end - base, 0)) < 0 for base, data in self._parts_after(end))
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
@@ -241,6 +301,9 @@ def _as_document(text: bytes) -> Any | None:
     return value
 
 
+#: Bytes of a JSONL file read at once: a larger file is read and held a piece of about this
+#: size at a time (:class:`Records`), so that reading it holds its messages, not its text.
+PIECE_BYTES = 1 << 22
 #: Bytes of the file looked at at once for line breaks (:func:`_line_spans`): bounds the
 #: temporary arrays, whatever the file's size.
 _SCAN_BYTES = 1 << 22
@@ -248,29 +311,76 @@ _IS_WHITE = np.zeros(256, dtype=bool)
 _IS_WHITE[list(_WHITE_SPACE)] = True
 
 
-def _line_spans(data: bytes) -> array[int]:
-    """Where each non-blank line of ``data`` lies: ``start, end, line`` (byte offsets, the end
-    excluded; 1-based line number) for each, flat, in order. No line is copied.
+def _line_spans(data: bytes, limit: int | None = None, offset: int = 0, first_line: int = 1) -> tuple[array[int], int]:
+    """Where each non-blank line of ``data[:limit]`` lies: ``start, end, line`` (byte offsets
+    plus ``offset``, the end excluded; 1-based line number counted from ``first_line``) for
+    each, flat, in order, and how many line breaks there are. No line is copied.
 
     Lines end at ``b"\\n"``; a line is blank when it holds white space only. Line breaks are
     found :data:`_SCAN_BYTES` at a time with numpy; a line whose first byte is white space is
     searched for a value on its own.
     """
-    view = np.frombuffer(data, dtype=np.uint8)
-    breaks = [np.flatnonzero(view[at : at + _SCAN_BYTES] == 10) + at for at in range(0, len(view), _SCAN_BYTES)]
-    ends = np.concatenate([*breaks, np.array([len(view)])]).astype(np.int64)
+    size = len(data) if limit is None else limit
+    view = np.frombuffer(data, dtype=np.uint8, count=size)
+    breaks = [np.flatnonzero(view[at : at + _SCAN_BYTES] == 10) + at for at in range(0, size, _SCAN_BYTES)]
+    ends = np.concatenate([*breaks, np.array([size])]).astype(np.int64)
     starts = np.concatenate([np.zeros(1, dtype=np.int64), ends[:-1] + 1])
     full = ends > starts
-    first = view[np.minimum(starts, max(len(view) - 1, 0))] if len(view) else np.zeros(len(starts), dtype=np.uint8)
+    first = view[np.minimum(starts, max(size - 1, 0))] if size else np.zeros(len(starts), dtype=np.uint8)
     keep = full & ~_IS_WHITE[first]
     for i in np.flatnonzero(full & _IS_WHITE[first]).tolist():  # opens with white space: a value further on?
         keep[i] = _FIRST_VALUE.search(data, int(starts[i]), int(ends[i])) is not None
     kept = np.flatnonzero(keep)
     table = np.empty((len(kept), 3), dtype=np.int64)
-    table[:, 0], table[:, 1], table[:, 2] = starts[kept], ends[kept], kept + 1
+    table[:, 0], table[:, 1], table[:, 2] = starts[kept] + offset, ends[kept] + offset, kept + first_line
     spans: array[int] = array("q")
     spans.frombytes(table.tobytes())
-    return spans
+    return spans, len(ends) - 1
+
+
+def _streamable(head: bytes) -> bool:
+    """True when a file opening with ``head`` is JSONL by its first line alone, as :func:`_as_document`
+    decides: its first value does not open a document, or its first line is a whole JSON value
+    followed by more text."""
+    first = _FIRST_VALUE.search(head)
+    if first is None:
+        return False
+    if first.group() not in (b"{", b"["):
+        return True
+    end = head.find(b"\n", first.start())
+    if end < 0 or _FIRST_VALUE.search(head, end) is None:
+        return False
+    try:
+        orjson.loads(memoryview(head)[first.start() : end])
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _read_in_pieces(file: Any, head: bytes, start: int) -> tuple[array[int], array[int], bytes, int]:
+    """Line spans of a JSONL file read a piece at a time (:class:`Records`), ``head`` its first
+    bytes and ``start`` where its text starts (after a byte order mark).
+
+    Returns the spans, where each piece starts (and the end of the last), the last piece's bytes
+    and the file's size as read.
+    """
+    spans: array[int] = array("q")
+    bounds: array[int] = array("q", [start])
+    carry, base, line = head[start:], start, 1
+    while True:
+        more = file.read(PIECE_BYTES)
+        data = carry + more if more else carry
+        cut = data.rfind(b"\n") + 1 if more else len(data)
+        if more and cut == 0:  # one line longer than a piece: it makes a longer piece
+            carry = data
+            continue
+        found, breaks = _line_spans(data, cut, base, line)
+        spans.extend(found)
+        if cut:
+            bounds.append(base + cut)
+        if not more:
+            return spans, bounds, data, base + len(data)
+        carry, base, line = data[cut:], base + cut, line + breaks
 
 
 def _check_not_binary(path: Path | str, data: bytes) -> None:
@@ -373,23 +483,33 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     >>> len(source.records), source.partial_line
     (1, 2)
     """
+    bounds: array[int] | None = None
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as file:
+            head = max(PIECE_BYTES, BINARY_SNIFF_BYTES)
+            data = file.read(head)
+            _check_not_binary(path, data)
+            start = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
+            if len(data) == head and _streamable(data[start:]):
+                spans, bounds, data, size = _read_in_pieces(file, data, start)
+                base = bounds[-1] - len(data)  # where the last piece starts: data is its bytes
+            else:
+                data += file.read()
     except OSError as exc:
         raise SessionError(path, None, f"cannot read the file: {exc.strerror or exc}") from exc
-    _check_not_binary(path, data)
-    size = len(data)
-    data = data.removeprefix(UTF8_BOM)
-    document = _as_document(data)
-    if document is not None:
-        return Source(str(path), None, document, nbytes=size, lenient=lenient)
-    spans = _line_spans(data)
-    size_left = len(data)
+    if bounds is None:
+        size = len(data)
+        data = data.removeprefix(UTF8_BOM)
+        document = _as_document(data)
+        if document is not None:
+            return Source(str(path), None, document, nbytes=size, lenient=lenient)
+        spans, base = _line_spans(data)[0], 0  # offsets in data, after a byte order mark
     partial: int | None = None
-    if partial_last_line and spans and spans[-2] == size_left and not data.endswith(b"\n"):
+    if partial_last_line and spans and spans[-2] - base == len(data) and not data.endswith(b"\n"):
         try:  # no b"\n" after the last line: still being written if it is not whole JSON
-            orjson.loads(memoryview(data)[spans[-3] : spans[-2]])
+            orjson.loads(memoryview(data)[spans[-3] - base : spans[-2] - base])
         except orjson.JSONDecodeError:
             partial = spans[-1]
             del spans[-3:]
-    return Source(str(path), Records(str(path), data, spans, lenient), None, nbytes=size, lenient=lenient, partial_line=partial)
+    records = Records(str(path), data if bounds is None else None, spans, lenient, bounds)
+    return Source(str(path), records, None, nbytes=size, lenient=lenient, partial_line=partial)
