@@ -154,6 +154,8 @@ class Records(Sequence[Record]):
         while at < total:
             base, data = self._holding(spans[at])
             view, limit = memoryview(data), base + len(data)
+            if spans[at + 1] > limit:  # a piece holds whole lines (_read_piece checks it came back whole)
+                raise SessionError(self._path, spans[at + 2], "the file was rewritten while it was read; read it again")
             while at < total and spans[at + 1] <= limit:
                 yield at, view[spans[at] - base : spans[at + 1] - base]
                 at += 3

@@ -1,0 +1,311 @@
+"""The fast paths of reading a session give what the plain rules give.
+
+Each test here checks a shortcut of the planning read against the rule it stands for: a file
+read a piece at a time against the same file held whole, the one-pass Claude Code order against
+the two-pass one, the factored block markers against both marker patterns, the prefix checks of
+user-message kinds against the plain ones, the one-step usage object against the general one, the
+Cline results linked as they are read against the old positional rule.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dp_compact.sessions.source as source_module
+from dp_compact.conversation import BLOCK_MARKERS, Message, ToolCall, ToolResult
+from dp_compact.documents import DOCUMENT_MARKERS
+from dp_compact.errors import MalformedLineError
+from dp_compact.images import IMAGE_MARKERS
+from dp_compact.patterns import INJECTED_PREFIXES, _CONTEXT_BLOCK, is_injected_text
+from dp_compact.sessions import read_session
+from dp_compact.sessions.anthropic import answers_by_position, message_from_anthropic
+from dp_compact.sessions.claude_code import _links, _order
+from dp_compact.sessions.source import Records, read_source
+from dp_compact.sessions.usage import token_count, usage_from_api
+from dp_compact.summary_text import SUMMARY_PREFIXES, is_summary_text
+from dp_compact.tokens import _key
+
+# --- a file read in pieces -------------------------------------------------------------------
+
+
+def _lines(draw_parts: list[bytes], ending: str, bom: bool, broken: bool) -> bytes:
+    body = b"\n".join(draw_parts)
+    body += {"newline": b"\n", "none": b"", "partial": b'\n{"role": "us'}[ending]
+    if broken and draw_parts:
+        body = body.replace(b"}", b"", 1)
+    return (b"\xef\xbb\xbf" if bom else b"") + body
+
+
+_PART = st.one_of(
+    st.builds(lambda n, i: orjson.dumps({"role": "user", "content": "x" * n, "i": i}), st.integers(0, 900), st.integers(0, 99)),
+    st.sampled_from([b"", b"   \t", b'  {"a": 1}', b"\r"]),
+)
+
+
+def _read_all(path, piece: int, lenient: bool, monkeypatch) -> tuple:
+    """Everything a reader can ask of the records of ``path`` read with pieces of ``piece`` bytes."""
+    monkeypatch.setattr(source_module, "PIECE_BYTES", piece)
+    monkeypatch.setattr(source_module, "BINARY_SNIFF_BYTES", 4)  # the first piece is a piece too
+    try:
+        source = read_source(path, lenient=lenient)
+    except MalformedLineError as exc:
+        return ("error", exc.line)
+    records = source.records
+    assert records is not None
+    try:
+        forward = [(r.line, r.value, r.nbytes) for r in records]
+        values = list(records.values())
+        backward = [records[i].line for i in range(len(records) - 1, -1, -1)] if not lenient else []
+        head = [r.line for r in records[:5]]
+    except MalformedLineError as exc:
+        return ("error", exc.line)
+    return forward, values, backward, head, len(records), source.partial_line, source.nbytes, source.skipped
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_PART, max_size=30), st.sampled_from(["newline", "none", "partial"]), st.booleans(), st.booleans(), st.booleans())
+def test_a_file_read_in_pieces_reads_as_the_file_held_whole(tmp_path, monkeypatch, parts, ending, bom, broken, lenient):
+    """Lines, values, numbers, sizes, a half-written last line and malformed lines are the same
+    whether the file is held whole or read a few bytes at a time, forwards, backwards or sliced."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_lines(parts, ending, bom, broken))
+    whole = _read_all(path, 1 << 22, lenient, monkeypatch)
+    for piece in (1, 60, 700):
+        assert _read_all(path, piece, lenient, monkeypatch) == whole
+
+
+def _long_session(n: int) -> bytes:
+    return b"\n".join(orjson.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "x" * 200})
+                      for i in range(n)) + b"\n"
+
+
+def test_a_large_file_is_not_held_whole(tmp_path, monkeypatch):
+    """Past the piece size the records hold one piece of the file, not its whole text."""
+    monkeypatch.setattr(source_module, "PIECE_BYTES", 10_000)
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(_long_session(2_000))
+    records = read_source(path).records
+    assert isinstance(records, Records) and records._whole is None
+    assert len(list(records)) == 2_000
+    assert records._piece is not None and len(records._piece[1]) < 20_000
+    assert [m.text.split()[1] for m in read_session(path).messages][-1] == "1999"
+
+
+def test_a_file_rewritten_while_it_is_read_is_an_error_not_a_wrong_reading(tmp_path, monkeypatch):
+    from dp_compact.errors import SessionError
+
+    monkeypatch.setattr(source_module, "PIECE_BYTES", 10_000)
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(_long_session(500))
+    records = read_source(path).records
+    path.write_bytes(_long_session(30))  # truncated and written anew
+    with pytest.raises(SessionError, match="rewritten while it was read"):
+        list(records)
+
+
+def test_a_file_that_grows_while_it_is_read_is_read_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setattr(source_module, "PIECE_BYTES", 10_000)
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(_long_session(500))
+    records = read_source(path).records
+    with path.open("ab") as file:
+        file.write(_long_session(3))
+    assert len(list(records)) == 500
+
+
+# --- the Claude Code order in one pass --------------------------------------------------------
+
+_IDS = ["a", "b", "c", "d", "e", "A", "caf\u00e9"]
+
+
+def _claude_line(uid, parent, n):
+    record = {"type": "user", "message": {"role": "user", "content": f"prompt {n}"}, "uuid": uid, "parentUuid": parent,
+              "sessionId": "s"}
+    return orjson.dumps(record)
+
+
+def _escaped(line: bytes, uid) -> bytes:
+    """The line with its uuid spelled with an escape of its first letter (``\\u0061`` for ``a``)."""
+    if not isinstance(uid, str) or not uid or not uid[0].isascii():
+        return line
+    return line.replace(b'"uuid":"' + uid.encode(), b'"uuid":"\\u%04x' % ord(uid[0]) + uid[1:].encode(), 1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from([*_IDS, None]), st.sampled_from([*_IDS, None, "gone"]), st.booleans()), max_size=9),
+       st.integers(0, 4))
+def test_claude_code_read_in_one_pass_orders_as_the_two_pass_rule(tmp_path, monkeypatch, links, pad):
+    """Whatever the links (parents later, missing, their own, repeated, spelled with escapes, in
+    one piece or many), the messages come in the order of :func:`_order`."""
+    monkeypatch.setattr(source_module, "PIECE_BYTES", 64)
+    monkeypatch.setattr(source_module, "BINARY_SNIFF_BYTES", 4)
+    lines = [_claude_line(uid, parent, n) for n, (uid, parent, _) in enumerate(links)]
+    lines = [_escaped(line, uid) if escape else line for line, (uid, _, escape) in zip(lines, links, strict=True)]
+    lines += [_claude_line(None, None, 100 + i) for i in range(pad)]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    records = read_source(path).records
+    order = _order(_links(records))
+    expected = [records[i].value["message"]["content"] for i in (range(len(records)) if order is None else order)]
+    assert [m.text for m in read_session(path).history] == expected
+
+
+def test_claude_code_resumed_session_is_read_in_one_pass(tmp_path, monkeypatch):
+    """A first record whose parent is in an earlier file does not send the reader to two passes."""
+    import dp_compact.sessions.claude_code as claude_code
+
+    calls = []
+    monkeypatch.setattr(claude_code, "_links", lambda records: calls.append(1) or _links(records))
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(6)]
+    lines = [_claude_line(ids[0], str(uuid.UUID(int=999)), 0), *(_claude_line(ids[i], ids[i - 1], i) for i in range(1, 6))]
+    path = tmp_path / "resumed.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
+    assert calls == []
+    path.write_bytes(b"\n".join([lines[0], lines[2], lines[1], *lines[3:]]) + b"\n")  # a child before its parent
+    assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
+    assert calls
+
+
+# --- marker and kind rules ---------------------------------------------------------------------
+
+_MARKER_WORDS = sorted({w for p in (IMAGE_MARKERS, DOCUMENT_MARKERS) for w in re.findall(r"[A-Za-z_]+", p.pattern.decode())})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([*_MARKER_WORDS, "image_", "imag", "files", "input", "in", '"', "\\", " ", "x", ":", "Data"]),
+                max_size=8))
+def test_factored_block_markers_match_exactly_where_either_pattern_does(pieces):
+    text = "".join(pieces).encode()
+    either = IMAGE_MARKERS.search(text) is not None or DOCUMENT_MARKERS.search(text) is not None
+    assert (BLOCK_MARKERS.search(text) is not None) == either
+
+
+def test_every_marker_word_is_a_block_marker():
+    assert _MARKER_WORDS and all(BLOCK_MARKERS.fullmatch(b'"' + w.encode() + b'"') for w in _MARKER_WORDS)
+
+
+def _plain_injected(text: str) -> bool:
+    stripped = text.lstrip()
+    return stripped.startswith(INJECTED_PREFIXES) or (bool(stripped) and not _CONTEXT_BLOCK.sub("", stripped).strip())
+
+
+def _plain_summary(text: str) -> bool:
+    head = text[:4096].lstrip()[:120]
+    return any(head.startswith(prefix) for prefix in SUMMARY_PREFIXES)
+
+
+_OPENINGS = st.sampled_from([*INJECTED_PREFIXES, *SUMMARY_PREFIXES, "<system-reminder>x</system-reminder>", "<ide_opened>f</ide_opened>",
+                             "fix it", "<", "", "\n"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 5000), st.lists(_OPENINGS, max_size=3), st.sampled_from([" ", "\n", "\t"]))
+def test_user_message_kind_checks_equal_the_plain_rules(spaces, openings, space):
+    """Long leading white space included (the checks look at a text's opening only)."""
+    text = space * spaces + "".join(openings)
+    assert is_injected_text(text) == _plain_injected(text)
+    assert is_summary_text(text) == _plain_summary(text)
+
+
+# --- usage, Cline results, cache keys -----------------------------------------------------------
+
+_COUNT = st.one_of(st.integers(-2, 10**7), st.none(), st.booleans(), st.sampled_from([3.0, 2.5, "12", "x"]))
+_USAGE_KEYS = ["input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "prompt_tokens",
+               "completion_tokens", "cached_input_tokens"]
+
+
+def _general_usage(usage, line):
+    """usage_from_api's general path (every count through token_count)."""
+    from dp_compact.conversation import Usage
+    from dp_compact.sessions.usage import _ANTHROPIC_CACHE_KEYS, _OPENAI_CACHE_KEYS, _cached_openai
+
+    source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
+    given_tokens = token_count(usage.get(source_input), source_input)
+    output_key = "output_tokens" if "output_tokens" in usage else "completion_tokens"
+    output = token_count(usage.get(output_key), output_key)
+    read = token_count(usage.get("cache_read_input_tokens"), "cache_read_input_tokens")
+    write = token_count(usage.get("cache_creation_input_tokens"), "cache_creation_input_tokens")
+    cached = _cached_openai(usage)
+    anthropic = any(key in usage for key in _ANTHROPIC_CACHE_KEYS)
+    openai = any(key in usage for key in _OPENAI_CACHE_KEYS)
+    if openai and anthropic:
+        openai = cached == read and given_tokens >= read
+        anthropic = not openai
+    if openai and cached > given_tokens:
+        return Usage(given_tokens + cached, cached, 0, output, line=line, convention="anthropic")
+    if openai:
+        return Usage(given_tokens, cached, 0, output, line=line, convention="openai") if given_tokens else None
+    total = given_tokens + read + write
+    return Usage(total, read, write, output, line=line, convention="anthropic" if anthropic else "") if total else None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.dictionaries(st.sampled_from(_USAGE_KEYS), _COUNT, max_size=5),
+    st.fixed_dictionaries({k: _COUNT for k in _USAGE_KEYS[:4]}, optional={k: _COUNT for k in _USAGE_KEYS[4:]}),
+    st.fixed_dictionaries({k: st.integers(-2, 10**7) for k in _USAGE_KEYS[:4]}),  # the one-step shape, a count below 0 included
+))
+def test_one_step_usage_equals_the_general_reading(usage):
+    try:
+        expected = _general_usage(usage, 7)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            usage_from_api(usage, 7)
+        return
+    assert usage_from_api(usage, 7) == expected
+
+
+_CLINE_TEXTS = st.sampled_from(["[read_file for 'a.py'] Result:\nok", "[execute_command] Result: done", "[other] Result: x", "go on"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(
+    st.builds(lambda name: {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": name, "input": {}}]},
+              st.sampled_from(["read_file", "execute_command"])),
+    st.builds(lambda text: {"role": "user", "content": [{"type": "text", "text": text}]}, _CLINE_TEXTS),
+    st.builds(lambda text: {"role": "user", "content": text}, _CLINE_TEXTS),
+    st.just({"role": "assistant", "content": "thinking aloud"}),
+), max_size=8))
+def test_cline_results_linked_as_read_equal_the_positional_rule(tmp_path, messages):
+    """Each user message answering the call before it becomes its result, as answers_by_position
+    says over the messages read whole."""
+    expected: list[Message] = []
+    for obj in messages:
+        message = message_from_anthropic(obj)
+        previous = expected[-1] if expected else None
+        if previous is not None and answers_by_position(previous, message):
+            results = tuple(ToolResult(c.id, message.text) for c in previous.tool_calls)
+            message = Message("tool", "", tool_results=results, line=message.line, source_bytes=message.source_bytes)
+        expected.append(message)
+    path = tmp_path / "cline.json"
+    path.write_bytes(orjson.dumps(messages))
+    if not messages:
+        return
+    got = read_session(path, raw_json=True).messages
+    assert [(m.role, m.text, m.tool_results, m.kind) for m in got] == [(m.role, m.text, m.tool_results, m.kind) for m in expected]
+
+
+def test_token_cache_keys_name_the_text_and_nothing_else():
+    assert _key("hello") == _key("hello") and len(_key("hello")) == 16
+    assert len({_key(t) for t in ["", "a", "b", "a ", "\udc80", "é"]}) == 6
+
+
+def test_message_made_by_slots_is_the_dataclass_it_was():
+    """Fields, defaults, kind rules, equality without raw, immutability and replace."""
+    import dataclasses
+
+    message = Message("user", "<task-notification>x</task-notification>", raw={"content": "x"})
+    assert message.kind == "injected" and message.source_lines == 1 and message.tool_calls == ()
+    assert message == Message("user", "<task-notification>x</task-notification>", raw=None)
+    assert dataclasses.replace(message, kind="summary").kind == "summary"
+    assert Message("tool", kind="prompt").kind == "tool_result"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        message.text = "y"  # type: ignore[misc]
+    assert ToolCall("a", "b") == ToolCall("a", "b", "") and hash(ToolCall("a", "b")) == hash(ToolCall("a", "b", ""))
