@@ -87,6 +87,8 @@ IMAGE_MAX_EDGE_PX = 1568
 PDF_TEXT_TOKENS_PER_PAGE = 2250
 
 _BATCH = 512
+#: Texts tokenized at once (:func:`count_text_tokens`): their token lists are held until counted.
+_COUNT_BATCH = 2048
 #: Bytes of a cache key (XXH3-128 digest size).
 _KEY_BYTES = 16
 #: Seed of the cache keys' hash: it names the encoding counted (``ENCODING_NAME``) and the key
@@ -122,10 +124,11 @@ def count_text_tokens(texts: Sequence[str]) -> npt.NDArray[np.int64]:
 
     Special-token text such as ``<|endoftext|>`` is counted as ordinary text, never rejected.
     """
-    if not texts:
-        return np.zeros(0, dtype=np.int64)
-    encoded = _encoding().encode_ordinary_batch(list(texts), num_threads=2)
-    return np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(texts))
+    counts = np.zeros(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), _COUNT_BATCH):  # the token lists of one batch at a time: memory stays flat
+        batch = list(texts[start : start + _COUNT_BATCH])
+        counts[start : start + len(batch)] = [len(e) for e in _encoding().encode_ordinary_batch(batch, num_threads=2)]
+    return counts
 
 
 def default_cache_path() -> Path:

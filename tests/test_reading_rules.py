@@ -27,7 +27,7 @@ from dp_compact.sessions import read_session
 from dp_compact.sessions.anthropic import answers_by_position, message_from_anthropic
 from dp_compact.sessions.claude_code import _links, _order
 from dp_compact.sessions.source import Records, read_source
-from dp_compact.sessions.usage import token_count, usage_from_api
+from dp_compact.sessions.usage import usage_from_api
 from dp_compact.summary_text import SUMMARY_PREFIXES, is_summary_text
 from dp_compact.tokens import _key
 
@@ -221,29 +221,13 @@ _USAGE_KEYS = ["input_tokens", "output_tokens", "cache_read_input_tokens", "cach
                "completion_tokens", "cached_input_tokens"]
 
 
-def _general_usage(usage, line):
-    """usage_from_api's general path (every count through token_count)."""
-    from dp_compact.conversation import Usage
-    from dp_compact.sessions.usage import _ANTHROPIC_CACHE_KEYS, _OPENAI_CACHE_KEYS, _cached_openai
+class _Count(int):
+    """An int that the one-step path of :func:`usage_from_api` does not take (it wants exact ints)."""
 
-    source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
-    given_tokens = token_count(usage.get(source_input), source_input)
-    output_key = "output_tokens" if "output_tokens" in usage else "completion_tokens"
-    output = token_count(usage.get(output_key), output_key)
-    read = token_count(usage.get("cache_read_input_tokens"), "cache_read_input_tokens")
-    write = token_count(usage.get("cache_creation_input_tokens"), "cache_creation_input_tokens")
-    cached = _cached_openai(usage)
-    anthropic = any(key in usage for key in _ANTHROPIC_CACHE_KEYS)
-    openai = any(key in usage for key in _OPENAI_CACHE_KEYS)
-    if openai and anthropic:
-        openai = cached == read and given_tokens >= read
-        anthropic = not openai
-    if openai and cached > given_tokens:
-        return Usage(given_tokens + cached, cached, 0, output, line=line, convention="anthropic")
-    if openai:
-        return Usage(given_tokens, cached, 0, output, line=line, convention="openai") if given_tokens else None
-    total = given_tokens + read + write
-    return Usage(total, read, write, output, line=line, convention="anthropic" if anthropic else "") if total else None
+
+def _general_usage(usage, line):
+    """:func:`usage_from_api` by its general path: every count through :func:`token_count`."""
+    return usage_from_api({k: _Count(v) if type(v) is int else v for k, v in usage.items()}, line)
 
 
 @settings(max_examples=500, deadline=None)
