@@ -149,11 +149,13 @@ class _Part:
         self.nbytes = self.lines = 0
         self.call_ids: set[str] = set()
 
-    def add(self, blocks: list[Any], nbytes: int) -> None:
+    def add(self, blocks: list[Any], nbytes: int, *, calls: bool = True) -> None:
+        """Add one line's blocks; ``calls``: keep the ids of their tool calls (an API response's part)."""
         self.blocks.extend(blocks)
         self.nbytes += nbytes
         self.lines += 1
-        self.call_ids.update([b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b])
+        if calls:
+            self.call_ids.update([b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b])
 
     def message(self, role: str) -> Message:
         raw = {"role": role, "content": self.blocks}
@@ -262,7 +264,12 @@ class _Reader:
         if not isinstance(value, dict):
             raise ValueError("a Claude Code record must be a JSON object")
         if self.seen is not None:
-            self._check_order(record, value.get("uuid"), value.get("parentUuid"))
+            uuid, parent = value.get("uuid"), value.get("parentUuid")
+            if parent is None or (type(parent) is str and parent in self.seen):  # in file order: nothing to check
+                if type(uuid) is str:
+                    self.seen.add(uuid)
+            else:
+                self._check_order(record, uuid, parent)
         kind = value.get("type")
         if value.get("isSidechain") is True:
             return
@@ -313,12 +320,12 @@ class _Reader:
         ):
             if self.results is None:
                 self.results = _Part(record.line, source=origin)
-            self.results.add(content, record.nbytes)  # type: ignore[arg-type]
+            self.results.add(content, record.nbytes, calls=False)  # type: ignore[arg-type]
             return
         self.flush()
         if results and origin:  # results whose call is missing from the file: keep them together
             self.results = _Part(record.line, source=origin)
-            self.results.add(content, record.nbytes)  # type: ignore[arg-type]
+            self.results.add(content, record.nbytes, calls=False)  # type: ignore[arg-type]
             return
         raw = {"role": "user", "content": content}
         message = message_from_anthropic(raw, line=record.line, nbytes=record.nbytes)
