@@ -197,3 +197,24 @@ def test_seed_stats_file_with_a_utf8_bom_is_read(tmp_path):
     path = tmp_path / "stats.json"
     path.write_bytes(b"\xef\xbb\xbf" + b'{"current_turn_count": 3}')
     assert read_seed_stats(path).current_turn_count == 3
+
+
+@pytest.mark.parametrize("shape", ["object", "array"])
+def test_a_cut_off_pretty_printed_document_is_named_where_it_ends(tmp_path, shape):
+    """A JSON document spread over lines and cut off is an error at the line where the parser
+    stopped, not at line 1 as if it were JSONL."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(40)]
+    text = json.dumps({"messages": messages} if shape == "object" else messages, indent=2)
+    path = tmp_path / "cut.json"
+    path.write_text(text[: len(text) * 2 // 3])
+    expected = text[: len(text) * 2 // 3].rstrip().count("\n") + 1
+    with pytest.raises(MalformedLineError, match=r"cut\.json:\d+: not valid JSON \(.+\): the file is one JSON document") as caught:
+        read_source(path)
+    assert abs(caught.value.line - expected) <= 1 and caught.value.line > 1
+
+
+def test_a_jsonl_file_with_a_broken_first_line_is_still_named_at_line_1(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"role": "us\n{"role": "user", "content": "x"}\n{"role": "assistant", "content": "y"}\n')
+    with pytest.raises(MalformedLineError, match=r"s\.jsonl:1: line 1 is not valid JSON"):
+        read_session(path)

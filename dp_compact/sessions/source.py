@@ -273,11 +273,35 @@ class Source:
         return len(getattr(self.records, "bad_lines", ()))
 
 
+class _BrokenDocument(Exception):
+    """A file that is one JSON document (spread over lines) and is not valid JSON past its first line."""
+
+    def __init__(self, error: orjson.JSONDecodeError) -> None:
+        super().__init__(error.msg)
+        self.error = error
+
+
+def _whole_value(text: bytes, start: int) -> bool:
+    """True when the first non-blank line at or after ``start`` is a whole JSON value by itself."""
+    first = _FIRST_VALUE.search(text, start)
+    if first is None:
+        return False
+    end = text.find(b"\n", first.start())
+    try:
+        orjson.loads(memoryview(text)[first.start() : len(text) if end < 0 else end])
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def _as_document(text: bytes) -> Any | None:
     """The whole file as one JSON value, or None when it is not one (or is a one-line record).
 
     A first line that is a whole JSON value followed by more text makes the file JSONL without
-    parsing the rest here (the whole cannot be one value then).
+    parsing the rest here (the whole cannot be one value then). Raises :class:`_BrokenDocument`
+    when the text opens a document whose first two lines are no records by themselves (a
+    pretty-printed file) and it is not valid JSON past its first line: the error is where the
+    parser stopped, not at line 1.
     """
     first = _FIRST_VALUE.search(text)  # no copy of the file, as strip() would make
     if first is None or first.group() not in (b"{", b"["):
@@ -293,7 +317,9 @@ def _as_document(text: bytes) -> Any | None:
             return None
     try:
         value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as exc:
+        if end >= 0 and exc.lineno > text.count(b"\n", 0, start) + 1 and not _whole_value(text, end + 1):
+            raise _BrokenDocument(exc) from exc  # neither its first nor its second line is a record: a document
         return None
     end = len(text)
     while end > start and text[end - 1] in _WHITE_SPACE:
@@ -502,7 +528,13 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
     if bounds is None:
         size = len(data)
         data = data.removeprefix(UTF8_BOM)
-        document = _as_document(data)
+        try:
+            document = _as_document(data)
+        except _BrokenDocument as broken:
+            error = broken.error
+            raise MalformedLineError(path, error.lineno, (
+                f"not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): the file is one JSON document"
+                " and is cut off or damaged there")) from error
         if document is not None:
             return Source(str(path), None, document, nbytes=size, lenient=lenient)
         spans, base = _line_spans(data)[0], 0  # offsets in data, after a byte order mark
