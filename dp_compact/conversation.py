@@ -99,8 +99,8 @@ def raw_as_json(*, whole: bool = False) -> Iterator[None]:
     keeps only its content's kind. A reader that needs a message's source after the message
     is made keeps the parsed value itself for as long as it needs it (the Anthropic reader links
     Cline's positional results to the message just before). ``whole`` keeps every message's whole
-    JSON text; inside a block without ``whole`` it changes nothing outside one. A value ``orjson`` cannot serialise is
-    kept as given.
+    JSON text; inside a block without ``whole`` it changes nothing outside one. A value ``orjson``
+    cannot serialise is kept as given.
     """
     current = _RAW_AS_JSON.get()
     token = _RAW_AS_JSON.set("whole" if whole or current == "whole" else "shape")

@@ -147,7 +147,9 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     resolved = "tool" if (role == "user" and results) else role
     # Message's fields in order: role, text, tool_calls, tool_results, thinking, signed_thinking,
     # images, line, source_bytes, source_lines, raw
-    return Message(resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines, obj)
+    return Message(
+        resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines, obj
+    )
 
 
 def _is_anthropic_message(value: Any) -> bool:

@@ -29,7 +29,10 @@ import orjson
 
 from dp_compact.errors import MalformedLineError, SessionError
 
-__all__ = ["BINARY_SNIFF_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "read_source"]
+__all__ = [
+    "BINARY_SNIFF_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note",
+    "read_source",
+]
 
 #: Records (JSONL lines, or entries of a JSON array) a reader's ``sniff`` looks at: a format is
 #: told from the start of a file, so telling it costs the same for any length; the reader then

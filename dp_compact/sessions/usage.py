@@ -99,7 +99,8 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
     if usage.keys().isdisjoint(_OPENAI_CACHE_KEYS):  # the Anthropic sum; all four counts plain: one step
         given, output, read, write = (usage.get("input_tokens"), usage.get(output_key), usage.get("cache_read_input_tokens"),
                                       usage.get("cache_creation_input_tokens"))
-        if type(given) is int and type(output) is int and type(read) is int and type(write) is int and min(given, output, read, write) >= 0:
+        plain = type(given) is int and type(output) is int and type(read) is int and type(write) is int
+        if plain and min(given, output, read, write) >= 0:
             total = given + read + write  # both cache keys are there: the Anthropic convention
             return Usage(total, read, write, output, line=line, convention="anthropic") if total else None
     source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
