@@ -293,3 +293,38 @@ def test_message_made_by_slots_is_the_dataclass_it_was():
     with pytest.raises(dataclasses.FrozenInstanceError):
         message.text = "y"  # type: ignore[misc]
     assert ToolCall("a", "b") == ToolCall("a", "b", "") and hash(ToolCall("a", "b")) == hash(ToolCall("a", "b", ""))
+
+
+# --- the shared real transcripts ---------------------------------------------------------------
+
+
+def _shared_jsonl():
+    from dp_compact.io import session_files
+    from tests.conftest import SESSIONS
+
+    if not SESSIONS.is_dir():
+        return []
+    return [p for p in session_files(SESSIONS) if read_source(p).records is not None]
+
+
+@pytest.mark.skipif(not _shared_jsonl(), reason="../shared/sessions is absent")
+@pytest.mark.parametrize("path", _shared_jsonl(), ids=lambda p: p.name)
+def test_a_real_transcript_read_in_pieces_reads_as_held_whole(path, monkeypatch):
+    """Every shared JSONL transcript, read 64 KB at a time, gives the same session (its messages,
+    usage, counts, history) as read whole; Claude Code files in one pass as in two."""
+    from dp_compact.errors import NotASessionError
+
+    try:
+        whole = read_session(path, raw_json=True)
+    except NotASessionError:
+        pytest.skip(f"{path.name} is not a conversation")
+    monkeypatch.setattr(source_module, "PIECE_BYTES", 1 << 16)
+    records = read_source(path).records
+    assert path.stat().st_size <= 1 << 16 or (isinstance(records, Records) and records._whole is None)
+    pieces = read_session(path, raw_json=True)
+    assert pieces == whole and pieces.history == whole.history and pieces.compaction_records == whole.compaction_records
+    if whole.format == "claude_code":
+        import dp_compact.sessions.claude_code as claude_code
+
+        monkeypatch.setattr(claude_code, "Records", type("NotRecords", (), {}))  # the reader takes the two-pass order
+        assert read_session(path, raw_json=True).history == whole.history

@@ -297,31 +297,36 @@ def _whole_value(text: bytes, start: int) -> bool:
     return True
 
 
+def _jsonl_by_first_line(text: bytes) -> bool:
+    """True when ``text`` is JSONL by its first line alone: its first value does not open a
+    document, or its first line is a whole JSON value followed by more text (the whole cannot
+    be one value then)."""
+    first = _FIRST_VALUE.search(text)
+    if first is None:
+        return False
+    if first.group() not in (b"{", b"["):
+        return True
+    end = text.find(b"\n", first.start())
+    return end >= 0 and _FIRST_VALUE.search(text, end) is not None and _whole_value(text, first.start())
+
+
 def _as_document(text: bytes) -> Any | None:
     """The whole file as one JSON value, or None when it is not one (or is a one-line record).
 
-    A first line that is a whole JSON value followed by more text makes the file JSONL without
-    parsing the rest here (the whole cannot be one value then). Raises :class:`_BrokenDocument`
-    when the text opens a document whose first two lines are no records by themselves (a
-    pretty-printed file) and it is not valid JSON past its first line: the error is where the
-    parser stopped, not at line 1.
+    A file that is JSONL by its first line (:func:`_jsonl_by_first_line`) is not parsed whole
+    here. Raises :class:`_BrokenDocument` when the text opens a document whose first two lines
+    are no records by themselves (a pretty-printed file) and it is not valid JSON past its first
+    line: the error is where the parser stopped, not at line 1.
     """
     first = _FIRST_VALUE.search(text)  # no copy of the file, as strip() would make
-    if first is None or first.group() not in (b"{", b"["):
+    if first is None or _jsonl_by_first_line(text):
         return None
     start = first.start()
-    end = text.find(b"\n", start)
-    if end >= 0 and _FIRST_VALUE.search(text, end) is not None:
-        try:
-            orjson.loads(memoryview(text)[start:end])
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            return None
+    line_end = text.find(b"\n", start)
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        if end >= 0 and exc.lineno > text.count(b"\n", 0, start) + 1 and not _whole_value(text, end + 1):
+        if line_end >= 0 and exc.lineno > text.count(b"\n", 0, start) + 1 and not _whole_value(text, line_end + 1):
             raise _BrokenDocument(exc) from exc  # neither its first nor its second line is a record: a document
         return None
     end = len(text)
@@ -367,25 +372,6 @@ def _line_spans(data: bytes, limit: int | None = None, offset: int = 0, first_li
     spans: array[int] = array("q")
     spans.frombytes(table.tobytes())
     return spans, len(ends) - 1
-
-
-def _streamable(head: bytes) -> bool:
-    """True when a file opening with ``head`` is JSONL by its first line alone, as :func:`_as_document`
-    decides: its first value does not open a document, or its first line is a whole JSON value
-    followed by more text."""
-    first = _FIRST_VALUE.search(head)
-    if first is None:
-        return False
-    if first.group() not in (b"{", b"["):
-        return True
-    end = head.find(b"\n", first.start())
-    if end < 0 or _FIRST_VALUE.search(head, end) is None:
-        return False
-    try:
-        orjson.loads(memoryview(head)[first.start() : end])
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def _read_in_pieces(file: Any, head: bytes, start: int) -> tuple[array[int], array[int], bytes, int]:
@@ -521,7 +507,7 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
             data = file.read(head)
             _check_not_binary(path, data)
             start = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
-            if len(data) == head and _streamable(data[start:]):
+            if len(data) == head and _jsonl_by_first_line(data[start:]):
                 spans, bounds, data, size = _read_in_pieces(file, data, start)
                 base = bounds[-1] - len(data)  # where the last piece starts: data is its bytes
             else:
