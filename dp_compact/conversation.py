@@ -52,7 +52,6 @@ __all__ = [
     "last_own_summary",
     "raw_as_json",
     "holds_no_blocks",
-    "raw_json_active",
     "raw_value",
     "recorded_history",
     "summary_counts",
@@ -108,11 +107,6 @@ def raw_as_json(*, whole: bool = False) -> Iterator[None]:
         yield
     finally:
         _RAW_AS_JSON.reset(token)
-
-
-def raw_json_active() -> bool:
-    """True inside :func:`raw_as_json`."""
-    return bool(_RAW_AS_JSON.get())
 
 
 def _kept_raw(raw: Any, how: str) -> Any:
