@@ -106,10 +106,12 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
     where_called: dict[str, int] = {}
     turns = bytearray(n)
     for index, message in enumerate(messages):
-        if message.is_user_message:
-            plain_user[index] = message.is_user_turn and _has_string_content(message.raw)
-            turns[index] = message.is_user_turn
-        elif message.role == "assistant":
+        role = message.role
+        if role == "user":  # Message.is_user_message; a user turn is its kind "prompt" (Message.is_user_turn)
+            if message.kind == "prompt":
+                turns[index] = 1
+                plain_user[index] = _has_string_content(message.raw)
+        elif role == "assistant":
             roles[index] = ROLE_ASSISTANT
             for call in message.tool_calls:
                 where_called.setdefault(call.id, index)

@@ -106,17 +106,23 @@ def _encoding() -> tiktoken.Encoding:
 
 def message_token_text(message: Message) -> str:
     """The text of ``message`` that is counted: text, thinking, tool calls and tool results."""
-    if not (message.thinking or message.tool_calls or message.tool_results):
-        return message.text
-    parts = [message.text]
-    if message.thinking:
-        parts.append(message.thinking)
-    for call in message.tool_calls:
-        parts.append(call.name)
-        parts.append(call.arguments)
-    for result in message.tool_results:
-        parts.append(result.text)
-    return "\n".join(p for p in parts if p)
+    text, thinking, calls, results = message.text, message.thinking, message.tool_calls, message.tool_results
+    if not (thinking or calls or results):
+        return text
+    if not (text or thinking or calls) and len(results) == 1:  # a tool message answering one call
+        return results[0].text
+    parts = [text] if text else []
+    if thinking:
+        parts.append(thinking)
+    for call in calls:
+        if call.name:
+            parts.append(call.name)
+        if call.arguments:
+            parts.append(call.arguments)
+    for result in results:
+        if result.text:
+            parts.append(result.text)
+    return "\n".join(parts)
 
 
 def count_text_tokens(texts: Sequence[str]) -> npt.NDArray[np.int64]:

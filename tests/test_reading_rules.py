@@ -295,6 +295,70 @@ def test_message_made_by_slots_is_the_dataclass_it_was():
     assert ToolCall("a", "b") == ToolCall("a", "b", "") and hash(ToolCall("a", "b")) == hash(ToolCall("a", "b", ""))
 
 
+# --- the planning pass over the messages ------------------------------------------------------
+
+_TEXTS = st.sampled_from(["", "a", "b c", "\n"])
+_MESSAGES = st.lists(st.one_of(
+    st.builds(lambda t, ids: Message("assistant", t, tuple(ToolCall(i, "run", "{}") for i in ids)), _TEXTS,
+              st.lists(st.sampled_from(["c1", "c2", "c3"]), max_size=2)),
+    st.builds(lambda ids, t: Message("tool", tool_results=tuple(ToolResult(i, t) for i in ids)),
+              st.lists(st.sampled_from(["c1", "c2", "c3", "gone"]), min_size=1, max_size=2), _TEXTS),
+    st.builds(lambda t, kind, content: Message("user", t, kind=kind, raw={"content": content}), _TEXTS,
+              st.sampled_from(["prompt", "injected", "summary"]), st.sampled_from(["x", []])),
+), max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXTS, _TEXTS, st.lists(st.tuples(_TEXTS, _TEXTS), max_size=2), st.lists(_TEXTS, max_size=2))
+def test_counted_text_is_the_non_empty_parts_joined(text, thinking, calls, results):
+    from dp_compact.tokens import message_token_text
+
+    message = Message("assistant" if calls or not results else "tool", text, tuple(ToolCall("i", n, a) for n, a in calls),
+                      tuple(ToolResult("i", r) for r in results), thinking)
+    parts = [text, thinking, *[p for call in calls for p in call], *results]
+    assert message_token_text(message) == "\n".join(p for p in parts if p)
+
+
+def _link_in_two_passes(messages):
+    """link_tool_results' second pass run whatever the first found (the rule before its early exit)."""
+    later = {}
+    for index, message in enumerate(messages):
+        for call in message.tool_calls:
+            later.setdefault(call.id, index)
+    ordered, deferred, seen = [], {}, set()
+    for index, message in enumerate(messages):
+        ids = [r.call_id for r in message.tool_results]
+        waiting = [later[c] for c in ids if c not in seen and c in later and later[c] > index]
+        if message.tool_results and message.role == "tool" and waiting and len(waiting) == len(ids):
+            deferred.setdefault(min(waiting), []).append(message)
+            continue
+        ordered.append(message)
+        seen.update(call.id for call in message.tool_calls)
+        ordered.extend(deferred.pop(index, []))
+    return ordered + [m for rest in deferred.values() for m in rest]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_MESSAGES)
+def test_results_after_their_calls_keep_their_order_as_the_second_pass_would(messages):
+    from dp_compact.sessions.common import _unique_call_ids, link_tool_results
+
+    assert link_tool_results(messages) == _unique_call_ids(_link_in_two_passes(messages))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MESSAGES)
+def test_message_arrays_read_turns_and_roles_by_the_message_rules(messages):
+    from dp_compact.cuts import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, message_arrays
+
+    arrays = message_arrays(messages)
+    roles = [ROLE_USER if m.is_user_message else ROLE_ASSISTANT if m.role == "assistant" else ROLE_TOOL for m in messages]
+    turns = [m.is_user_turn for m in messages]
+    plain = [m.is_user_turn and not isinstance(m.raw["content"], list) for m in messages]
+    assert arrays.roles.tolist() == roles and arrays.plain_user.tolist() == plain
+    assert arrays.turn_index.tolist() == [sum(turns[: i + 1]) for i in range(len(messages))]
+
+
 # --- the shared real transcripts ---------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
-from dp_compact.sessions.common import build_session, dumps, is_summary_text, summary_tool, text_and_images
+from dp_compact.sessions.common import build_session, dumps, summary_tool, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_value
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
@@ -131,11 +131,19 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
         elif kind == "redacted_thinking":
             signed = True
         elif kind == "tool_use" or kind in SERVER_CALL_TYPES:
-            calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), dumps(block.get("input", {}))))
+            call_id, name = block.get("id", ""), block.get("name", "")
+            calls.append(ToolCall(
+                call_id if type(call_id) is str else str(call_id), name if type(name) is str else str(name), dumps(block.get("input", {}))
+            ))
         elif kind == "tool_result":
-            text, n_images = _result_text(block.get("content"))
-            images += n_images
-            results.append(ToolResult(str(block.get("tool_use_id", "")), text, bool(block.get("is_error", False))))
+            answered, result = block.get("tool_use_id", ""), block.get("content")
+            if type(result) is str:
+                text = result
+            else:
+                text, n_images = _result_text(result)
+                images += n_images
+            error = block.get("is_error", False)
+            results.append(ToolResult(answered if type(answered) is str else str(answered), text, error if type(error) is bool else bool(error)))
         elif kind in _IMAGE_TYPES:
             images += 1
         elif _is_server_result(kind) and role == "assistant":
@@ -286,7 +294,8 @@ def read(source: Source) -> Session:
         model = _recorded_model(value) or model
 
     skipped = each_record(source, _items(source) or [], add)
-    markers = [i for i, m in enumerate(messages) if m.role == "user" and is_summary_text(m.text)]
+    # a user message's kind is "summary" exactly when its text reads as one (Message, no kind given here)
+    markers = [i for i, m in enumerate(messages) if m.kind == "summary"]
     return build_session(
         path=source.path,
         format=FORMAT,

@@ -128,26 +128,17 @@ class _ParentLater(Exception):
 _DANGLING_CHECKS = 16
 
 
-def _usage(message: dict[str, Any], line: int) -> Usage | None:
-    """Usage of one API response (None when its prompt is 0): prompt = input + cache reads + cache
-    writes, or the input alone for an OpenAI-style object (:func:`~dp_compact.sessions.usage.usage_from_api`).
-
-    Raises ValueError for a count that is not a non-negative whole number.
-    """
-    usage = message.get("usage")
-    return usage_from_api(usage, line) if isinstance(usage, dict) else None
-
-
 class _Part:
     """Blocks collected from one or more lines that become one message."""
 
     __slots__ = ("line", "blocks", "nbytes", "lines", "key", "call_ids", "source")
 
-    def __init__(self, line: int, *, key: str = "", source: Any = None) -> None:
+    def __init__(self, line: int, blocks: list[Any], nbytes: int, *, key: str = "", source: Any = None, calls: bool = True) -> None:
+        """The part of one line's ``blocks`` (a copy; see :meth:`add` for ``calls``)."""
         self.line, self.key, self.source = line, key, source
-        self.blocks: list[Any] = []
-        self.nbytes = self.lines = 0
-        self.call_ids: set[str] = set()
+        self.blocks = list(blocks)
+        self.nbytes, self.lines = nbytes, 1
+        self.call_ids: set[str] = _call_ids(blocks) if calls else set()
 
     def add(self, blocks: list[Any], nbytes: int, *, calls: bool = True) -> None:
         """Add one line's blocks; ``calls``: keep the ids of their tool calls (an API response's part)."""
@@ -155,22 +146,28 @@ class _Part:
         self.nbytes += nbytes
         self.lines += 1
         if calls:
-            self.call_ids.update([b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b])
+            self.call_ids.update(_call_ids(blocks))
 
     def message(self, role: str) -> Message:
         raw = {"role": role, "content": self.blocks}
         return message_from_anthropic(raw, line=self.line, nbytes=self.nbytes, lines=self.lines)
 
 
+def _call_ids(blocks: list[Any]) -> set[str]:
+    """Ids of the ``tool_use`` blocks among ``blocks``."""
+    return {b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+
+
 def _blocks(record: Record, kind: str) -> tuple[dict[str, Any], list[Any] | str]:
     """The ``message`` object and its content of a user/assistant record, validated."""
-    value = record.value
-    message = value.get("message")
+    message = record.value.get("message")
     if not isinstance(message, dict):
         raise ValueError(f"a Claude Code {kind!r} record needs a 'message' object")
     content = message.get("content")
+    if type(content) is list or type(content) is str:  # as JSON gives them: no subclass to ask about
+        return message, content
     if content is None:
-        content = []
+        return message, []
     if not isinstance(content, (str, list)):
         raise ValueError(f"message.content of a {kind!r} record must be a string or a list of blocks")
     return message, content
@@ -225,11 +222,13 @@ class _Reader:
         """Emit the open assistant message, the tool message answering it and the attachments since."""
         if self.assistant is not None:
             self.messages.append(self.assistant.message("assistant"))
+            self.assistant = None
         if self.results is not None:
             self.messages.append(self.results.message("user"))
-        self.messages.extend(self.attachments)
-        self.assistant = self.results = None
-        self.attachments = []
+            self.results = None
+        if self.attachments:
+            self.messages.extend(self.attachments)
+            self.attachments = []
 
     def attachment_line(self, record: Record) -> None:
         """Context injected by the CLI: an ``injected`` user message after the open response's results."""
@@ -263,26 +262,28 @@ class _Reader:
         value = record.value
         if not isinstance(value, dict):
             raise ValueError("a Claude Code record must be a JSON object")
-        if self.seen is not None:
+        seen = self.seen
+        if seen is not None:
             uuid, parent = value.get("uuid"), value.get("parentUuid")
-            if parent is None or (type(parent) is str and parent in self.seen):  # in file order: nothing to check
+            if parent is None or (type(parent) is str and parent in seen):  # in file order: nothing to check
                 if type(uuid) is str:
-                    self.seen.add(uuid)
+                    seen.add(uuid)
             else:
                 self._check_order(record, uuid, parent)
-        kind = value.get("type")
         if value.get("isSidechain") is True:
             return
-        if kind == "system" and value.get("subtype") == "compact_boundary":
-            self.flush()
-            self.compactions += 1
-            self.live_start = len(self.messages)
-            self.records.append(_recorded_compaction(value, record.line))
-            self.awaiting_summary = True
-        elif kind == "assistant":
+        kind = value.get("type")
+        if kind == "assistant":
             self.assistant_line(record)
         elif kind == "user":
             self.user_line(record)
+        elif kind == "system":
+            if value.get("subtype") == "compact_boundary":
+                self.flush()
+                self.compactions += 1
+                self.live_start = len(self.messages)
+                self.records.append(_recorded_compaction(value, record.line))
+                self.awaiting_summary = True
         elif kind == "attachment":
             self.attachment_line(record)
 
@@ -290,49 +291,58 @@ class _Reader:
         """One content block (or more) of an API response."""
         message, content = _blocks(record, "assistant")
         value = record.value
-        if message.get("model") == _SYNTHETIC_MODEL or value.get("isApiErrorMessage"):
+        model = message.get("model")
+        if model == _SYNTHETIC_MODEL or value.get("isApiErrorMessage"):
             return
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        key = str(message.get("id") or value.get("uuid") or f"line {record.line}")
-        if self.assistant is None or self.assistant.key != key:
+        key = message.get("id") or value.get("uuid") or f"line {record.line}"
+        if type(key) is not str:
+            key = str(key)
+        part = self.assistant
+        if part is not None and part.key == key:
+            part.add(blocks, record.nbytes)
+        else:
             self.flush()
-            self.assistant = _Part(record.line, key=key)
-        self.assistant.add(blocks, record.nbytes)
-        if isinstance(message.get("model"), str):
-            self.model = message["model"]
-        usage = _usage(message, record.line)
-        if usage is not None:
+            self.assistant = _Part(record.line, blocks, record.nbytes, key=key)
+        if isinstance(model, str):
+            self.model = model
+        usage = message.get("usage")
+        if isinstance(usage, dict) and (counted := usage_from_api(usage, record.line)) is not None:
             first = self.usage.get(key)
-            self.usage[key] = usage if first is None else replace(usage, line=first.line)
+            self.usage[key] = counted if first is None else replace(counted, line=first.line)
 
     def user_line(self, record: Record) -> None:
         """A human prompt, an injected user message, or tool results."""
         _, content = _blocks(record, "user")
+        value = record.value
         results = (
             [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             if isinstance(content, list)
             else []
         )
-        origin = record.value.get("sourceToolAssistantUUID")
-        if results and (
-            (self.assistant is not None and set(results) <= self.assistant.call_ids)
-            or (self.assistant is None and self.results is not None and origin and self.results.source == origin)
-        ):
-            if self.results is None:
-                self.results = _Part(record.line, source=origin)
-            self.results.add(content, record.nbytes, calls=False)  # type: ignore[arg-type]
-            return
-        self.flush()
-        if results and origin:  # results whose call is missing from the file: keep them together
-            self.results = _Part(record.line, source=origin)
-            self.results.add(content, record.nbytes, calls=False)  # type: ignore[arg-type]
-            return
+        if results:
+            origin = value.get("sourceToolAssistantUUID")
+            assistant, open_results = self.assistant, self.results
+            if (assistant is not None and set(results) <= assistant.call_ids) or (
+                assistant is None and open_results is not None and origin and open_results.source == origin
+            ):
+                if open_results is None:
+                    self.results = _Part(record.line, content, record.nbytes, source=origin, calls=False)  # type: ignore[arg-type]
+                else:
+                    open_results.add(content, record.nbytes, calls=False)  # type: ignore[arg-type]
+                return
+            self.flush()
+            if origin:  # results whose call is missing from the file: keep them together
+                self.results = _Part(record.line, content, record.nbytes, source=origin, calls=False)  # type: ignore[arg-type]
+                return
+        else:
+            self.flush()
         raw = {"role": "user", "content": content}
         message = message_from_anthropic(raw, line=record.line, nbytes=record.nbytes)
         if message.role == "user":
-            message = replace(message, kind=_kind(record.value, message))
+            message = replace(message, kind=_kind(value, message))
         self.messages.append(message)
-        if self.awaiting_summary and record.value.get("isCompactSummary"):
+        if self.awaiting_summary and value.get("isCompactSummary"):
             self.records[-1] = replace(self.records[-1], summary_text=message.text)
         self.awaiting_summary = False
 

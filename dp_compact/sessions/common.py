@@ -141,11 +141,17 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
     """
     later: dict[str, int] = {}
     calls = 0
+    early = False  # a result whose call is not before it: it may have to move (the second pass)
     for index, message in enumerate(messages):
+        if not early and message.tool_results:
+            early = any(r.call_id not in later for r in message.tool_results)
         for call in message.tool_calls:
             later.setdefault(call.id, index)
             calls += 1
-    ordered: list[Message] = []
+    if not early:  # every result after its call: the order stands
+        ordered = list(messages)
+        return ordered if calls == len(later) else _unique_call_ids(ordered)
+    ordered = []
     deferred: dict[int, list[Message]] = {}
     seen: set[str] = set()
     for index, message in enumerate(messages):
