@@ -19,6 +19,8 @@ The command line prints one line ``dp-compact: <message>`` and exits 2 for any o
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "SummaryTooShortError",
     "UnknownFormatError",
     "UnknownProfileError",
+    "skip_reason",
 ]
 
 
@@ -78,6 +81,9 @@ class SessionError(DpCompactError, ValueError):
 
 class UnknownFormatError(SessionError):
     """The file matches none of the supported session formats (the message lists them)."""
+
+    #: How the message opens, and all :func:`skip_reason` says (a folder run lists many such files).
+    OPENING = "not a session format dp-compact reads"
 
 
 class MalformedLineError(SessionError):
@@ -134,3 +140,25 @@ class CircuitOpenError(CompactionError):
 
 class OutputError(DpCompactError):
     """An output file (a figure, a report) cannot be written; nothing is left behind."""
+
+
+def skip_reason(exc: DpCompactError) -> str:
+    """Why a folder or fleet run left a file out, in one line without the file's path (its row names it).
+
+    ``line N: rule`` (the rule alone when it names its line) or the rule of a :class:`SessionError`
+    without a line (for :class:`UnknownFormatError` only
+    its opening, :attr:`UnknownFormatError.OPENING`, not the list of formats); the message of any
+    other error.
+
+    >>> skip_reason(MalformedLineError("s.jsonl", 2, "line 2 is not valid JSON")), skip_reason(SessionError("s.jsonl", 3, "no role"))
+    ('line 2 is not valid JSON', 'line 3: no role')
+    >>> skip_reason(UnknownFormatError("notes.json", None, "not a session format dp-compact reads. Supported formats: ..."))
+    'not a session format dp-compact reads'
+    """
+    if isinstance(exc, UnknownFormatError):
+        return UnknownFormatError.OPENING
+    if isinstance(exc, SessionError):
+        if exc.line is None or re.match(rf"line {exc.line}\b", exc.rule):
+            return exc.rule
+        return f"line {exc.line}: {exc.rule}"
+    return str(exc)

@@ -257,6 +257,55 @@ def test_calibrate_without_sessions_raises(tmp_path: Path):
         calibrate([tmp_path])
 
 
+def _with_bad_files(tmp_path: Path) -> Path:
+    """Two real sessions, a file cut mid-record and a JSON file of no session format."""
+    import shutil
+
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    for name in ("claude_code/cc_raze_hooks.jsonl", "codex/codex_raze.jsonl"):
+        shutil.copy(need(SESSIONS / name), folder)
+    (folder / "broken.jsonl").write_text('{"role": "user", "content": "hi"}\n{"role": \n')
+    (folder / "notes.json").write_text('{"a": 1}')
+    return folder
+
+
+def test_a_file_that_cannot_be_read_is_skipped_with_its_reason_and_the_rest_calibrated(tmp_path: Path):
+    folder = _with_bad_files(tmp_path)
+    result = calibrate([folder], bootstrap=20)
+    broken, notes = result.skipped
+    assert broken.startswith(f"{folder / 'broken.jsonl'}: line 2 is not valid JSON (")
+    assert notes == f"{folder / 'notes.json'}: not a session format dp-compact reads"
+    alone = calibrate([folder / "cc_raze_hooks.jsonl", folder / "codex_raze.jsonl"], bootstrap=20).to_dict()
+    data = result.to_dict()
+    data.pop("skipped"), alone.pop("skipped")
+    assert data == alone  # the files skipped change no number
+    report = format_report(result)
+    assert report.splitlines()[-2:] == [f"skipped   {entry}" for entry in result.skipped]
+
+
+def test_one_file_that_cannot_be_read_is_an_error_and_none_readable_gives_the_reasons(tmp_path: Path):
+    from dp_compact.errors import MalformedLineError
+
+    folder = _with_bad_files(tmp_path)
+    with pytest.raises(MalformedLineError) as info:
+        calibrate([folder / "broken.jsonl"])
+    assert info.value.line == 2
+    with pytest.raises(ValueError, match=r"no readable session among 2 file\(s\): .*broken.jsonl: line 2 is not valid JSON.*"
+                                         r"notes.json: not a session format dp-compact reads"):
+        calibrate([folder / "broken.jsonl", folder / "notes.json"])
+
+
+def test_local_and_fleet_calibration_skip_the_same_files_for_the_same_reasons(tmp_path: Path):
+    from dp_compact.fleet.jobs import calibrate_fleet
+
+    folder = _with_bad_files(tmp_path)
+    fleet, failures = calibrate_fleet(folder, bootstrap=20, workers=1)
+    local = calibrate([folder], bootstrap=20)
+    assert fleet.to_dict() == local.to_dict()
+    assert [f"{path}: {reason}" for path, reason in failures] == list(local.skipped)
+
+
 def test_calibrate_real_sessions_runs_and_reports():
     result = calibrate([need(SESSIONS)], bootstrap=20)
     assert len(result.sessions) >= 10

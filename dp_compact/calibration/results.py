@@ -23,7 +23,7 @@ from dp_compact.calibration.fit import Estimate, bootstrap_draws, bootstrap_esti
 from dp_compact.calibration.history import History, read_history
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, measure_session
 from dp_compact.calibration.recall import MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential
-from dp_compact.errors import NotASessionError, UnknownFormatError
+from dp_compact.errors import DpCompactError, skip_reason
 from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.io import session_files as session_paths
 from dp_compact.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
@@ -206,9 +206,11 @@ def calibrate(
     Raises
     ------
     SessionError
-        If a file is malformed; files of unknown formats and UI logs are skipped and listed.
+        If the one file given cannot be read (malformed, of an unknown format, a UI log). Among
+        several files, each that cannot be read is skipped and listed in ``Calibration.skipped``
+        as ``path: reason`` (:func:`~dp_compact.errors.skip_reason`), and the rest are calibrated.
     ValueError
-        If no file is a readable session.
+        If no file is a readable session (the message gives the first reasons).
     """
     files = session_paths(paths)
     histories: list[History] = []
@@ -217,16 +219,24 @@ def calibrate(
     for path in files:
         try:
             histories.append(read_history(path))
-        except (UnknownFormatError, NotASessionError) as exc:
-            skipped.append(f"{path}: {type(exc).__name__}")
+        except DpCompactError as exc:
+            if len(files) == 1:
+                raise
+            skipped.append(f"{path}: {skip_reason(exc)}")
             continue
         for tool, tokens in recorded_summary_tokens(histories[-1].live):  # the live segment keeps the file's records
             summaries.setdefault(tool, []).append(tokens)
     if not histories:
-        raise ValueError(f"no readable session among {len(files)} file(s)")
+        raise ValueError(no_readable_session(len(files), skipped))
     l_used = float(recall_l) if recall_l else None
     sessions = [measure_session(h, recall_l=l_used) for h in histories]
     return pool_sessions(sessions, skipped, summaries, bootstrap=bootstrap, seed=seed, recall_l=recall_l)
+
+
+def no_readable_session(files: int, skipped: Sequence[str], shown: int = 3) -> str:
+    """The message of a calibration without any readable session: the count and the first ``shown`` reasons."""
+    reasons = "; ".join(skipped[:shown]) + (f"; and {len(skipped) - shown} more" if len(skipped) > shown else "")
+    return f"no readable session among {files} file(s)" + (f": {reasons}" if reasons else "")
 
 
 def pool_sessions(

@@ -320,4 +320,5 @@ def render_calibration(c: Calibration) -> str:
     for s in c.sessions:
         lines.append(f"  {Path(s.path).name[:40]:<40} {s.family:<9} {s.user_turns:>5} {s.llm_calls:>5} {_number(s.v_tokens, ',.0f'):>7}"
                      f" {_number(s.calls_per_turn, '.1f'):>6} {_number(s.avg_tokens, ',.0f'):>8} {_number(s.token_ratio, '.3f'):>6}")
+    lines += [f"skipped   {entry}" for entry in c.skipped]  # "path: reason", as replay lists them
     return "\n".join(lines)

@@ -10,10 +10,11 @@
   :func:`dp_compact.calibration.pool_sessions`, the step :func:`dp_compact.calibration.calibrate`
   ends with, so the numbers (bootstrap draws included) are those of one machine.
 
-A session that fails is skipped with its reason and does not stop the run: unknown formats
-and non-conversations as :func:`~dp_compact.calibration.calibrate` lists them (``path:
-UnknownFormatError``), any other error as ``path: reason``. Results name the input as given
-(a URL stays a URL).
+A session that fails is skipped with its reason and does not stop the run, as
+:func:`~dp_compact.calibration.calibrate` and :func:`~dp_compact.replay.shell.replay_directory`
+skip it (``path: reason``, :func:`~dp_compact.errors.skip_reason`; an error that is not
+dp-compact's own, such as a fetch that fails, by its type and message). Results name the input
+as given (a URL stays a URL).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.calibration import DEFAULT_BOOTSTRAP, Calibration, SessionMeasures, measure_session, pool_sessions
-from dp_compact.errors import DpCompactError, NotASessionError, SessionError, UnknownFormatError
+from dp_compact.calibration.results import no_readable_session
+from dp_compact.errors import DpCompactError, skip_reason
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
 from dp_compact.io import SESSION_SUFFIXES
@@ -37,10 +39,8 @@ __all__ = ["MeasuredSession", "calibrate_fleet", "measure_input", "replay_fleet"
 
 def _reason(exc: BaseException, local: str, item: str) -> str:
     """A failure's one-line reason, the temporary path replaced by the input's name."""
-    if isinstance(exc, SessionError):
-        text = exc.rule if exc.line is None else f"line {exc.line}: {exc.rule}"
-    elif isinstance(exc, DpCompactError):
-        text = str(exc)
+    if isinstance(exc, DpCompactError):
+        text = skip_reason(exc)
     else:
         text = f"{type(exc).__name__}: {exc}"
     return text.replace(local, item)
@@ -135,8 +135,6 @@ def measure_input(item: str, recall_l: float | None) -> MeasuredSession | str:
             history = read_history(local)
             summaries = tuple(recorded_summary_tokens(history.live))
             measures = measure_session(history, recall_l=recall_l)
-    except (UnknownFormatError, NotASessionError) as exc:
-        return f"{item}: {type(exc).__name__}"
     except Exception as exc:  # a malformed file, a fetch that fails, a defect: skipped, the fleet goes on
         return f"{item}: {_reason(exc, local, item)}"
     return MeasuredSession(measures if local == item else replace(measures, path=item), summaries)
@@ -176,7 +174,7 @@ def calibrate_fleet(
     measured = [r for r in done if isinstance(r, MeasuredSession)]
     failures = tuple((item, r[len(item) + 2:]) for item, r in zip(items, done, strict=True) if isinstance(r, str))
     if not measured:
-        raise ValueError(f"no readable session among {len(items)} file(s)")
+        raise ValueError(no_readable_session(len(items), [r for r in done if isinstance(r, str)]))
     summaries: dict[str, list[int]] = {}
     for m in measured:
         for tool, tokens in m.summaries:

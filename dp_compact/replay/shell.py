@@ -17,7 +17,7 @@ import numpy as np
 
 from dp_compact.api import read_notes
 from dp_compact.conversation import Session
-from dp_compact.errors import DpCompactError, SessionError
+from dp_compact.errors import DpCompactError, SessionError, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.replay.load import call_times, load_recording, recorded_calls, replay_history, replay_params
 from dp_compact.replay.meter import (
@@ -247,10 +247,8 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
     """A worker's job: the replay of one file, or the reason it was skipped (a DpCompactError)."""
     try:
         return replay_file(path, settings, policies, **options)
-    except DpCompactError as exc:
-        if isinstance(exc, SessionError):  # the path is already on the row
-            return exc.rule if exc.line is None else f"line {exc.line}: {exc.rule}"
-        return str(exc)
+    except DpCompactError as exc:  # the path is already on the row
+        return skip_reason(exc)
 
 
 #: The per-file job :func:`replay_directory` maps (public for :mod:`dp_compact.fleet`).

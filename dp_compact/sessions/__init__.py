@@ -123,7 +123,7 @@ def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Sessi
                 session = replace(session, partial_line=source.partial_line)
             return session
     formats = "; ".join(supported_formats())
-    raise UnknownFormatError(path, None, f"not a session format dp-compact reads. Supported formats: {formats}")
+    raise UnknownFormatError(path, None, f"{UnknownFormatError.OPENING}. Supported formats: {formats}")
 
 
 def read_seed_stats(path: Path | str) -> SeedStats:
