@@ -12,7 +12,8 @@ of about N messages is made of the real sessions' call blocks instead (large too
 
 Each file is planned by ``dp-compact plan --json`` in a fresh process, first with an empty token
 cache (cold), then again (warm: the fastest of ``--warm-runs`` runs, 3 by default). Reported: wall
-seconds of the command after imports, µs per message, peak resident memory beyond the interpreter
+seconds of the command after imports (the package and its price data, a fixed 0.1–0.2 s per
+process), µs per message, peak resident memory beyond the interpreter
 with the package imported (``VmHWM``), per message, and per message beyond the file's own size
 (the target: ≤ 10 µs and ≤ 1 KB beyond the text per message, warm). A file larger than 4 MiB is
 read a piece at a time, so its text is not resident whole: the last column can be below zero.
@@ -37,6 +38,8 @@ PLAN_CHILD = """
 import json, sys, time
 import dp_compact.api, dp_compact.sessions, dp_compact.planner
 from dp_compact.cli import app
+from dp_compact.pricing import get_prices
+get_prices("claude-sonnet-4")  # the price data (genai-prices) loads once per process, whatever the session
 def hwm():  # peak resident KB of this process image
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
 base = hwm()

@@ -422,6 +422,9 @@ class Session:
         The context window the session records (Codex ``model_context_window``), if any.
     skipped_lines : int
         Lines skipped with ``lenient=True``.
+    skipped_line_numbers : tuple[int, ...]
+        The 1-based numbers of the lines skipped (JSONL; a JSON document's entries have none).
+        Ignored by equality.
     partial_line : int or None
         1-based number of a half-written last line left out (the agent was still writing it:
         no line break after it, not valid JSON), else None. Not counted in ``skipped_lines``.
@@ -483,6 +486,7 @@ class Session:
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)
+    skipped_line_numbers: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 def last_own_summary(messages: Sequence[Message]) -> int | None:

@@ -73,6 +73,8 @@ class Plan:
         The session file and its format.
     skipped_lines : int
         Malformed lines skipped with ``lenient``.
+    skipped_line_numbers : tuple[int, ...]
+        Their 1-based line numbers, where the file has lines (JSONL).
     notes : tuple[str, ...]
         Facts a user should know (prices taken from the session's model, context above the
         window, a forced cut below min_keep, defaults used for avg or L).
@@ -111,6 +113,7 @@ class Plan:
     path: str = ""
     format: str = ""
     skipped_lines: int = 0
+    skipped_line_numbers: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
     benefit: BenefitTerms | None = field(default=None, compare=False, repr=False)
     planner: str = "myopic"
@@ -149,7 +152,8 @@ class Plan:
             "n_feasible_cuts": self.n_feasible_cuts,
             "prices": asdict(self.prices),
             "settings": dict(self.settings),
-            "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines},
+            "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines,
+                        "skipped_line_numbers": list(self.skipped_line_numbers)},
             "notes": list(self.notes),
             "planner": self.planner,
             "lookahead": None if self.lookahead is None else dict(self.lookahead),

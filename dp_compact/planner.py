@@ -190,7 +190,7 @@ def plan(
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
         prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
-        skipped_lines=session.skipped_lines,
+        skipped_lines=session.skipped_lines, skipped_line_numbers=session.skipped_line_numbers,
         planner="seed" if settings.model == "seed" else settings.planner,  # DP_PLANNER=seed set the model above
     )
     if n == 0:

@@ -71,6 +71,35 @@ def test_plan_lenient_skips_bad_line_with_warning(tmp_path):
     assert "skipped 1 malformed line" in result.stderr
 
 
+def test_lenient_names_the_lines_it_skipped_not_json_and_breaking_the_format(tmp_path):
+    bad = tmp_path / "s.jsonl"
+    def record(n: int, kind: str, content: object) -> str:
+        return json.dumps({"type": kind, "uuid": f"u{n}", "parentUuid": f"u{n - 1}" if n else None, "sessionId": "s",
+                           "message": {"role": kind, "content": content}})
+
+    lines = [record(0, "user", "hi"), "{oops", record(1, "assistant", [{"type": "text", "text": "ok"}]), "",
+             record(2, "user", 7), record(3, "user", "again")]  # line 5: content neither a string nor blocks
+    bad.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["plan", str(bad), "--lenient", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["session"]["skipped_line_numbers"] == [2, 5]  # line 4 is blank, not malformed
+    assert f"{bad}: skipped 2 malformed line(s) (--lenient): lines 2, 5" in result.stderr
+    replayed = runner.invoke(app, ["replay", str(bad), "--lenient"])
+    assert "skipped 2 malformed line(s) (--lenient): lines 2, 5" in replayed.stdout
+
+
+def test_lenient_on_a_json_document_counts_the_entries_it_skipped_without_lines(tmp_path):
+    from dp_compact.sessions import read_session
+
+    document = tmp_path / "s.json"
+    from dp_compact.sessions.source import SNIFF_RECORDS
+
+    good = [{"role": ("user", "assistant")[i % 2], "content": "hi"} for i in range(SNIFF_RECORDS + 1)]
+    document.write_text(json.dumps([*good, {"role": "user", "content": 7}]))  # past the records the format is told by
+    session = read_session(document, lenient=True)
+    assert (session.skipped_lines, session.skipped_line_numbers) == (1, ())
+
+
 def test_plan_empty_file_keeps_and_says_why(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

@@ -60,7 +60,7 @@ _HELP = {
 SETTING_FLAGS = tuple(name for name in Settings.model_fields if name not in _NOT_FLAGS)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (see the README's JSON keys).")]
-LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning count).")]
+LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning naming them).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")]
 ToOpt = Annotated[
     Optional[Literal["anthropic", "openai"]], typer.Option("--to", help="Output API (default: the input's own).")

@@ -32,7 +32,10 @@ def plan(
     data = {**result.to_dict(), "window_source": result.prices.window_source}
     skipped = data["session"]["skipped_lines"]
     if skipped:
-        typer.echo(f"dp-compact: warning: skipped {skipped} malformed line(s) in {session}", err=True)
+        from dp_compact.sessions.source import skipped_lines_note
+
+        note = skipped_lines_note(skipped, data["session"]["skipped_line_numbers"])
+        typer.echo(f"dp-compact: warning: {session}: {note}", err=True)
     typer.echo(json.dumps(plan_json(data), ensure_ascii=False) if as_json else render_plan(data))
     if exit_code and result.decision == "compact":
         raise typer.Exit(EXIT_COMPACT)

@@ -31,6 +31,7 @@ from dp_compact.replay.meter import (
 )
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.sessions import read_session
+from dp_compact.sessions.source import skipped_lines_note
 from dp_compact.settings import Settings
 
 __all__ = [
@@ -214,7 +215,7 @@ def replay_session(
     params, notes = replay_params(session, settings, cache_ttl_s, loss)
     notes = (*read_notes(session), *notes)
     if session.skipped_lines:
-        notes = (*notes, f"skipped {session.skipped_lines} malformed line(s) (--lenient)")
+        notes = (*notes, skipped_lines_note(session.skipped_lines, session.skipped_line_numbers))
     recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
     results = tuple(_replay_one(recording, policy, params, settings) for policy in parsed)
     return SessionReplay(

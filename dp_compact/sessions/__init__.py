@@ -112,7 +112,7 @@ def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Sessi
     if nothing or source.document in ([], {}, {"messages": []}) or lone == {"messages": []}:
         return Session(
             path=str(path), format="empty", messages=(), skipped_lines=source.skipped, stats=seed_stats,
-            partial_line=source.partial_line,
+            partial_line=source.partial_line, skipped_line_numbers=source.skipped_line_numbers(),
         )
     for reader in READERS:
         if reader.sniff(source):
@@ -121,6 +121,8 @@ def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Sessi
                 session = replace(session, stats=seed_stats)
             if source.partial_line is not None:
                 session = replace(session, partial_line=source.partial_line)
+            if session.skipped_lines:
+                session = replace(session, skipped_line_numbers=source.skipped_line_numbers())
             return session
     formats = "; ".join(supported_formats())
     raise UnknownFormatError(path, None, f"{UnknownFormatError.OPENING}. Supported formats: {formats}")

@@ -20,7 +20,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -30,7 +30,7 @@ import orjson
 from dp_compact.errors import MalformedLineError, SessionError
 
 __all__ = [
-    "BINARY_SNIFF_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note",
+    "BINARY_SNIFF_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "skipped_lines_note",
     "read_source",
 ]
 
@@ -259,7 +259,8 @@ class Source:
     with ``lenient=True``; ``nbytes`` is the file size. ``lenient`` tells the readers to skip
     records that break their format's rules too (counting them) instead of failing.
     ``partial_line`` is the 1-based number of a half-written last line left out (module
-    docstring), else None; it is not counted in :attr:`skipped`.
+    docstring), else None; it is not counted in :attr:`skipped`. ``rejected`` holds the lines
+    whose records a reader skipped (lenient) as breaking its format's rules (:func:`each_record`).
     """
 
     path: str
@@ -268,6 +269,7 @@ class Source:
     nbytes: int = 0
     lenient: bool = False
     partial_line: int | None = None
+    rejected: set[int] = field(default_factory=set, compare=False)
 
     @property
     def is_document(self) -> bool:
@@ -283,6 +285,10 @@ class Source:
     def skipped(self) -> int:
         """Lines skipped so far as not JSON (lenient): found when the :class:`Records` were read."""
         return len(getattr(self.records, "bad_lines", ()))
+
+    def skipped_line_numbers(self) -> tuple[int, ...]:
+        """1-based numbers of the lines skipped so far (lenient), as not JSON or rejected by the reader, in order."""
+        return tuple(sorted(set(getattr(self.records, "bad_lines", ())) | self.rejected))
 
 
 class _BrokenDocument(Exception):
@@ -444,7 +450,7 @@ def each_record(
     Returns
     -------
     int
-        Items skipped (lenient only).
+        Items skipped (lenient only); the lines of those that have one are added to ``source.rejected``.
 
     Raises
     ------
@@ -457,17 +463,38 @@ def each_record(
         try:
             handle(item)
         except ValueError as exc:
+            line = getattr(item, "line", 0) or None
             if not source.lenient:
-                line = getattr(item, "line", 0) or None
                 where = "" if line else f"{label} {index}: "
                 raise MalformedLineError(source.path, line, where + str(exc)) from exc
             skipped += 1
+            if line:
+                source.rejected.add(line)
     return skipped
 
 
 def partial_line_note(path: str, line: int) -> str:
     """The note a command prints for a half-written last line it left out (``path:line: ...``)."""
     return f"{path}:{line}: half-written last line left out (no line break after it: the agent is still writing it)"
+
+
+#: Line numbers a :func:`skipped_lines_note` lists before it says how many more there are.
+SKIPPED_LINES_SHOWN = 10
+
+
+def skipped_lines_note(count: int, lines: Sequence[int]) -> str:
+    """What a command says of the ``count`` malformed lines ``--lenient`` skipped, naming the first
+    :data:`SKIPPED_LINES_SHOWN` of their 1-based ``lines`` (fewer than ``count``: a JSON document's
+    entries have no line).
+
+    >>> skipped_lines_note(2, [5, 9]), skipped_lines_note(1, [])
+    ('skipped 2 malformed line(s) (--lenient): lines 5, 9', 'skipped 1 malformed line(s) (--lenient)')
+    >>> skipped_lines_note(12, range(1, 13))
+    'skipped 12 malformed line(s) (--lenient): lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more'
+    """
+    shown = ", ".join(map(str, lines[:SKIPPED_LINES_SHOWN]))
+    more = f" and {len(lines) - SKIPPED_LINES_SHOWN} more" if len(lines) > SKIPPED_LINES_SHOWN else ""
+    return f"skipped {count} malformed line(s) (--lenient)" + (f": line{'s' if len(lines) > 1 else ''} {shown}{more}" if shown else "")
 
 
 def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: bool = True) -> Source:
