@@ -39,7 +39,7 @@ import json, sys, time
 import dp_compact.api, dp_compact.sessions, dp_compact.planner
 from dp_compact.cli import app
 from dp_compact.pricing import get_prices
-get_prices("claude-sonnet-4")  # the price data (genai-prices) loads once per process, whatever the session
+get_prices("claude-sonnet-4-5-20250929")  # the model the Claude Code sessions name: genai-prices' data loads once per process
 def hwm():  # peak resident KB of this process image
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
 base = hwm()

@@ -183,3 +183,12 @@ def test_curve_checks_every_provider_flag_before_reading(tmp_path):
 def test_known_provider_still_reads_the_session(tmp_path):
     result = runner.invoke(app, ["plan", str(tmp_path / "absent.jsonl"), "--provider", "gpt-4o"])
     assert result.exit_code == 2 and "cannot read the file" in result.stderr
+
+
+def test_an_unknown_option_suggests_only_options_whose_names_are_close(tmp_path):
+    session = tmp_path / "s.jsonl"
+    session.write_text('{"role":"user","content":"hi"}\n')
+    bogus = runner.invoke(app, ["plan", str(session), "--bogus"])
+    assert bogus.exit_code == 2 and "No such option: --bogus" in bogus.stderr and "Possible options" not in bogus.stderr
+    typo = runner.invoke(app, ["plan", str(session), "--provder", "x"])
+    assert "(Possible options: --provider)" in typo.stderr

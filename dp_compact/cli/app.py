@@ -19,9 +19,9 @@ from typer.core import TyperGroup
 from dp_compact.errors import DpCompactError
 
 try:  # Typer 0.29+ vendors click privately
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption, UsageError
 except ImportError:  # pragma: no cover - older Typer on click
-    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
+    from click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption, UsageError  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from dp_compact.settings import Settings
@@ -60,6 +60,8 @@ def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable
     option missing its value) belongs to the subcommand of ``args`` when its first word is one
     of ``commands``.
     """
+    if isinstance(exc, NoSuchOption) and exc.possibilities:  # the parser compares "--s" and "--bogus" dashes included
+        exc.possibilities = [p for p in exc.possibilities if _close_names(exc.option_name, p)]
     message = " ".join(exc.format_message().replace("Value error, ", "").split())
     ctx = getattr(exc, "ctx", None)
     first = next((a for a in args if not a.startswith("-")), None)
@@ -67,6 +69,18 @@ def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable
     command = " ".join([NAME, *words])
     where = f"{' '.join(words)}: " if words else ""
     return f"{NAME}: {where}{message} (try '{command} --help')"
+
+
+def _close_names(given: str, option: str) -> bool:
+    """True when option ``option`` is a likely meaning of the unknown ``given``: their names without
+    the leading dashes are as close as the parser asks of whole options (``difflib``'s 0.6).
+
+    >>> _close_names("--provder", "--provider"), _close_names("--bogus", "--s"), _close_names("--provder", "--model")
+    (True, False, False)
+    """
+    from difflib import SequenceMatcher
+
+    return SequenceMatcher(None, given.lstrip("-"), option.lstrip("-")).ratio() >= 0.6
 
 
 def _plain(param: Any) -> Any:
