@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
@@ -37,7 +38,9 @@ __all__ = [
     "SummaryTooShortError",
     "UnknownFormatError",
     "UnknownProfileError",
+    "no_readable_session",
     "skip_reason",
+    "skipped_error",
 ]
 
 
@@ -162,3 +165,27 @@ def skip_reason(exc: DpCompactError) -> str:
             return exc.rule
         return f"line {exc.line}: {exc.rule}"
     return str(exc)
+
+
+def skipped_error(path: str, reason: str) -> SessionError:
+    """The error a run of one file raises for the file it skipped with ``reason`` (:func:`skip_reason`),
+    its line read back from the reason.
+
+    >>> str(skipped_error("s.jsonl", "line 2 is not valid JSON")), str(skipped_error("s.jsonl", "line 3: no role"))
+    ('s.jsonl:2: line 2 is not valid JSON', 's.jsonl:3: no role')
+    """
+    found = re.match(r"line (\d+)(: |\b)", reason)
+    if found is None:
+        return SessionError(path, None, reason)
+    return SessionError(path, int(found.group(1)), reason[found.end():] if found.group(2) == ": " else reason)
+
+
+def no_readable_session(files: int, skipped: Sequence[str], shown: int = 3) -> str:
+    """The message of a folder or fleet run in which no file is read as a session: the count of
+    files and the first ``shown`` of their ``path: reason`` entries.
+
+    >>> no_readable_session(2, ["a.json: not a session format dp-compact reads", "b.jsonl: line 2: no role"], shown=1)
+    'no readable session among 2 file(s): a.json: not a session format dp-compact reads; and 1 more'
+    """
+    reasons = "; ".join(skipped[:shown]) + (f"; and {len(skipped) - shown} more" if len(skipped) > shown else "")
+    return f"no readable session among {files} file(s)" + (f": {reasons}" if reasons else "")

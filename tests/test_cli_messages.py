@@ -22,7 +22,7 @@ def _one_line_error(done) -> str:
     return lines[0]
 
 
-def test_replay_of_a_folder_without_sessions_fails_like_an_empty_folder(tmp_path):
+def test_replay_of_a_folder_without_sessions_names_each_file_and_why(tmp_path):
     empty, others = tmp_path / "empty", tmp_path / "others"
     empty.mkdir()
     others.mkdir()
@@ -30,7 +30,20 @@ def test_replay_of_a_folder_without_sessions_fails_like_an_empty_folder(tmp_path
     (others / "notes.jsonl").write_text('{"bar": 2}\n', "utf-8")
     first = _one_line_error(runner.invoke(app, ["replay", str(empty), "--workers", "1"]))
     second = _one_line_error(runner.invoke(app, ["replay", str(others), "--workers", "1"]))
-    assert "no session file" in first and first.replace(str(empty), str(others)) == second
+    assert first == f"dp-compact: {empty}: no session file (.json, .jsonl, .traj) under this folder"
+    assert second == (f"dp-compact: {others}: no readable session among 2 file(s): {others / 'data.json'}: not a session format"
+                      f" dp-compact reads; {others / 'notes.jsonl'}: not a session format dp-compact reads")
+
+
+@pytest.mark.parametrize("command", ["replay", "calibrate"])
+def test_one_file_alone_on_the_fleet_engine_is_its_own_error(tmp_path, command):
+    pytest.importorskip("dask.distributed")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{bad\n', "utf-8")
+    local = _one_line_error(runner.invoke(app, [command, str(bad)]))
+    fleet = _one_line_error(runner.invoke(app, [command, str(bad), "--out", str(tmp_path / "r.parquet"), "--workers", "1"]))
+    assert local == fleet and local.startswith(f"dp-compact: {bad}:2: line 2 is not valid JSON")
+    assert not (tmp_path / "r.parquet").exists()
 
 
 def test_calibrate_of_an_empty_folder_names_it(tmp_path):

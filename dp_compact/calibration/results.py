@@ -23,7 +23,7 @@ from dp_compact.calibration.fit import Estimate, bootstrap_draws, bootstrap_esti
 from dp_compact.calibration.history import History, read_history
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, measure_session
 from dp_compact.calibration.recall import MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential
-from dp_compact.errors import DpCompactError, skip_reason
+from dp_compact.errors import DpCompactError, no_readable_session, skip_reason
 from dp_compact.evidence import recorded_summary_tokens
 from dp_compact.io import session_files as session_paths
 from dp_compact.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
@@ -231,12 +231,6 @@ def calibrate(
     l_used = float(recall_l) if recall_l else None
     sessions = [measure_session(h, recall_l=l_used) for h in histories]
     return pool_sessions(sessions, skipped, summaries, bootstrap=bootstrap, seed=seed, recall_l=recall_l)
-
-
-def no_readable_session(files: int, skipped: Sequence[str], shown: int = 3) -> str:
-    """The message of a calibration without any readable session: the count and the first ``shown`` reasons."""
-    reasons = "; ".join(skipped[:shown]) + (f"; and {len(skipped) - shown} more" if len(skipped) > shown else "")
-    return f"no readable session among {files} file(s)" + (f": {reasons}" if reasons else "")
 
 
 def pool_sessions(

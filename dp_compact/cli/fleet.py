@@ -70,12 +70,17 @@ def check_fleet(items: Sequence[str], engine: str, scheduler: str | None, out: P
 
 @contextmanager
 def fleet_progress(label: str) -> Iterator[Callable[[int, int, str], None]]:
-    """A progress bar over sessions on stderr (rich, redrawn by each tick: no thread, workers may fork)."""
+    """A progress bar over sessions on stderr (rich, redrawn by each tick: no thread, workers may fork),
+    when stderr is a terminal; else a tick that draws nothing (a bar would leave a blank line there)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda done, total, item: None
+        return
     columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False) as bar:
+    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
         task = bar.add_task(label, total=None)
 
         def tick(done: int, total: int, item: str) -> None:

@@ -17,23 +17,12 @@ FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figur
 
 def _replay_folder(folder: Path, settings: object, specs: list[str], workers: int | None, **options: object) -> object:
     """Replay every session under FOLDER, with a progress bar on stderr (rich) when it is a terminal."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from dp_compact.cli.fleet import fleet_progress
     from dp_compact.replay.shell import no_session_error, replay_directory, session_files
 
-    if not session_files(folder):  # before the progress bar, which would leave a blank line on stderr
+    if not session_files(folder):  # before the progress bar
         raise no_session_error(folder)
-    console = Console(stderr=True)
-    if not console.is_terminal:  # no bar, which would leave a blank line in a redirected stderr
-        return replay_directory(folder, settings, specs, workers=workers, **options)  # type: ignore[arg-type]
-    columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:  # no thread: workers fork
-        task = bar.add_task("replaying", total=None)
-
-        def tick(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, description=Path(path).name[:36], refresh=True)
-
+    with fleet_progress("replaying") as tick:
         return replay_directory(folder, settings, specs, workers=workers, progress=tick, **options)  # type: ignore[arg-type]
 
 

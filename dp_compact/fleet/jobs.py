@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.calibration import DEFAULT_BOOTSTRAP, Calibration, SessionMeasures, measure_session, pool_sessions
-from dp_compact.calibration.results import no_readable_session
-from dp_compact.errors import DpCompactError, skip_reason
+from dp_compact.errors import DpCompactError, SessionError, no_readable_session, skip_reason, skipped_error
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
 from dp_compact.io import SESSION_SUFFIXES
@@ -92,7 +91,8 @@ def replay_fleet(
     SettingsError
         An unknown policy spec (before any work starts).
     SessionError
-        No session file under ``paths``.
+        No session file under ``paths``; none read as a session (the first reasons; the input's
+        own error when it is the only one).
     """
     specs = tuple(policies)
     parsed = parse_policies(specs, settings)
@@ -105,6 +105,10 @@ def replay_fleet(
                         scheduler=scheduler, progress=progress, processes=processes)
     sessions = tuple(r for r in done if isinstance(r, SessionReplay))
     skipped = tuple((item, r) for item, r in zip(items, done, strict=True) if isinstance(r, str))
+    if not sessions:  # as replay_directory: one input alone is its own error, else the reasons
+        if len(items) == 1:
+            raise skipped_error(*skipped[0])
+        raise SessionError(folder, None, no_readable_session(len(items), [f"{p}: {r}" for p, r in skipped]))
     return DirectoryReplay(folder=folder, policies=specs, sessions=sessions, skipped=skipped, loss=loss)
 
 
@@ -174,6 +178,8 @@ def calibrate_fleet(
     measured = [r for r in done if isinstance(r, MeasuredSession)]
     failures = tuple((item, r[len(item) + 2:]) for item, r in zip(items, done, strict=True) if isinstance(r, str))
     if not measured:
+        if len(items) == 1:  # one input alone: its own error, as on one machine
+            raise skipped_error(items[0], failures[0][1])
         raise ValueError(no_readable_session(len(items), [r for r in done if isinstance(r, str)]))
     summaries: dict[str, list[int]] = {}
     for m in measured:

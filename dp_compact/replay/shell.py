@@ -17,7 +17,7 @@ import numpy as np
 
 from dp_compact.api import read_notes
 from dp_compact.conversation import Session
-from dp_compact.errors import DpCompactError, SessionError, skip_reason
+from dp_compact.errors import DpCompactError, SessionError, no_readable_session, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.replay.load import call_times, load_recording, recorded_calls, replay_history, replay_params
 from dp_compact.replay.meter import (
@@ -296,7 +296,8 @@ def replay_directory(
     SettingsError
         An unknown policy spec.
     SessionError
-        When the folder holds no session file, or no file under it is read as a session.
+        When the folder holds no session file, or no file under it is read as a session (the
+        message gives the first reasons).
     """
     specs = tuple(policies)
     parsed = parse_policies(specs, settings)
@@ -310,6 +311,6 @@ def replay_directory(
     done = dict(zip(files, results, strict=True))
     sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
     skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
-    if not sessions:  # only files that are not sessions: as an empty folder
-        raise no_session_error(folder)
+    if not sessions:  # files, none read as a session: the first reasons
+        raise SessionError(folder, None, no_readable_session(len(files), [f"{p}: {r}" for p, r in skipped]))
     return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)
