@@ -150,35 +150,10 @@ class Records(Sequence[Record]):
             self.bad_lines.add(line)
             return None
 
-    def _lines(self) -> Iterator[tuple[int, memoryview]]:
-        """``(3 · index, bytes of the line)`` of each line in order, a piece read at a time."""
-        spans = self._spans
-        at, total = 0, len(spans)
-        while at < total:
-            base, data = self._holding(spans[at])
-            view, limit = memoryview(data), base + len(data)
-            if spans[at + 1] > limit:  # a piece holds whole lines (_read_piece checks it came back whole)
-                raise SessionError(self._path, spans[at + 2], "the file was rewritten while it was read; read it again")
-            while at < total and spans[at + 1] <= limit:
-                yield at, view[spans[at] - base : spans[at + 1] - base]
-                at += 3
-
-    #: What :meth:`values` gives for a malformed line skipped when lenient.
-    SKIPPED: Any = object()
-
-    def values(self) -> Iterator[Any]:
-        """The JSON value of each line by position (``self[i].value``), :attr:`SKIPPED` for a
-        malformed line skipped when lenient; no :class:`Record` is made."""
-        loads = orjson.loads
-        for at, line in self._lines():
-            try:
-                yield loads(line)
-            except orjson.JSONDecodeError:
-                record = self._parse(at // 3)  # raises, or counts the line
-                yield self.SKIPPED if record is None else record.value
-
-    def __iter__(self) -> Iterator[Record]:
-        # :meth:`_lines` written out: one generator between the bytes and the reader (a million lines)
+    def _walk(self, records: bool) -> Iterator[Any]:
+        """Each line in order, a piece read at a time, parsed: its :class:`Record` (``records``)
+        or its value (:attr:`SKIPPED` for a malformed line skipped when lenient, which yields no
+        record). One generator between the bytes and the reader: a file may have a million lines."""
         spans, loads = self._spans, orjson.loads
         at, total = 0, len(spans)
         while at < total:
@@ -193,10 +168,23 @@ class Records(Sequence[Record]):
                 except orjson.JSONDecodeError:
                     record = self._parse(at // 3)  # raises, or counts the line
                     if record is not None:
-                        yield record
+                        yield record if records else record.value
+                    elif not records:
+                        yield self.SKIPPED
                 else:
-                    yield Record(spans[at + 2], value, end - start)
+                    yield Record(spans[at + 2], value, end - start) if records else value
                 at += 3
+
+    #: What :meth:`values` gives for a malformed line skipped when lenient.
+    SKIPPED: Any = object()
+
+    def values(self) -> Iterator[Any]:
+        """The JSON value of each line by position (``self[i].value``), :attr:`SKIPPED` for a
+        malformed line skipped when lenient; no :class:`Record` is made."""
+        return self._walk(False)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._walk(True)
 
     def _parts_after(self, offset: int) -> Iterator[tuple[int, bytes]]:
         """``(first offset, bytes)`` of the parts of the file from the one holding ``offset`` to the end."""
