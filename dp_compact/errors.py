@@ -180,12 +180,18 @@ def skipped_error(path: str, reason: str) -> SessionError:
     return SessionError(path, int(found.group(1)), reason[found.end():] if found.group(2) == ": " else reason)
 
 
-def no_readable_session(files: int, skipped: Sequence[str], shown: int = 3) -> str:
-    """The message of a folder or fleet run in which no file is read as a session: the count of
-    files and the first ``shown`` of their ``path: reason`` entries.
+def no_readable_session(where: str, skipped: Sequence[tuple[str, str]], files: int, shown: int = 3) -> SessionError:
+    """The error of a folder or fleet run in which none of its ``files`` is read as a session:
+    the input's own (:func:`skipped_error`) when it is the only one, else ``where`` with the
+    count and the first ``shown`` of the ``(path, reason)`` entries skipped.
 
-    >>> no_readable_session(2, ["a.json: not a session format dp-compact reads", "b.jsonl: line 2: no role"], shown=1)
-    'no readable session among 2 file(s): a.json: not a session format dp-compact reads; and 1 more'
+    >>> str(no_readable_session("dir", [("dir/a.json", "not a session format dp-compact reads"), ("dir/b.jsonl", "line 2: no role")], 2, shown=1))
+    'dir: no readable session among 2 file(s): dir/a.json: not a session format dp-compact reads; and 1 more'
+    >>> str(no_readable_session("dir", [("dir/b.jsonl", "line 2: no role")], 1))
+    'dir/b.jsonl:2: no role'
     """
-    reasons = "; ".join(skipped[:shown]) + (f"; and {len(skipped) - shown} more" if len(skipped) > shown else "")
-    return f"no readable session among {files} file(s)" + (f": {reasons}" if reasons else "")
+    if files == 1 and len(skipped) == 1:
+        return skipped_error(*skipped[0])
+    entries = [f"{path}: {reason}" for path, reason in skipped]
+    reasons = "; ".join(entries[:shown]) + (f"; and {len(entries) - shown} more" if len(entries) > shown else "")
+    return SessionError(where, None, f"no readable session among {files} file(s)" + (f": {reasons}" if reasons else ""))

@@ -110,3 +110,12 @@ def test_plan_of_a_file_with_no_model_notes_the_unscaled_counts(tmp_path):
     path.write_text("".join(json.dumps(m) + "\n" for m in [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]), "utf-8")
     data = json.loads(runner.invoke(app, ["plan", str(path), "--json"]).stdout)
     assert any("no token ratio could be measured" in n and "no provider family is known" in n for n in data["notes"]), data["notes"]
+
+
+@pytest.mark.parametrize("command", ["replay", "calibrate"])
+def test_a_folder_holding_one_file_that_cannot_be_read_is_that_files_error(tmp_path, command):
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "bad.jsonl").write_text('{"role": "user", "content": "hi"}\n{bad\n', "utf-8")
+    line = _one_line_error(runner.invoke(app, [command, str(folder), "--workers", "1"]))
+    assert line.startswith(f"dp-compact: {folder / 'bad.jsonl'}:2: line 2 is not valid JSON")

@@ -209,12 +209,13 @@ def calibrate(
         If the one file given cannot be read (malformed, of an unknown format, a UI log). Among
         several files, each that cannot be read is skipped and listed in ``Calibration.skipped``
         as ``path: reason`` (:func:`~dp_compact.errors.skip_reason`), and the rest are calibrated.
-    ValueError
-        If no file is a readable session (the message gives the first reasons).
+        If no file is a readable session, a SessionError naming the inputs and the first
+        reasons (:func:`~dp_compact.errors.no_readable_session`).
     """
-    files = session_paths(paths)
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    files = session_paths(given)
     histories: list[History] = []
-    skipped: list[str] = []
+    failed: list[tuple[str, str]] = []
     summaries: dict[str, list[int]] = {}
     for path in files:
         try:
@@ -222,12 +223,13 @@ def calibrate(
         except DpCompactError as exc:
             if len(files) == 1:
                 raise
-            skipped.append(f"{path}: {skip_reason(exc)}")
+            failed.append((str(path), skip_reason(exc)))
             continue
         for tool, tokens in recorded_summary_tokens(histories[-1].live):  # the live segment keeps the file's records
             summaries.setdefault(tool, []).append(tokens)
     if not histories:
-        raise ValueError(no_readable_session(len(files), skipped))
+        raise no_readable_session(", ".join(map(str, given)), failed, len(files))
+    skipped = [f"{path}: {reason}" for path, reason in failed]
     l_used = float(recall_l) if recall_l else None
     sessions = [measure_session(h, recall_l=l_used) for h in histories]
     return pool_sessions(sessions, skipped, summaries, bootstrap=bootstrap, seed=seed, recall_l=recall_l)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.calibration import DEFAULT_BOOTSTRAP, Calibration, SessionMeasures, measure_session, pool_sessions
-from dp_compact.errors import DpCompactError, SessionError, no_readable_session, skip_reason, skipped_error
+from dp_compact.errors import DpCompactError, SessionError, no_readable_session, skip_reason
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
 from dp_compact.io import SESSION_SUFFIXES
@@ -105,10 +105,8 @@ def replay_fleet(
                         scheduler=scheduler, progress=progress, processes=processes)
     sessions = tuple(r for r in done if isinstance(r, SessionReplay))
     skipped = tuple((item, r) for item, r in zip(items, done, strict=True) if isinstance(r, str))
-    if not sessions:  # as replay_directory: one input alone is its own error, else the reasons
-        if len(items) == 1:
-            raise skipped_error(*skipped[0])
-        raise SessionError(folder, None, no_readable_session(len(items), [f"{p}: {r}" for p, r in skipped]))
+    if not sessions:  # as replay_directory
+        raise no_readable_session(folder, skipped, len(items))
     return DirectoryReplay(folder=folder, policies=specs, sessions=sessions, skipped=skipped, loss=loss)
 
 
@@ -168,19 +166,19 @@ def calibrate_fleet(
 
     Raises
     ------
-    ValueError
-        If no input is a readable session.
+    SessionError
+        If no input is a readable session, as :func:`~dp_compact.calibration.calibrate` raises it.
     """
-    items = list_inputs(paths)
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    where = ", ".join(map(str, given))
+    items = list_inputs(given)
     l_used = float(recall_l) if recall_l else None
     done = map_sessions(measure_input, items, (l_used,), engine=engine, workers=workers, scheduler=scheduler,
                         progress=progress, processes=processes)
     measured = [r for r in done if isinstance(r, MeasuredSession)]
     failures = tuple((item, r[len(item) + 2:]) for item, r in zip(items, done, strict=True) if isinstance(r, str))
-    if not measured:
-        if len(items) == 1:  # one input alone: its own error, as on one machine
-            raise skipped_error(items[0], failures[0][1])
-        raise ValueError(no_readable_session(len(items), [r for r in done if isinstance(r, str)]))
+    if not measured:  # as calibrate
+        raise no_readable_session(where, failures, len(items))
     summaries: dict[str, list[int]] = {}
     for m in measured:
         for tool, tokens in m.summaries:

@@ -311,6 +311,6 @@ def replay_directory(
     done = dict(zip(files, results, strict=True))
     sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
     skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
-    if not sessions:  # files, none read as a session: the first reasons
-        raise SessionError(folder, None, no_readable_session(len(files), [f"{p}: {r}" for p, r in skipped]))
+    if not sessions:  # files, none read as a session: the first reasons (the file's own error when it is the only one)
+        raise no_readable_session(str(folder), skipped, len(files))
     return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)
