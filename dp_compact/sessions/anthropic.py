@@ -131,19 +131,11 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
         elif kind == "redacted_thinking":
             signed = True
         elif kind == "tool_use" or kind in SERVER_CALL_TYPES:
-            call_id, name = block.get("id", ""), block.get("name", "")
-            calls.append(ToolCall(
-                call_id if type(call_id) is str else str(call_id), name if type(name) is str else str(name), dumps(block.get("input", {}))
-            ))
+            calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), dumps(block.get("input", {}))))
         elif kind == "tool_result":
-            answered, result = block.get("tool_use_id", ""), block.get("content")
-            if type(result) is str:
-                text = result
-            else:
-                text, n_images = _result_text(result)
-                images += n_images
-            error = block.get("is_error", False)
-            results.append(ToolResult(answered if type(answered) is str else str(answered), text, error if type(error) is bool else bool(error)))
+            text, n_images = _result_text(block.get("content"))
+            images += n_images
+            results.append(ToolResult(str(block.get("tool_use_id", "")), text, bool(block.get("is_error", False))))
         elif kind in _IMAGE_TYPES:
             images += 1
         elif _is_server_result(kind) and role == "assistant":

@@ -148,10 +148,15 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
         for call in message.tool_calls:
             later.setdefault(call.id, index)
             calls += 1
-    if not early:  # every result after its call: the order stands
-        ordered = list(messages)
-        return ordered if calls == len(later) else _unique_call_ids(ordered)
-    ordered = []
+    ordered = _results_after_their_calls(messages, later) if early else list(messages)  # else the order stands
+    return ordered if calls == len(later) else _unique_call_ids(ordered)  # no id used twice: nothing to rename
+
+
+def _results_after_their_calls(messages: Sequence[Message], later: dict[str, int]) -> list[Message]:
+    """The second pass of :func:`link_tool_results`: each tool message whose calls all come later
+    (``later``: where each call id is first made) moved right after the first message holding one
+    of them and the results already following it."""
+    ordered: list[Message] = []
     deferred: dict[int, list[Message]] = {}
     seen: set[str] = set()
     for index, message in enumerate(messages):
@@ -168,7 +173,7 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
             ordered.extend(deferred.pop(index))
     for rest in deferred.values():
         ordered.extend(rest)
-    return ordered if calls == len(later) else _unique_call_ids(ordered)  # no id used twice: nothing to rename
+    return ordered
 
 
 def relink(messages: Sequence[Message], live_start: int) -> list[Message]:
