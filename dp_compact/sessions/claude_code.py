@@ -164,8 +164,6 @@ def _blocks(record: Record, kind: str) -> tuple[dict[str, Any], list[Any] | str]
     if not isinstance(message, dict):
         raise ValueError(f"a Claude Code {kind!r} record needs a 'message' object")
     content = message.get("content")
-    if type(content) is list or type(content) is str:  # as JSON gives them: no subclass to ask about
-        return message, content
     if content is None:
         return message, []
     if not isinstance(content, (str, list)):
