@@ -124,9 +124,13 @@ def test_a_file_that_grows_while_it_is_read_is_read_as_it_was(tmp_path, monkeypa
 _IDS = ["a", "b", "c", "d", "e", "A", "caf\u00e9"]
 
 
-def _claude_line(uid, parent, n):
+def _claude_line(uid, parent, n, nested=None):
+    """A user record; ``nested``: an id it names in other keys too (a ``uuid`` deeper in the record
+    and ``sourceToolAssistantUUID``), which a search of the bytes finds but which is no record's uuid."""
     record = {"type": "user", "message": {"role": "user", "content": f"prompt {n}"}, "uuid": uid, "parentUuid": parent,
               "sessionId": "s"}
+    if nested is not None:
+        record |= {"toolUseResult": {"uuid": nested}, "sourceToolAssistantUUID": nested}
     return orjson.dumps(record)
 
 
@@ -138,15 +142,16 @@ def _escaped(line: bytes, uid) -> bytes:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.sampled_from([*_IDS, None]), st.sampled_from([*_IDS, None, "gone"]), st.booleans()), max_size=9),
+@given(st.lists(st.tuples(st.sampled_from([*_IDS, None]), st.sampled_from([*_IDS, None, "gone"]), st.booleans(),
+                          st.sampled_from([None, None, "gone", *_IDS])), max_size=9),
        st.integers(0, 4))
 def test_claude_code_read_in_one_pass_orders_as_the_two_pass_rule(tmp_path, monkeypatch, links, pad):
-    """Whatever the links (parents later, missing, their own, repeated, spelled with escapes, in
-    one piece or many), the messages come in the order of :func:`_order`."""
+    """Whatever the links (parents later, missing, their own, repeated, spelled with escapes, named
+    deeper in a later record only, in one piece or many), the messages come in the order of :func:`_order`."""
     monkeypatch.setattr(source_module, "PIECE_BYTES", 64)
     monkeypatch.setattr(source_module, "BINARY_SNIFF_BYTES", 4)
-    lines = [_claude_line(uid, parent, n) for n, (uid, parent, _) in enumerate(links)]
-    lines = [_escaped(line, uid) if escape else line for line, (uid, _, escape) in zip(lines, links, strict=True)]
+    lines = [_claude_line(uid, parent, n, nested) for n, (uid, parent, _, nested) in enumerate(links)]
+    lines = [_escaped(line, uid) if escape else line for line, (uid, _, escape, _) in zip(lines, links, strict=True)]
     lines += [_claude_line(None, None, 100 + i) for i in range(pad)]
     path = tmp_path / "session.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
@@ -156,8 +161,10 @@ def test_claude_code_read_in_one_pass_orders_as_the_two_pass_rule(tmp_path, monk
     assert [m.text for m in read_session(path).history] == expected
 
 
-def test_claude_code_resumed_session_is_read_in_one_pass(tmp_path, monkeypatch):
-    """A first record whose parent is in an earlier file does not send the reader to two passes."""
+def test_claude_code_children_before_their_parent_are_read_in_one_pass(tmp_path, monkeypatch):
+    """A first record whose parent is in an earlier file, a child written before its parent, and a
+    parent named later only by another key (``sourceToolAssistantUUID``) are read in one pass; a
+    parent named later only by a ``uuid`` deeper in a record takes the two passes, in the same order."""
     import dp_compact.sessions.claude_code as claude_code
 
     calls = []
@@ -167,10 +174,20 @@ def test_claude_code_resumed_session_is_read_in_one_pass(tmp_path, monkeypatch):
     path = tmp_path / "resumed.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
-    assert calls == []
     path.write_bytes(b"\n".join([lines[0], lines[2], lines[1], *lines[3:]]) + b"\n")  # a child before its parent
     assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
-    assert calls
+    path.write_bytes(b"\n".join([lines[0], lines[4], lines[1], lines[2], lines[3], lines[5]]) + b"\n")  # a grandchild too
+    assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
+    gone = str(uuid.UUID(int=998))
+    naming = _claude_line(ids[4], ids[3], 4, nested=gone)
+    named = [lines[0], _claude_line(ids[1], gone, 1), *lines[2:4], naming.replace(b'{"uuid"', b'{"id"'), lines[5]]
+    path.write_bytes(b"\n".join(named) + b"\n")
+    assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
+    assert calls == []
+    deeper = [*named[:4], naming.replace(b'"sourceToolAssistantUUID"', b'"origin"'), named[5]]
+    path.write_bytes(b"\n".join(deeper) + b"\n")
+    assert [m.text for m in read_session(path).messages] == [f"prompt {i}" for i in range(6)]
+    assert calls == [1]
 
 
 # --- marker and kind rules ---------------------------------------------------------------------

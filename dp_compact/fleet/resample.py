@@ -15,7 +15,8 @@ whole-JSON documents such as SWE-agent trajectories are not recombined):
    source of that format drawn uniformly (its length distribution), at most ``max_blocks``.
 3. In every appended block the identifiers are renamed by a suffix unique to the block
    (``~<index>``): the string values of the keys ``id``, ``uuid``, ``parentUuid``,
-   ``logicalParentUuid``, ``leafUuid``, ``tool_use_id``, ``call_id`` and ``tool_call_id``. A call
+   ``logicalParentUuid``, ``leafUuid``, ``sourceToolAssistantUUID``, ``tool_use_id``, ``call_id`` and
+   ``tool_call_id``. A call
    and its result in one block keep their pairing and no id is issued twice; a result whose call
    sat in another block stays an orphan, which the readers accept as they do in real files.
    The first record of an appended block that has a ``parentUuid`` gets the ``uuid`` of the
@@ -46,7 +47,8 @@ from dp_compact.io import session_files, write_atomic
 __all__ = ["ID_KEYS", "Source", "cut_source", "resample"]
 
 #: Keys whose string values are identifiers renamed in appended blocks.
-ID_KEYS = frozenset({"id", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "tool_use_id", "call_id", "tool_call_id"})
+ID_KEYS = frozenset({"id", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sourceToolAssistantUUID", "tool_use_id", "call_id",
+                     "tool_call_id"})
 
 
 @dataclass(frozen=True)

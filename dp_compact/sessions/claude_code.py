@@ -32,7 +32,7 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +41,7 @@ from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink
 from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage
-from dp_compact.sessions.source import Record, Records, Source, each_record
+from dp_compact.sessions.source import Record, Records, Source, each_record, is_plain_string
 from dp_compact.sessions.usage import usage_from_api
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -120,12 +120,74 @@ def _order(links: Sequence[tuple[Any, Any] | None]) -> list[int] | None:
 
 
 class _ParentLater(Exception):
-    """Raised by :meth:`_Reader.record` when the file order may not be the reading order."""
+    """Raised by :func:`_reading_order` when its one pass cannot give the order of :func:`_order`."""
 
 
-#: Records whose parent has not come yet that a reading in file order checks one by one before
-#: it takes the two passes of :func:`_order` instead (each check searches the rest of the file).
+#: Parents not come yet that :func:`_reading_order` looks for, one search of the rest of the file
+#: each, before it reads the uuids of the rest of the file once instead.
 _DANGLING_CHECKS = 16
+
+
+def _reading_order(records: Records) -> Iterator[Record]:
+    """The records in the order of :func:`_order`, in one pass over the file.
+
+    A record whose parent has not come yet is held back when the parent may still come (it is
+    held, or the record itself, or a uuid further on in the file), and follows its parent the
+    moment the parent comes, as :func:`_order` places it; only such records are held. Whether a
+    parent may come is asked of the file's bytes: not at all when its quoted spelling is nowhere
+    further on (:meth:`Records.absent_after`), else when it is among the ``uuid`` values further
+    on (:meth:`Records.plain_values_after`), or always when unsure (escapes). A record held for a
+    parent that never came as a record's uuid (a ``uuid`` key deeper in some record, or unsure)
+    would have stayed in place: the pass raises :class:`_ParentLater` at the end, and the
+    reader takes the two passes of :func:`_order`. The others held at the end come last, in
+    file order, as :func:`_order` leaves them.
+    """
+    emitted: set[str] = set()  # uuids of the records given so far
+    held: set[str] = set()  # uuids of the records held back
+    waiting: dict[str, list[Record]] = {}
+    later: set[str] | None = None  # uuid values further on in the file, once read
+    unsure = checks = 0
+    for record in records:
+        value = record.value
+        uuid, parent = (value.get("uuid"), value.get("parentUuid")) if type(value) is dict else (None, None)
+        if type(parent) is str and parent not in emitted:
+            if parent in held or parent == uuid:
+                come = True
+            elif later is not None:
+                come = unsure or parent in later or not is_plain_string(parent)
+            elif checks < _DANGLING_CHECKS and records.absent_after(record.line, parent):
+                checks += 1
+                come = False
+            else:
+                found = records.plain_values_after(record.line, "uuid")
+                later, unsure = (set(), True) if found is None else (found, False)
+                come = unsure or parent in later or not is_plain_string(parent)
+            if come:
+                waiting.setdefault(parent, []).append(record)
+                if type(uuid) is str:
+                    held.add(uuid)
+                continue
+        yield record
+        if type(uuid) is str:
+            emitted.add(uuid)
+            if waiting:
+                yield from _released(uuid, waiting, emitted)
+    if waiting:
+        if any(parent not in held for parent in waiting):  # a parent that never came: it would have stayed in place
+            raise _ParentLater
+        yield from sorted((r for group in waiting.values() for r in group), key=lambda r: r.line)
+
+
+def _released(uuid: str, waiting: dict[str, list[Record]], emitted: set[str]) -> Iterator[Record]:
+    """The held records that follow the record ``uuid`` just given, depth first, as :func:`_order` places them."""
+    stack = list(reversed(waiting.pop(uuid, [])))
+    while stack:
+        record = stack.pop()
+        yield record
+        child = record.value.get("uuid")
+        if type(child) is str:
+            emitted.add(child)
+            stack.extend(reversed(waiting.pop(child, [])))
 
 
 class _Part:
@@ -198,12 +260,8 @@ def _kind(value: dict[str, Any], message: Message) -> MessageKind:
 class _Reader:
     """State of one pass over the records."""
 
-    def __init__(self, source: Source, *, in_file_order: bool = False) -> None:
+    def __init__(self, source: Source) -> None:
         self.source = source
-        #: Reading in file order: the uuids read so far, and the parents not seen before that
-        #: were checked (:meth:`_check_order`); None when the records come in their reading order.
-        self.seen: set[str] | None = set() if in_file_order else None
-        self.dangling = 0
         self.messages: list[Message] = []
         self.usage: dict[str, Usage] = {}
         self.assistant: _Part | None = None
@@ -238,36 +296,11 @@ class _Reader:
         else:
             self.attachments.append(message)
 
-    def _check_order(self, record: Record, uuid: Any, parent: Any) -> None:
-        """Raise :class:`_ParentLater` before the first record whose parent may come later in the
-        file (its own uuid, or a string the rest of the file may hold: :meth:`Records.absent_after`),
-        and after :data:`_DANGLING_CHECKS` parents never seen before (resumed sessions name one from
-        an earlier file). A parent that is nowhere later leaves the record in place, as in :func:`_order`.
-        """
-        seen = self.seen
-        assert seen is not None
-        if isinstance(parent, str) and parent not in seen:
-            self.dangling += 1
-            records = self.source.records
-            if (parent == uuid or self.dangling > _DANGLING_CHECKS or not isinstance(records, Records)
-                    or not records.absent_after(record.line, parent)):
-                raise _ParentLater
-        if isinstance(uuid, str):
-            seen.add(uuid)
-
     def record(self, record: Record) -> None:
         """Handle one record (raises ValueError when it breaks the format's rules)."""
         value = record.value
         if not isinstance(value, dict):
             raise ValueError("a Claude Code record must be a JSON object")
-        seen = self.seen
-        if seen is not None:
-            uuid, parent = value.get("uuid"), value.get("parentUuid")
-            if parent is None or (type(parent) is str and parent in seen):  # in file order: nothing to check
-                if type(uuid) is str:
-                    seen.add(uuid)
-            else:
-                self._check_order(record, uuid, parent)
         if value.get("isSidechain") is True:
             return
         kind = value.get("type")
@@ -368,16 +401,15 @@ def read(source: Source) -> Session:
         or a line that is not a JSON object (``path:line``); skipped when the source is lenient.
     """
     records = source.records or ()
-    reader = _Reader(source, in_file_order=isinstance(records, Records))
-    try:  # one pass in file order, the common case
-        if reader.seen is None and _order(_links(records)) is not None:
+    reader = _Reader(source)
+    try:  # one pass, the records held back that come before their parent
+        if not isinstance(records, Records):
             raise _ParentLater
-        reader.skipped += each_record(source, records, reader.record)
-    except _ParentLater:  # a record came before its parent: a first pass keeps each record's uuid and parent
+        reader.skipped += each_record(source, _reading_order(records), reader.record)
+    except _ParentLater:  # a first pass keeps each record's uuid and parent
         order = _order(_links(records))
         reader = _Reader(source)
         reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
-    reader.seen = None  # the uuids read are not needed any more
     reader.flush()
     return build_session(
         path=source.path,

@@ -62,6 +62,16 @@ _ESCAPED_ASCII = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
 _PLAIN_STRING = re.compile(r'[ !#-\[\]-~]*')
 
 
+def is_plain_string(text: str) -> bool:
+    """True when ``text`` is printable ASCII without quote or backslash: JSON spells it only as
+    itself (or with ``\\u00XX`` escapes), so a search of the bytes for it quoted finds it.
+
+    >>> is_plain_string("5c71e148-52db"), is_plain_string('say "hi"'), is_plain_string("caf\u00e9")
+    (True, False, False)
+    """
+    return _PLAIN_STRING.fullmatch(text) is not None
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Record:
     """One parsed JSONL line: its 1-based ``line``, the JSON ``value`` and the line's UTF-8 ``nbytes``."""
@@ -97,14 +107,15 @@ class Records(Sequence[Record]):
     :attr:`bad_lines` (counted once however often it is read).
     """
 
-    __slots__ = ("_whole", "_bounds", "_piece", "_spans", "_path", "_lenient", "_last_escape", "bad_lines")
+    __slots__ = ("_whole", "_bounds", "_piece", "_spans", "_path", "_lenient", "_escape_at", "_plain_from", "bad_lines")
 
     def __init__(self, path: str, data: bytes | None, spans: array[int], lenient: bool, bounds: array[int] | None = None) -> None:
         """``data``: the file's bytes held whole; else ``bounds``: where each piece of the file
         starts, and the end of the last (byte offsets; ``spans`` are offsets in the file)."""
         self._whole, self._bounds, self._spans, self._path, self._lenient = data, bounds, spans, path, lenient
         self._piece: tuple[int, bytes] | None = None  # the piece last read: its number and bytes
-        self._last_escape: int | None = None  # where the file's last escaped printable ASCII character is (-1: none)
+        self._escape_at = -1  # the furthest escaped printable ASCII character found so far (-1: none found)
+        self._plain_from: int | None = None  # from this byte on the file holds no such escape (None: not known)
         self.bad_lines: set[int] = set()
 
     def __len__(self) -> int:
@@ -203,19 +214,55 @@ class Records(Sequence[Record]):
         escape of a printable ASCII character follows). False when unsure: a reader that asks
         takes the longer way.
         """
-        if not _PLAIN_STRING.fullmatch(text):
+        if not is_plain_string(text):
             return False
+        quoted = b'"' + text.encode() + b'"'  # a quoted string holds no line break: none spans two pieces
+        for data, start in self._plain_parts_after(self._end_of(line)):
+            if data is None or data.find(quoted, start) >= 0:
+                return False
+        return True
+
+    def plain_values_after(self, line: int, key: str) -> set[str] | None:
+        """The plain string values (:func:`is_plain_string`) of every ``key`` of a JSON object after
+        line ``line`` of the file, nested ones included: each ``"key": "value"`` spelled in the bytes
+        that follow (a value that is not plain is left out). None when unsure: ``key`` is not
+        plain, or a ``\\u00XX`` escape of a printable ASCII character follows (a key or value may
+        be spelled otherwise). One search of the rest of the file.
+        """
+        if not is_plain_string(key):
+            return None
+        pattern = re.compile(b'"' + re.escape(key.encode()) + rb'"\s*:\s*"([ !#-\[\]-~]*)"')
+        found: set[str] = set()
+        for data, start in self._plain_parts_after(self._end_of(line)):
+            if data is None:
+                return None
+            found.update(m.group(1).decode() for m in pattern.finditer(data, start))
+        return found
+
+    def _end_of(self, line: int) -> int:
+        """The byte offset where line ``line`` ends (its last byte + 1; 0 before the first line)."""
         spans = self._spans
         lines = np.frombuffer(spans, dtype=np.int64)[2::3]
         at = int(np.searchsorted(lines, line, side="right"))
-        end = spans[3 * at - 2] if at else 0  # where the line ends (its last byte + 1)
-        if self._last_escape is None:
-            self._last_escape = max((base + m.start() for base, data in self._parts_after(0) for m in _ESCAPED_ASCII.finditer(data)),
-                                    default=-1)
-        if self._last_escape >= end:
-            return False
-        quoted = b'"' + text.encode() + b'"'  # a quoted string holds no line break: none spans two pieces
-        return all(data.find(quoted, max(end - base, 0)) < 0 for base, data in self._parts_after(end))
+        return spans[3 * at - 2] if at else 0
+
+    def _plain_parts_after(self, end: int) -> Iterator[tuple[bytes | None, int]]:
+        """``(bytes, where byte end is in them)`` of each part of the file from byte ``end`` on, read
+        once, while checking that no ``\\u00XX`` escape of a printable ASCII character lies there:
+        ``(None, 0)`` ends the parts when one does (what is learnt is kept for the next call)."""
+        if self._escape_at >= end:
+            yield None, 0
+            return
+        known_plain = self._plain_from is not None and self._plain_from <= end
+        for base, data in self._parts_after(end):
+            start = max(end - base, 0)
+            if not known_plain and (found := _ESCAPED_ASCII.search(data, start)) is not None:
+                self._escape_at = max(self._escape_at, base + found.start())
+                yield None, 0
+                return
+            yield data, start
+        if not known_plain:
+            self._plain_from = end
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
