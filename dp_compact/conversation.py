@@ -34,6 +34,7 @@ from dp_compact.summary_text import (
 
 __all__ = [
     "BLOCK_MARKERS",
+    "MARKER_WORDS",
     "MESSAGE_KINDS",
     "SUMMARY_PREFIXES",
     "CompactingTool",
@@ -58,6 +59,7 @@ __all__ = [
     "summary_kept",
     "summary_recorded",
     "summary_tool",
+    "unmarked",
 ]
 
 Role = Literal["user", "assistant", "tool"]
@@ -84,6 +86,19 @@ _RAW_AS_JSON: ContextVar[str] = ContextVar("raw_as_json", default="")
 #: in one search, factored by their openings (half the time of the plain alternation); a test
 #: checks that it matches the same words.
 BLOCK_MARKERS = re.compile(rb'"(?:i(?:mage(?:_url)?|nput_(?:image|file)|nline(?:Data|_data))|document|file(?:Data|_data)?)"')
+#: The words :data:`BLOCK_MARKERS` finds quoted: a JSON text holds a marker exactly where one of
+#: its keys or strings is one of these (a quote inside a string is escaped; a test checks the list).
+MARKER_WORDS = frozenset({"image", "image_url", "input_image", "input_file", "inlineData", "inline_data", "document", "file",
+                          "fileData", "file_data"})
+_LONGEST_MARKER = max(map(len, MARKER_WORDS))
+#: Source bytes from which a message's raw is walked for markers (:func:`unmarked`) rather than
+#: written as JSON and searched: the walk costs a few function calls per block and nesting
+#: level, the search a pass over every byte. Measured on the messages of real Claude Code and
+#: Anthropic sessions: the same time from 1 to 4 KB (2.1 µs), from 4 to 16 KB 2.7 µs walked
+#: against 4.8 searched, past 16 KB 3.7 against 14.1.
+WALK_FROM_BYTES = 4096
+_UNMARKED_DEPTH = 6
+_INT_MIN, _INT_END = -(2**63), 2**64
 _SHAPES = {str: RawJSON(b'{"content":""}'), list: RawJSON(b'{"content":[]}'), None: RawJSON(b"{}")}
 _SHAPE_IDS = frozenset(map(id, _SHAPES.values()))
 
@@ -109,16 +124,71 @@ def raw_as_json(*, whole: bool = False) -> Iterator[None]:
         _RAW_AS_JSON.reset(token)
 
 
-def _kept_raw(raw: Any, how: str) -> Any:
-    """``raw`` as :func:`raw_as_json` keeps it (``how``: ``"whole"`` or ``"shape"``)."""
+def _scalar_unmarked(item: Any, kind: type) -> bool:
+    """:func:`unmarked` of a value that is neither a dict nor a list, of type ``kind``."""
+    if kind is str:
+        return len(item) > _LONGEST_MARKER or item not in MARKER_WORDS
+    if kind is int:
+        return _INT_MIN <= item < _INT_END
+    return kind is float or kind is bool or item is None
+
+
+def unmarked(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` is sure to be JSON without a marker: dicts with string keys, lists,
+    strings, booleans, None, 64-bit integers and floats, nested at most six deep, with no key or
+    string among :data:`MARKER_WORDS`; then :data:`BLOCK_MARKERS` finds nothing in
+    ``orjson.dumps(value)``, whose text is not written. False when it holds a marker or is
+    anything else (unsure: search its JSON text).
+
+    >>> unmarked({"content": [{"type": "text", "text": "a file"}]}), unmarked({"content": [{"type": "image"}]})
+    (True, False)
+    """
+    kind = type(value)
+    if kind is dict:
+        if depth >= _UNMARKED_DEPTH or not MARKER_WORDS.isdisjoint(value):
+            return False
+        for key, item in value.items():
+            kind = type(item)
+            if type(key) is not str:
+                return False
+            if kind is dict or kind is list:
+                if not unmarked(item, depth + 1):
+                    return False
+            elif not _scalar_unmarked(item, kind):
+                return False
+        return True
+    if kind is list:
+        if depth >= _UNMARKED_DEPTH:
+            return False
+        for item in value:
+            kind = type(item)
+            if kind is dict or kind is list:
+                if not unmarked(item, depth + 1):
+                    return False
+            elif not _scalar_unmarked(item, kind):
+                return False
+        return True
+    return _scalar_unmarked(value, kind)
+
+
+def _shape(raw: Any) -> RawJSON:
+    """The shape kept of a ``raw`` without markers: whether its ``content`` is a string or a list."""
+    content = raw.get("content") if isinstance(raw, dict) else None
+    return _SHAPES[list] if isinstance(content, list) else _SHAPES[str] if isinstance(content, str) else _SHAPES[None]
+
+
+def _kept_raw(raw: Any, how: str, nbytes: int = 0) -> Any:
+    """``raw`` as :func:`raw_as_json` keeps it (``how``: ``"whole"`` or ``"shape"``; ``nbytes``:
+    the message's source bytes, from :data:`WALK_FROM_BYTES` on walked for markers first)."""
+    if how != "whole" and nbytes >= WALK_FROM_BYTES and unmarked(raw):
+        return _shape(raw)
     try:
         text = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # not JSON (an adapter's own objects): kept as given
         return raw
     if how == "whole" or BLOCK_MARKERS.search(text) is not None:
         return RawJSON(text)
-    content = raw.get("content") if isinstance(raw, dict) else None
-    return _SHAPES[list] if isinstance(content, list) else _SHAPES[str] if isinstance(content, str) else _SHAPES[None]
+    return _shape(raw)
 
 
 def holds_no_blocks(raw: Any) -> bool:
@@ -272,7 +342,7 @@ class Message:
         if kind == "prompt" and is_injected_text(text):  # one rule for every reader (patterns.INJECTED_PREFIXES)
             kind = "injected"
         if raw is not None and not isinstance(raw, RawJSON) and (how := _RAW_AS_JSON.get()):
-            raw = _kept_raw(raw, how)
+            raw = _kept_raw(raw, how, source_bytes)
         _set_role(self, role)
         _set_text(self, text)
         _set_tool_calls(self, tool_calls)

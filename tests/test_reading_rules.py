@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dp_compact.sessions.source as source_module
-from dp_compact.conversation import BLOCK_MARKERS, Message, ToolCall, ToolResult
+from dp_compact.conversation import BLOCK_MARKERS, MARKER_WORDS, WALK_FROM_BYTES, Message, ToolCall, ToolResult, raw_as_json, raw_value, unmarked
 from dp_compact.documents import DOCUMENT_MARKERS
 from dp_compact.errors import MalformedLineError
 from dp_compact.images import IMAGE_MARKERS
@@ -206,6 +206,53 @@ def test_factored_block_markers_match_exactly_where_either_pattern_does(pieces):
 
 def test_every_marker_word_is_a_block_marker():
     assert _MARKER_WORDS and all(BLOCK_MARKERS.fullmatch(b'"' + w.encode() + b'"') for w in _MARKER_WORDS)
+
+
+def test_the_marker_words_are_the_words_of_both_patterns():
+    assert MARKER_WORDS == set(_MARKER_WORDS)
+
+
+_WORDISH = st.sampled_from([*_MARKER_WORDS, "image_", "files", "type", "text", "", '"image"', "file\\", "a file"])
+_JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), _WORDISH, st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.one_of(_WORDISH, st.text(max_size=8)), inner, max_size=4)),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_JSONISH)
+def test_a_walk_without_markers_agrees_with_the_search_of_the_json_text(value):
+    """:func:`unmarked` is sure only where the search of the written JSON finds no marker, and
+    sure wherever the value is plain JSON of shallow nesting without any marker word."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # integers past 64 bits
+        assert not unmarked(value)
+        return
+    searched = BLOCK_MARKERS.search(text) is None
+    if unmarked(value):
+        assert searched
+    else:
+        assert not searched or _depth(value) >= 6
+
+
+def _depth(value, level=0):
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+@pytest.mark.parametrize("content", ["plain words " * 200, [{"type": "tool_result", "tool_use_id": "t", "content": "x = \"a\"\n" * 300}],
+                                     [{"type": "image", "source": {"type": "base64", "data": "AAAA"}}, {"type": "text", "text": "see"}]])
+def test_a_large_message_keeps_the_same_raw_walked_as_searched(content):
+    raw = {"role": "user", "content": content}
+    with raw_as_json():
+        walked = Message("user", "t", raw=raw, source_bytes=WALK_FROM_BYTES)
+        searched = Message("user", "t", raw=raw, source_bytes=WALK_FROM_BYTES - 1)
+    assert walked.raw == searched.raw and raw_value(walked.raw) == raw_value(searched.raw)
 
 
 def _plain_injected(text: str) -> bool:
