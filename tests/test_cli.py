@@ -192,3 +192,5 @@ def test_an_unknown_option_suggests_only_options_whose_names_are_close(tmp_path)
     assert bogus.exit_code == 2 and "No such option: --bogus" in bogus.stderr and "Possible options" not in bogus.stderr
     typo = runner.invoke(app, ["plan", str(session), "--provder", "x"])
     assert "(Possible options: --provider)" in typo.stderr
+    near = runner.invoke(app, ["plan", str(session), "--no-cach"])  # --p-cache is close too, but much less
+    assert "(Possible options: --no-cache)" in near.stderr

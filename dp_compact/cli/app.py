@@ -61,7 +61,7 @@ def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable
     of ``commands``.
     """
     if isinstance(exc, NoSuchOption) and exc.possibilities:  # the parser compares "--s" and "--bogus" dashes included
-        exc.possibilities = [p for p in exc.possibilities if _close_names(exc.option_name, p)]
+        exc.possibilities = _closest_names(exc.option_name, exc.possibilities)
     message = " ".join(exc.format_message().replace("Value error, ", "").split())
     ctx = getattr(exc, "ctx", None)
     first = next((a for a in args if not a.startswith("-")), None)
@@ -71,16 +71,25 @@ def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable
     return f"{NAME}: {where}{message} (try '{command} --help')"
 
 
-def _close_names(given: str, option: str) -> bool:
-    """True when option ``option`` is a likely meaning of the unknown ``given``: their names without
-    the leading dashes are as close as the parser asks of whole options (``difflib``'s 0.6).
+#: How much less alike than the closest option another may be and still be suggested.
+_SUGGESTION_MARGIN = 0.15
 
-    >>> _close_names("--provder", "--provider"), _close_names("--bogus", "--s"), _close_names("--provder", "--model")
-    (True, False, False)
+
+def _closest_names(given: str, options: Iterable[str]) -> list[str]:
+    """The likely meanings of the unknown option ``given``, closest first: the options whose names
+    without the leading dashes are as close as the parser asks of whole options (``difflib``'s
+    0.6), and no more than :data:`_SUGGESTION_MARGIN` less alike than the closest one.
+
+    >>> _closest_names("--provder", ["--model", "--provider"]), _closest_names("--bogus", ["--s"])
+    (['--provider'], [])
+    >>> _closest_names("--no-cach", ["--p-cache", "--no-cache"])
+    ['--no-cache']
     """
     from difflib import SequenceMatcher
 
-    return SequenceMatcher(None, given.lstrip("-"), option.lstrip("-")).ratio() >= 0.6
+    scored = sorted(((SequenceMatcher(None, given.lstrip("-"), o.lstrip("-")).ratio(), o) for o in options), reverse=True)
+    best = scored[0][0] if scored else 0.0
+    return [o for ratio, o in scored if ratio >= 0.6 and ratio >= best - _SUGGESTION_MARGIN]
 
 
 def _plain(param: Any) -> Any:
