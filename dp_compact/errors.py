@@ -180,16 +180,30 @@ def skipped_error(path: str, reason: str) -> SessionError:
     return SessionError(path, int(found.group(1)), reason[found.end():] if found.group(2) == ": " else reason)
 
 
+def no_session_file(where: Path | str) -> SessionError:
+    """The error of a folder holding no file with a session suffix (``.json``, ``.jsonl``, ``.traj``).
+
+    >>> str(no_session_file("dir"))
+    'dir: no session file (.json, .jsonl, .traj) under this folder'
+    """
+    from dp_compact.io import SESSION_SUFFIXES
+
+    return SessionError(where, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
+
+
 def no_readable_session(where: str, skipped: Sequence[tuple[str, str]], files: int, shown: int = 3) -> SessionError:
     """The error of a folder or fleet run in which none of its ``files`` is read as a session:
-    the input's own (:func:`skipped_error`) when it is the only one, else ``where`` with the
-    count and the first ``shown`` of the ``(path, reason)`` entries skipped.
+    :func:`no_session_file` when there is no file, the input's own (:func:`skipped_error`) when
+    it is the only one, else ``where`` with the count and the first ``shown`` of the
+    ``(path, reason)`` entries skipped.
 
     >>> str(no_readable_session("dir", [("dir/a.json", "not a session format dp-compact reads"), ("dir/b.jsonl", "line 2: no role")], 2, shown=1))
     'dir: no readable session among 2 file(s): dir/a.json: not a session format dp-compact reads; and 1 more'
     >>> str(no_readable_session("dir", [("dir/b.jsonl", "line 2: no role")], 1))
     'dir/b.jsonl:2: no role'
     """
+    if files == 0:
+        return no_session_file(where)
     if files == 1 and len(skipped) == 1:
         return skipped_error(*skipped[0])
     entries = [f"{path}: {reason}" for path, reason in skipped]

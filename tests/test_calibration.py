@@ -253,7 +253,7 @@ def test_session_paths_expand_directories_and_skip_manifests(tmp_path: Path):
 
 
 def test_calibrate_without_sessions_raises(tmp_path: Path):
-    with pytest.raises(ValueError, match="no readable session"):
+    with pytest.raises(ValueError, match="no session file"):
         calibrate([tmp_path])
 
 
@@ -369,7 +369,7 @@ def test_cli_calibrate_env_json_and_figure(synthetic, tmp_path: Path):
 
 def test_cli_calibrate_empty_folder_fails_with_one_line(tmp_path: Path):
     result = CliRunner().invoke(app, ["calibrate", str(tmp_path)])
-    assert result.exit_code == 2 and "no readable session" in result.output
+    assert result.exit_code == 2 and "no session file (.json, .jsonl, .traj) under this folder" in result.output
 
 
 def test_judged_messages_drop_recorded_compaction_insertions():

@@ -36,6 +36,12 @@ def test_replay_of_a_folder_without_sessions_names_each_file_and_why(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["replay", "calibrate"])
+def test_an_empty_folder_is_the_same_error_for_replay_and_calibrate(tmp_path, command):
+    done = _one_line_error(runner.invoke(app, [command, str(tmp_path), "--workers", "1"]))
+    assert done == f"dp-compact: {tmp_path}: no session file (.json, .jsonl, .traj) under this folder"
+
+
+@pytest.mark.parametrize("command", ["replay", "calibrate"])
 def test_one_file_alone_on_the_fleet_engine_is_its_own_error(tmp_path, command):
     pytest.importorskip("dask.distributed")
     bad = tmp_path / "bad.jsonl"
@@ -44,11 +50,6 @@ def test_one_file_alone_on_the_fleet_engine_is_its_own_error(tmp_path, command):
     fleet = _one_line_error(runner.invoke(app, [command, str(bad), "--out", str(tmp_path / "r.parquet"), "--workers", "1"]))
     assert local == fleet and local.startswith(f"dp-compact: {bad}:2: line 2 is not valid JSON")
     assert not (tmp_path / "r.parquet").exists()
-
-
-def test_calibrate_of_an_empty_folder_names_it(tmp_path):
-    line = _one_line_error(runner.invoke(app, ["calibrate", str(tmp_path)]))
-    assert str(tmp_path) in line and "no readable session" in line
 
 
 def test_recall_limit_must_be_at_least_one():

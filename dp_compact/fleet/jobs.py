@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.calibration import DEFAULT_BOOTSTRAP, Calibration, SessionMeasures, measure_session, pool_sessions
-from dp_compact.errors import DpCompactError, SessionError, no_readable_session, skip_reason
+from dp_compact.errors import DpCompactError, SessionError, no_readable_session, no_session_file, skip_reason
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
-from dp_compact.io import SESSION_SUFFIXES
 from dp_compact.replay.shell import DirectoryReplay, SessionReplay, parse_policies, replay_or_skip
 from dp_compact.settings import Settings
 
@@ -99,7 +98,7 @@ def replay_fleet(
     items = list_inputs(paths)
     folder = str(paths) if isinstance(paths, (str, Path)) else ", ".join(map(str, paths))
     if not items:
-        raise SessionError(folder, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
+        raise no_session_file(folder)
     options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
     done = map_sessions(replay_input, items, (settings, parsed, options), engine=engine, workers=workers,
                         scheduler=scheduler, progress=progress, processes=processes)

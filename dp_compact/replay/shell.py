@@ -17,7 +17,7 @@ import numpy as np
 
 from dp_compact.api import read_notes
 from dp_compact.conversation import Session
-from dp_compact.errors import DpCompactError, SessionError, no_readable_session, skip_reason
+from dp_compact.errors import DpCompactError, SessionError, no_readable_session, no_session_file, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.replay.load import call_times, load_recording, recorded_calls, replay_history, replay_params
 from dp_compact.replay.meter import (
@@ -256,9 +256,8 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
 replay_or_skip = _replay_or_skip
 
 
-def no_session_error(folder: Path | str) -> SessionError:
-    """The error of a folder holding no session file (none with a session suffix, or none read as a session)."""
-    return SessionError(folder, None, f"no session file ({', '.join(sorted(SESSION_SUFFIXES))}) under this folder")
+#: The error of a folder holding no session file (:func:`dp_compact.errors.no_session_file`).
+no_session_error = no_session_file
 
 
 def replay_directory(
