@@ -17,6 +17,7 @@ from dp_compact.calibration import AGE_UNITS, calibrate, env_lines, judged_messa
 from dp_compact.cli import app
 from dp_compact.cli.render import render_calibration as format_report
 from dp_compact.cuts import message_ages, message_arrays
+from dp_compact.calibration.fit import fit_survival, survival_estimates
 from dp_compact.calibration.recall import MAX_AGE_BINS, RecallCounts, fit_exponential, recall_counts
 from dp_compact.reuse import Uses
 from dp_compact.sessions import Message, read_session
@@ -437,3 +438,30 @@ def test_cli_calibrate_real_folder_never_prints_nan():
     env = runner.invoke(app, ["calibrate", folder, "--bootstrap", "20", "--env"])
     assert env.exit_code == 0 and "nan" not in env.output.lower() and "weak" not in env.output
     assert all(line.startswith("export DP_") for line in env.output.strip().splitlines())
+
+
+# --- the survival of session lengths -------------------------------------------------------------
+
+def test_the_survival_fit_recovers_a_lomax_curve_from_its_lengths():
+    rng = np.random.default_rng(7)
+    alpha, scale = 1.5, 70.0
+    lengths = scale * (rng.uniform(size=4000) ** (-1 / alpha) - 1)  # inverse of P(X > x) = (1 + x / scale) ** -alpha
+    fitted_alpha, fitted_scale = fit_survival(lengths)
+    assert fitted_alpha == pytest.approx(alpha, rel=0.15) and fitted_scale == pytest.approx(scale, rel=0.2)
+
+
+def test_two_sessions_give_the_survival_fit_no_spread_rather_than_zero():
+    alpha, scale = survival_estimates([71.0, 325.0], 200, np.random.default_rng(0))
+    assert np.isnan(alpha.std) and np.isnan(scale.std) and alpha.n == scale.n == 2
+    heavy = survival_estimates([47, 71, 184, 34, 3, 325, 4, 77, 349, 18, 10, 353, 13, 30, 21, 28], 200, np.random.default_rng(0))
+    assert all(e.std > 0 and e.p05 <= e.p95 for e in heavy)
+
+
+def test_a_survival_fit_at_its_limit_says_it_is_an_exponential():
+    two = [SESSIONS / "claude_code" / "cc_fundwise.jsonl", SESSIONS / "claude_code" / "cc_task43_develop.jsonl"]
+    two = [need(path) for path in two]
+    report = format_report(calibrate(two, bootstrap=50))
+    survival = [line for line in report.splitlines() if line.startswith("survival")]
+    assert survival and "no resample differs from the sessions themselves" in survival[0] and "± 0.00" not in survival[0]
+    mean = (read_session(two[0]).llm_calls + read_session(two[1]).llm_calls) / 2
+    assert f"the fit is its limit, mean {mean:,.0f} calls" in report

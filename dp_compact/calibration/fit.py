@@ -58,6 +58,9 @@ def bootstrap_draws(point: float, draws: list[float], n: int) -> Estimate:
 
 #: Scales (calls) tried by the survival fit's profile likelihood, log-spaced.
 _SURVIVAL_SCALES = np.geomspace(0.5, 1e5, 600)
+#: The largest scale the survival fit tries: a fit there is the limit of the Lomax curve for
+#: lengths no more spread out than an exponential's, ``exp(−n / mean)`` with mean ``scale / (alpha − 1)``.
+SURVIVAL_SCALE_LIMIT = float(_SURVIVAL_SCALES[-1])
 
 
 def fit_survival(lengths: Sequence[float]) -> tuple[float, float]:
@@ -88,17 +91,23 @@ def fit_survival(lengths: Sequence[float]) -> tuple[float, float]:
 def survival_estimates(lengths: Sequence[float], resamples: int, rng: np.random.Generator) -> tuple[Estimate, Estimate] | None:
     """:func:`fit_survival` of ``lengths`` (calls) and its bootstrap spreads over sessions: (alpha, scale).
 
-    None with fewer than two positive lengths.
+    None with fewer than two positive lengths. A resample needs two different lengths to be
+    fitted; when every such resample is the sessions themselves (two sessions), the spreads are
+    NaN (none is shown), not zero.
     """
     if sum(1 for v in lengths if v > 0) < 2:
         return None
     alpha, scale = fit_survival(lengths)
     values = np.asarray(lengths, dtype=np.float64)
     draws = []
+    ordered, differs = np.sort(values), False
     for _ in range(resamples):
         sample = rng.choice(values, size=values.size)
         if np.count_nonzero(sample > 0) >= 2 and np.unique(sample).size > 1:
             draws.append(fit_survival(sample))
+            differs = differs or not np.array_equal(np.sort(sample), ordered)
+    if not differs:  # two sessions: the only resample a fit takes is the sessions themselves, which shows no spread
+        draws = []
     columns = np.array(draws, dtype=np.float64).reshape(-1, 2)
     return (bootstrap_draws(alpha, columns[:, 0].tolist(), values.size),
             bootstrap_draws(scale, columns[:, 1].tolist(), values.size))

@@ -282,8 +282,10 @@ def _estimate(e: Estimate | None, spec: str = ",.0f") -> str:
     """``value ± std [p05, p95] (n)``; one session says it is weak; never ``nan``."""
     if e is None or not math.isfinite(e.value):
         return "not measured"
-    if e.n < 2 or not math.isfinite(e.std):
+    if e.n < 2:
         return f"{e.value:{spec}}  (n = {e.n}: one session, no spread; a weak estimate)"
+    if not math.isfinite(e.std):
+        return f"{e.value:{spec}}  (n = {e.n}: no resample differs from the sessions themselves, no spread; a weak estimate)"
     return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
 
 
@@ -294,12 +296,17 @@ def _number(value: float | None, spec: str) -> str:
 
 def render_calibration(c: Calibration) -> str:
     """The calibration (:func:`dp_compact.calibration.calibrate`) as a readable table."""
+    from dp_compact.calibration.fit import SURVIVAL_SCALE_LIMIT
+
     lines = [f"sessions  {len(c.sessions)} read ({sum(1 for s in c.sessions if s.prompt_tokens.size)} with usage records),"
              f" {len(c.skipped)} skipped; spreads: bootstrap over sessions, {c.bootstrap} resamples"]
     lines.append(f"V         {_estimate(c.v_tokens)} tokens (first call's prompt − its messages)")
     lines.append(f"L         {_estimate(c.calls_per_turn, '.1f')} calls per user turn (pooled)")
     lines.append(f"avg       {_estimate(c.avg_tokens)} prompt tokens per call (median of sessions)")
-    lines.append(f"S         {_estimate(c.summary_tokens)} cl100k tokens per summary seen in the files")
+    if c.summary_tokens is None or not math.isfinite(c.summary_tokens.value):
+        lines.append("S         not measured: no summary seen in the files")
+    else:
+        lines.append(f"S         {_estimate(c.summary_tokens)} cl100k tokens per summary seen in the files")
     for tool, tokens in c.recorded_summaries.items():
         listed = ", ".join(f"{n:,}" for n in tokens)
         lines.append(f"summary   {tool:<11} {sum(tokens) / len(tokens):,.0f} tokens on average ({listed}): the summaries its recorded compactions wrote")
@@ -309,6 +316,9 @@ def render_calibration(c: Calibration) -> str:
         alpha, scale = c.survival
         lines.append(f"survival  alpha = {_estimate(alpha, '.2f')}, scale = {_estimate(scale, ',.1f')} calls: P(a session lasts more than"
                      " n calls) = (1 + n / scale) ** -alpha (DP_SURVIVAL_ALPHA, DP_SURVIVAL_SCALE)")
+        if scale.value >= SURVIVAL_SCALE_LIMIT and alpha.value > 1:
+            lines.append(f"          the lengths vary no more than an exponential's: the fit is its limit, mean"
+                         f" {scale.value / (alpha.value - 1):,.0f} calls (more sessions may show a heavier tail)")
     for unit, (fit, q0, tau) in c.recall_fits.items():
         unit_scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"
         mark = "  <- chosen" if unit == c.recall_age and math.isfinite(q0.value) else ""
