@@ -174,3 +174,24 @@ def test_resampled_blocks_keep_tool_pairing():
     first, second = (json.loads(line) for line in out)
     assert first["message"]["content"][0]["id"] == second["message"]["content"][0]["tool_use_id"] == "t1~7"
     assert first["parentUuid"] == "last" and second["parentUuid"] == first["uuid"] == "u2~7"
+
+
+def test_one_session_file_on_the_fleet_engines_reads_as_on_the_local_engine():
+    """A lone file (a path on Dask, or one fsspec URL) gets its own report, the same as the local
+    engine's, not a folder table of one row."""
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    runner = CliRunner()
+    path = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    local = runner.invoke(app, ["replay", str(path)])
+    on_dask = runner.invoke(app, ["replay", str(path), "--engine", "dask", "--workers", "1"])
+    assert local.exit_code == on_dask.exit_code == 0, on_dask.output
+    assert on_dask.stdout == local.stdout and local.stdout.startswith(f"session   {path}")
+    url = "memory://lone/cc_raze_hooks.jsonl"
+    fsspec.filesystem("memory").pipe(url, path.read_bytes())
+    by_url = runner.invoke(app, ["replay", url, "--workers", "1", "--json"])
+    assert by_url.exit_code == 0, by_url.output
+    data = json.loads(by_url.stdout)
+    assert "sessions" not in data and data["session"]["path"] == url

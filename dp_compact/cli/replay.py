@@ -67,6 +67,8 @@ def replay(
 
         with fleet_progress("replaying") as tick:
             result = replay_fleet(path, settings, specs, engine=engine, workers=workers, scheduler=scheduler, progress=tick, **options)  # type: ignore[arg-type]
+        if len(result.sessions) == 1 and not result.skipped and (Path(path).is_file() or result.sessions[0].path == path):
+            result = result.sessions[0]  # one session file: its own report, as on the local engine
     else:
         result = _replay_folder(Path(path), settings, specs, workers, **options) if Path(path).is_dir() else replay_file(path, settings, specs, **options)
     if out is not None:
