@@ -93,6 +93,8 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
                 unknown_model = True
     if base is None:
         base = get_prices(settings.provider)
+        if session is not None and not model and not settings.explicit_provider():
+            notes.append(f"prices of {base.name}, the default provider: the session records no model (give yours with --provider or DP_PROVIDER)")
     if "assumed" in base.source:
         notes.append(f"{base.name}: {base.source}")
     overrides: dict[str, object] = {

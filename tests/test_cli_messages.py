@@ -120,3 +120,23 @@ def test_a_folder_holding_one_file_that_cannot_be_read_is_that_files_error(tmp_p
     (folder / "bad.jsonl").write_text('{"role": "user", "content": "hi"}\n{bad\n', "utf-8")
     line = _one_line_error(runner.invoke(app, [command, str(folder), "--workers", "1"]))
     assert line.startswith(f"dp-compact: {folder / 'bad.jsonl'}:2: line 2 is not valid JSON")
+
+
+@pytest.mark.parametrize("command", [["plan"], ["timeline", "-o", "t.png"], ["compact", "--dry-run"]])
+def test_a_folder_given_for_one_session_file_says_which_commands_read_folders(tmp_path, command):
+    line = _one_line_error(runner.invoke(app, [command[0], str(tmp_path), *command[1:]]))
+    assert line == f"dp-compact: {tmp_path}: a folder, not a session file: give one file here (replay and calibrate read folders)"
+
+
+def test_options_that_cannot_go_together_name_the_command_and_its_help():
+    session = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    line = _one_line_error(runner.invoke(app, ["compact", str(session)]))
+    assert line == "dp-compact: compact: -o/--output is required (or give --dry-run) (try 'dp-compact compact --help')"
+
+
+def test_a_session_without_a_model_says_it_is_priced_as_the_default_provider():
+    session = need(SESSIONS / "openai_chat" / "taubench_gpt4o_airline_task46.jsonl")
+    default = json.loads(runner.invoke(app, ["plan", str(session), "--json"]).stdout)
+    assert any("the default provider: the session records no model" in n for n in default["notes"])
+    given = json.loads(runner.invoke(app, ["plan", str(session), "--json", "--provider", "gpt-4o"]).stdout)
+    assert given["prices"]["name"] == "gpt-4o" and not any("default provider" in n for n in given["notes"])

@@ -151,7 +151,11 @@ class CommandGroup(TyperGroup):
         except DpCompactError as exc:
             if not standalone_mode:
                 raise
-            typer.echo(f"{NAME}: {' '.join(str(exc).splitlines())}", err=True)
+            text = " ".join(str(exc).splitlines())
+            first = next((a for a in (sys.argv[1:] if args is None else args) if not a.startswith("-")), None)
+            if isinstance(exc, CommandError) and first in self.commands:  # options that cannot go together: as a usage error
+                text = f"{first}: {text} (try '{NAME} {first} --help')"
+            typer.echo(f"{NAME}: {text}", err=True)
             code = EXIT_ERROR
         except typer.Abort:
             if not standalone_mode:

@@ -583,6 +583,8 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
                 base = bounds[-1] - len(data)  # where the last piece starts: data is its bytes
             else:
                 data += file.read()
+    except IsADirectoryError as exc:
+        raise SessionError(path, None, "a folder, not a session file: give one file here (replay and calibrate read folders)") from exc
     except OSError as exc:
         raise SessionError(path, None, f"cannot read the file: {exc.strerror or exc}") from exc
     if bounds is None:
