@@ -45,6 +45,7 @@ __all__ = [
     "plan_session",
     "read_notes",
     "resolve_prices",
+    "session_family",
     "session_tokens",
     "timeline_file",
     "token_scale",
@@ -156,8 +157,18 @@ def token_scale(
         return measured, "measured"
     if session.recorded_token_ratio is not None:  # a compacted file: measured on the conversation it compacted
         return session.recorded_token_ratio, "recorded"
-    family = provider_family(session.model, session.format)
+    family = session_family(session, settings)
     return token_ratio(family), f"family {family or 'unknown'}"
+
+
+def session_family(session: Session, settings: Settings) -> str:
+    """The provider family whose tokens ``session``'s messages are in: its recorded model's (or its
+    format's, :func:`~dp_compact.tokens.provider_family`); for a session that records no model,
+    the family of the provider given (``--provider``, ``DP_PROVIDER``); else ``"unknown"``."""
+    family = provider_family(session.model, session.format)
+    if family == "unknown" and not session.model and settings.explicit_provider():
+        family = provider_family(settings.provider)
+    return family
 
 
 def _token_parts(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str, int]:
@@ -169,7 +180,7 @@ def _token_parts(session: Session, settings: Settings, use_cache: bool) -> tuple
     answer its unchanged messages (:class:`~dp_compact.tokens.TokenCache`).
     """
     tiktoken = settings.tokenizer == "tiktoken"
-    family = provider_family(session.model, session.format)
+    family = session_family(session, settings)
     if not tiktoken:
         counts = count_message_tokens(session.messages, tokenizer=settings.tokenizer)
         images, referenced = np.zeros(len(counts), dtype=np.int64), referenced_documents(session.messages)

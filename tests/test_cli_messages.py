@@ -134,9 +134,16 @@ def test_options_that_cannot_go_together_name_the_command_and_its_help():
     assert line == "dp-compact: compact: -o/--output is required (or give --dry-run) (try 'dp-compact compact --help')"
 
 
-def test_a_session_without_a_model_says_it_is_priced_as_the_default_provider():
+def test_a_session_without_a_model_is_priced_and_counted_as_the_provider_given():
+    """Without a recorded model: the default provider's prices, said so, and cl100k counts unscaled;
+    with ``--provider``, that provider's prices and its family's token factor."""
+    from dp_compact.tokens import TOKEN_RATIOS
+
     session = need(SESSIONS / "openai_chat" / "taubench_gpt4o_airline_task46.jsonl")
     default = json.loads(runner.invoke(app, ["plan", str(session), "--json"]).stdout)
     assert any("the default provider: the session records no model" in n for n in default["notes"])
-    given = json.loads(runner.invoke(app, ["plan", str(session), "--json", "--provider", "gpt-4o"]).stdout)
-    assert given["prices"]["name"] == "gpt-4o" and not any("default provider" in n for n in given["notes"])
+    assert any("cl100k counts, unscaled" in n for n in default["notes"])
+    for provider, family in (("gpt-4o", "openai"), ("claude-sonnet-4", "anthropic")):
+        given = json.loads(runner.invoke(app, ["plan", str(session), "--json", "--provider", provider]).stdout)
+        assert given["prices"]["name"] == provider and not any("default provider" in n for n in given["notes"])
+        assert f"message tokens scaled by {TOKEN_RATIOS[family]:.3g} provider tokens per cl100k token (family {family})" in given["notes"]
