@@ -147,3 +147,18 @@ def test_a_session_without_a_model_is_priced_and_counted_as_the_provider_given()
         given = json.loads(runner.invoke(app, ["plan", str(session), "--json", "--provider", provider]).stdout)
         assert given["prices"]["name"] == provider and not any("default provider" in n for n in given["notes"])
         assert f"message tokens scaled by {TOKEN_RATIOS[family]:.3g} provider tokens per cl100k token (family {family})" in given["notes"]
+
+
+def test_with_json_an_error_is_also_one_json_object_on_stdout(tmp_path):
+    """An agent reading only stdout learns what went wrong; the stderr line and status stay."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{oops\n', "utf-8")
+    done = runner.invoke(app, ["plan", str(bad), "--json"])
+    (line,) = done.stderr.splitlines()
+    assert done.exit_code == 2 and json.loads(done.stdout) == {"error": {"type": "MalformedLineError", "message": line.removeprefix("dp-compact: "),
+                                                 "path": str(bad), "line": 2}}
+    typo = runner.invoke(app, ["plan", str(bad), "--json", "--provder", "x"])
+    error = json.loads(typo.stdout)["error"]
+    assert typo.exit_code == 2 and error["type"] == "UsageError" and "--provider" in error["message"] and error["line"] is None
+    plain = runner.invoke(app, ["plan", str(bad)])
+    assert plain.exit_code == 2 and plain.stdout == ""

@@ -71,6 +71,19 @@ def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable
     return f"{NAME}: {where}{message} (try '{command} --help')"
 
 
+def _json_error(args: Sequence[str], message: str, kind: str, path: str | None = None, line: int | None = None) -> None:
+    """With ``--json`` among ``args``, the error also as one JSON object on stdout, for an agent that
+    reads only stdout: ``{"error": {"type", "message", "path", "line"}}``, the message being the
+    stderr line without ``dp-compact:`` (that line and the exit status stay as they are; ``path``
+    and ``line`` are null where the error names none)."""
+    if "--json" not in args or "--" in args[: list(args).index("--json")]:
+        return
+    import json
+
+    text = message.removeprefix(f"{NAME}: ")
+    typer.echo(json.dumps({"error": {"type": kind, "message": text, "path": path, "line": line}}, ensure_ascii=False))
+
+
 #: How much less alike than the closest option another may be and still be suggested.
 _SUGGESTION_MARGIN = 0.15
 
@@ -147,6 +160,7 @@ class CommandGroup(TyperGroup):
             given = list(sys.argv[1:] if args is None else args)
             line = usage_line(exc, given, self.commands) if isinstance(exc, UsageError) else f"{NAME}: {exc.format_message()}"
             typer.echo(line, err=True)
+            _json_error(given, line, "UsageError")
             code = exc.exit_code
         except DpCompactError as exc:
             if not standalone_mode:
@@ -156,6 +170,8 @@ class CommandGroup(TyperGroup):
             if isinstance(exc, CommandError) and first in self.commands:  # options that cannot go together: as a usage error
                 text = f"{first}: {text} (try '{NAME} {first} --help')"
             typer.echo(f"{NAME}: {text}", err=True)
+            _json_error(sys.argv[1:] if args is None else args, f"{NAME}: {text}", type(exc).__name__,
+                        getattr(exc, "path", None), getattr(exc, "line", None))
             code = EXIT_ERROR
         except typer.Abort:
             if not standalone_mode:
