@@ -162,3 +162,12 @@ def test_with_json_an_error_is_also_one_json_object_on_stdout(tmp_path):
     assert typo.exit_code == 2 and error["type"] == "UsageError" and "--provider" in error["message"] and error["line"] is None
     plain = runner.invoke(app, ["plan", str(bad)])
     assert plain.exit_code == 2 and plain.stdout == ""
+
+
+def test_a_file_that_does_not_open_as_json_is_said_to_be_no_transcript(tmp_path):
+    notes, torn = tmp_path / "notes.md", tmp_path / "torn.jsonl"
+    notes.write_text("# notes\n\nsome text\n", "utf-8")
+    torn.write_text('  {"role": "user"\n{"role": "user", "content": "x"}\n', "utf-8")
+    said = _one_line_error(runner.invoke(app, ["plan", str(notes)]))
+    assert said.startswith(f"dp-compact: {notes}:1: line 1 is not valid JSON") and said.endswith("no session transcript (JSON or JSONL)")
+    assert "no session transcript" not in _one_line_error(runner.invoke(app, ["plan", str(torn)]))  # a torn first record is not

@@ -157,7 +157,10 @@ class Records(Sequence[Record]):
             return Record(line, orjson.loads(memoryview(data)[start - base : end - base]), end - start)
         except orjson.JSONDecodeError as exc:
             if not self._lenient:
-                raise MalformedLineError(self._path, line, f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})") from exc
+                rule = f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})"
+                if index == 0 and data[start - base : end - base].lstrip()[:1] not in (b"{", b"["):  # not even an opening
+                    rule += ": the file does not open as JSON, so it is no session transcript (JSON or JSONL)"
+                raise MalformedLineError(self._path, line, rule) from exc
             self.bad_lines.add(line)
             return None
 
