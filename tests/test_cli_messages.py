@@ -169,5 +169,13 @@ def test_a_file_that_does_not_open_as_json_is_said_to_be_no_transcript(tmp_path)
     notes.write_text("# notes\n\nsome text\n", "utf-8")
     torn.write_text('  {"role": "user"\n{"role": "user", "content": "x"}\n', "utf-8")
     said = _one_line_error(runner.invoke(app, ["plan", str(notes)]))
-    assert said.startswith(f"dp-compact: {notes}:1: line 1 is not valid JSON") and said.endswith("no session transcript (JSON or JSONL)")
-    assert "no session transcript" not in _one_line_error(runner.invoke(app, ["plan", str(torn)]))  # a torn first record is not
+    assert said.startswith(f"dp-compact: {notes}:1: line 1 is not valid JSON") and said.endswith("not a session transcript (JSON or JSONL)")
+    assert "not a session transcript" not in _one_line_error(runner.invoke(app, ["plan", str(torn)]))  # a torn first record is not
+
+
+def test_a_window_the_price_database_does_not_list_is_said_to_be_assumed():
+    session = need(SESSIONS / "other" / "gemini_cli_stream_figma.jsonl")
+    data = json.loads(runner.invoke(app, ["plan", str(session), "--json"]).stdout)
+    if not any("context window not listed" in n for n in data["notes"]):
+        pytest.skip("this price database lists the window of the session's model")
+    assert data["window_source"].startswith(f"assumed for {data['prices']['name']}, whose window the price database does not list")

@@ -285,7 +285,7 @@ def _estimate(e: Estimate | None, spec: str = ",.0f") -> str:
     if e.n < 2:
         return f"{e.value:{spec}}  (n = {e.n}: one session, no spread; a weak estimate)"
     if not math.isfinite(e.std):
-        return f"{e.value:{spec}}  (n = {e.n}: no resample differs from the sessions themselves, no spread; a weak estimate)"
+        return f"{e.value:{spec}}  (n = {e.n}: too few sessions for a spread; a weak estimate)"
     return f"{e.value:{spec}} ± {e.std:{spec}}  [5–95 %: {e.p05:{spec}} – {e.p95:{spec}}]  (n = {e.n})"
 
 

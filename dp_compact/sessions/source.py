@@ -159,7 +159,7 @@ class Records(Sequence[Record]):
             if not self._lenient:
                 rule = f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})"
                 if index == 0 and data[start - base : end - base].lstrip()[:1] not in (b"{", b"["):  # not even an opening
-                    rule += ": the file does not open as JSON, so it is no session transcript (JSON or JSONL)"
+                    rule += ": the file does not open as JSON, so it is not a session transcript (JSON or JSONL)"
                 raise MalformedLineError(self._path, line, rule) from exc
             self.bad_lines.add(line)
             return None
