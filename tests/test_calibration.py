@@ -465,3 +465,14 @@ def test_a_survival_fit_at_its_limit_says_it_is_an_exponential():
     assert survival and "too few sessions for a spread" in survival[0] and "± 0.00" not in survival[0]
     mean = (read_session(two[0]).llm_calls + read_session(two[1]).llm_calls) / 2
     assert f"the fit is its limit, mean {mean:,.0f} calls" in report
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 400), st.floats(0.0, 1.0)), min_size=2, max_size=MAX_AGE_BINS))
+def test_the_recall_fit_grid_at_once_equals_one_tau_at_a_time(bins):
+    from dp_compact.calibration.recall import _TAU_GRID, _grid_errors, _q0_for
+
+    ages = np.arange(len(bins), dtype=np.float64)
+    w = np.array([n for n, _ in bins], dtype=np.float64)
+    q = np.array([share for _, share in bins], dtype=np.float64)
+    assert _grid_errors(_TAU_GRID, ages, q, w).tolist() == [_q0_for(float(t), ages, q, w)[1] for t in _TAU_GRID]

@@ -151,6 +151,15 @@ def _q0_for(tau: float, ages: npt.NDArray[np.float64], q: npt.NDArray[np.float64
     return q0, float((w * (q - q0 * e) ** 2).sum())
 
 
+def _grid_errors(taus: npt.NDArray[np.float64], ages: npt.NDArray[np.float64], q: npt.NDArray[np.float64],
+                 w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The weighted SSE of :func:`_q0_for` for every τ of ``taus`` at once, shape (len(taus),):
+    one row per τ, summed as :func:`_q0_for` sums one (a test checks they are equal)."""
+    e = np.exp(-ages[None, :] / taus[:, None])
+    q0s = np.clip((w * q * e).sum(axis=1) / np.maximum((w * e * e).sum(axis=1), 1e-300), 0.0, 1.0)
+    return (w * (q - q0s[:, None] * e) ** 2).sum(axis=1)
+
+
 def fit_exponential(counts: RecallCounts, *, min_messages: int = MIN_BIN_MESSAGES) -> RecallFit:
     """Fit q0 and τ by weighted least squares on ``counts.curve`` (weights: observed messages).
 
@@ -177,7 +186,7 @@ def fit_exponential(counts: RecallCounts, *, min_messages: int = MIN_BIN_MESSAGE
     ages = np.flatnonzero(usable).astype(np.float64)
     q = counts.needed[usable] / counts.observed[usable]
     w = counts.observed[usable].astype(np.float64)
-    errors = [_q0_for(float(t), ages, q, w)[1] for t in _TAU_GRID]
+    errors = _grid_errors(_TAU_GRID, ages, q, w)
     best = int(np.argmin(errors))
     lo, hi = np.log(_TAU_GRID[max(best - 1, 0)]), np.log(_TAU_GRID[min(best + 1, len(_TAU_GRID) - 1)])
     ratio = (np.sqrt(5.0) - 1.0) / 2.0
