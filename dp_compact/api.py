@@ -101,9 +101,8 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     overrides: dict[str, object] = {
         name: getattr(settings, name) for name in ("p_input", "p_cache", "p_out", "p_cache_write") if getattr(settings, name) is not None
     }
-    window, source = context_window(session, base.max_context_tokens, explicit=settings.max_context_tokens, database_name=base.name)
-    if source.startswith("the price database's window") and "context window not listed" in base.source:
-        source = f"assumed for {base.name}, whose window the price database does not list (give yours with --max-context-tokens)"
+    window, source = context_window(session, base.max_context_tokens, explicit=settings.max_context_tokens, database_name=base.name,
+                                    database_source=base.window_source or None)
     if unknown_model and settings.max_context_tokens is None and session is not None:
         _check_window_known(session, base, window)
     overrides.update(max_context_tokens=window, window_source=source)

@@ -99,7 +99,8 @@ class Prices:
         followed by ``"; "``-separated notes on any assumption made.
     window_source : str
         Where ``max_context_tokens`` comes from for a session (:func:`dp_compact.api.choose_prices`,
-        :func:`dp_compact.windows.context_window`); "" for a bare profile. Ignored by equality.
+        :func:`dp_compact.windows.context_window`); for a price-database model whose window is not
+        listed, that it is assumed; else "" for a bare profile. Ignored by equality.
 
     Raises
     ------
@@ -296,10 +297,11 @@ def _prices_from_model(name: str, model: ModelInfo, snapshot: DataSnapshot) -> P
     if p_cache is None:
         p_cache = p_input
         notes.append("no cache-read price, p_cache = p_input")
-    window = model.context_window
+    window, window_source = model.context_window, ""
     if window is None:
         window = ASSUMED_GEMINI_CONTEXT_TOKENS if model.id.startswith("gemini") else ASSUMED_CONTEXT_TOKENS
         notes.append(f"context window not listed, {window:,} tokens assumed")
+        window_source = f"assumed for {model.id}, whose window the price database does not list (give yours with --max-context-tokens)"
     return Prices(
         name=model.id,
         p_input=p_input,
@@ -308,6 +310,7 @@ def _prices_from_model(name: str, model: ModelInfo, snapshot: DataSnapshot) -> P
         p_cache_write=_base(price.cache_write_mtok, notes),
         max_context_tokens=window,
         source="; ".join([f"genai-prices {__version__}", *dict.fromkeys(notes)]),
+        window_source=window_source,
     )
 
 

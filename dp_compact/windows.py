@@ -174,7 +174,9 @@ def _from_auto_compaction(records: Iterable[RecordedCompaction], model: str | No
     )
 
 
-def _evidence(session: Session | None, database_window: int, database_name: str | None, sizes: tuple[int, ...]) -> tuple[int, str]:
+def _evidence(
+    session: Session | None, database_window: int, database_name: str | None, sizes: tuple[int, ...], database_source: str | None = None
+) -> tuple[int, str]:
     """Window and source by module rules 2-5, before the accepted-prompt bound."""
     model = session.model if session is not None else None
     if session is not None and session.context_window:
@@ -183,11 +185,14 @@ def _evidence(session: Session | None, database_window: int, database_name: str 
         return found
     if session is not None and _is_claude_code(session) and (model is None or _is_claude(model)):
         return CLAUDE_CODE_DEFAULT_WINDOW_TOKENS, f"Claude Code's default window for {model or 'Claude models'}"
+    if database_source:
+        return database_window, database_source
     return database_window, f"the price database's window for {database_name}" if database_name else "the price database's window"
 
 
 def context_window(
-    session: Session | None, database_window: int, *, explicit: int | None = None, database_name: str | None = None
+    session: Session | None, database_window: int, *, explicit: int | None = None, database_name: str | None = None,
+    database_source: str | None = None,
 ) -> tuple[int, str]:
     """The context window M of ``session`` and where it comes from (module docstring, DESIGN §6).
 
@@ -202,6 +207,9 @@ def context_window(
         ``DP_MAX_CONTEXT_TOKENS`` / ``--max-context-tokens``, tokens: wins over everything.
     database_name : str, optional
         The profile or model ``database_window`` belongs to, named in the sentence.
+    database_source : str, optional
+        Where ``database_window`` comes from when the price database does not list it (an
+        assumed window, :attr:`~dp_compact.pricing.Prices.window_source`): the sentence then.
 
     Returns
     -------
@@ -224,7 +232,7 @@ def context_window(
         return explicit, "set by DP_MAX_CONTEXT_TOKENS / --max-context-tokens"
     model = session.model if session is not None else None
     sizes = known_windows(model, database_window)
-    window, source = _evidence(session, database_window, database_name, sizes)
+    window, source = _evidence(session, database_window, database_name, sizes, database_source)
     prompt = largest_accepted_prompt(session)
     if prompt is None or prompt <= window:
         return window, source

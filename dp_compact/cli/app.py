@@ -71,12 +71,12 @@ def usage_line(exc: ClickException, args: Sequence[str] = (), commands: Iterable
     return f"{NAME}: {where}{message} (try '{command} --help')"
 
 
-def _json_error(args: Sequence[str], message: str, kind: str, path: str | None = None, line: int | None = None) -> None:
+def _json_error(args: list[str], message: str, kind: str, path: str | None = None, line: int | None = None) -> None:
     """With ``--json`` among ``args``, the error also as one JSON object on stdout, for an agent that
     reads only stdout: ``{"error": {"type", "message", "path", "line"}}``, the message being the
     stderr line without ``dp-compact:`` (that line and the exit status stay as they are; ``path``
     and ``line`` are null where the error names none)."""
-    if "--json" not in args or "--" in args[: list(args).index("--json")]:
+    if "--json" not in args or "--" in args[: args.index("--json")]:
         return
     import json
 
@@ -147,6 +147,7 @@ class CommandGroup(TyperGroup):
     ) -> Any:
         """Run the command line; in standalone mode exit with its status (0, 1, 2 or 10)."""
         plain_metavars(self)
+        given = list(sys.argv[1:] if args is None else args)
         try:
             code = super().main(args, prog_name or NAME, complete_var, standalone_mode=False, **extra)
         except NoArgsIsHelpError as exc:  # `dp-compact` alone: the help, status 2
@@ -157,7 +158,6 @@ class CommandGroup(TyperGroup):
         except (UsageError, ClickException) as exc:
             if not standalone_mode:
                 raise
-            given = list(sys.argv[1:] if args is None else args)
             line = usage_line(exc, given, self.commands) if isinstance(exc, UsageError) else f"{NAME}: {exc.format_message()}"
             typer.echo(line, err=True)
             _json_error(given, line, "UsageError")
@@ -166,12 +166,11 @@ class CommandGroup(TyperGroup):
             if not standalone_mode:
                 raise
             text = " ".join(str(exc).splitlines())
-            first = next((a for a in (sys.argv[1:] if args is None else args) if not a.startswith("-")), None)
+            first = next((a for a in given if not a.startswith("-")), None)
             if isinstance(exc, CommandError) and first in self.commands:  # options that cannot go together: as a usage error
                 text = f"{first}: {text} (try '{NAME} {first} --help')"
             typer.echo(f"{NAME}: {text}", err=True)
-            _json_error(sys.argv[1:] if args is None else args, f"{NAME}: {text}", type(exc).__name__,
-                        getattr(exc, "path", None), getattr(exc, "line", None))
+            _json_error(given, f"{NAME}: {text}", type(exc).__name__, getattr(exc, "path", None), getattr(exc, "line", None))
             code = EXIT_ERROR
         except typer.Abort:
             if not standalone_mode:

@@ -18,10 +18,11 @@ FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figur
 def _replay_folder(folder: Path, settings: object, specs: list[str], workers: int | None, **options: object) -> object:
     """Replay every session under FOLDER, with a progress bar on stderr (rich) when it is a terminal."""
     from dp_compact.cli.fleet import fleet_progress
-    from dp_compact.replay.shell import no_session_error, replay_directory, session_files
+    from dp_compact.errors import no_session_file
+    from dp_compact.replay.shell import replay_directory, session_files
 
     if not session_files(folder):  # before the progress bar
-        raise no_session_error(folder)
+        raise no_session_file(folder)
     with fleet_progress("replaying") as tick:
         return replay_directory(folder, settings, specs, workers=workers, progress=tick, **options)  # type: ignore[arg-type]
 

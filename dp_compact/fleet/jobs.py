@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.calibration import DEFAULT_BOOTSTRAP, Calibration, SessionMeasures, measure_session, pool_sessions
-from dp_compact.errors import DpCompactError, SessionError, no_readable_session, no_session_file, skip_reason
+from dp_compact.errors import DpCompactError, no_readable_session, no_session_file, skip_reason
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
 from dp_compact.replay.shell import DirectoryReplay, SessionReplay, parse_policies, replay_or_skip

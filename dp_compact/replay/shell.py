@@ -17,7 +17,7 @@ import numpy as np
 
 from dp_compact.api import read_notes
 from dp_compact.conversation import Session
-from dp_compact.errors import DpCompactError, SessionError, no_readable_session, no_session_file, skip_reason
+from dp_compact.errors import DpCompactError, no_readable_session, no_session_file, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.replay.load import call_times, load_recording, recorded_calls, replay_history, replay_params
 from dp_compact.replay.meter import (
@@ -42,7 +42,6 @@ __all__ = [
     "SessionReplay",
     "call_times",
     "load_recording",
-    "no_session_error",
     "recorded_calls",
     "replay_directory",
     "replay_file",
@@ -256,10 +255,6 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
 replay_or_skip = _replay_or_skip
 
 
-#: The error of a folder holding no session file (:func:`dp_compact.errors.no_session_file`).
-no_session_error = no_session_file
-
-
 def replay_directory(
     folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
     lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
@@ -302,7 +297,7 @@ def replay_directory(
     parsed = parse_policies(specs, settings)
     files = session_files(folder)
     if not files:
-        raise no_session_error(folder)
+        raise no_session_file(folder)
     options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
     from dp_compact.fleet.engine import map_sessions
 
