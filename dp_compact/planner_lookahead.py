@@ -49,9 +49,9 @@ def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> fl
     500.0
     """
     recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
-    grown = recent[recent >= 0]
-    if grown.size:
-        return max(float(np.median(grown)), 1.0)
+    grown = np.sort(recent[recent >= 0])
+    if grown.size:  # the median as np.median gives it, without the import of numpy.ma it makes (about 10 ms a process)
+        return max(float((grown[(grown.size - 1) // 2] + grown[grown.size // 2]) / 2), 1.0)
     return max(total_tokens / max(calls, 1), 1.0)
 
 

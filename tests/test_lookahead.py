@@ -75,6 +75,17 @@ def test_growth_per_call_is_the_recent_median_without_compactions():
     assert growth_per_call([5_000], 0, 0) == 1.0
 
 
+@given(st.lists(st.integers(0, 2_000_000), min_size=2, max_size=60))
+def test_growth_per_call_equals_numpy_median(prompts):
+    """The median written out (even and odd counts, ties, compactions left out) is numpy's to the bit."""
+    from dp_compact.planner_lookahead import GROWTH_WINDOW_CALLS
+
+    recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
+    grown = recent[recent >= 0]
+    expected = max(float(np.median(grown)), 1.0) if grown.size else max(0 / max(len(prompts), 1), 1.0)
+    assert growth_per_call(prompts, 0, len(prompts)) == expected
+
+
 def test_expected_loss_makes_the_planner_keep_more():
     """The same session with the recall term off and on: what is lost is priced, so the tail grows."""
     messages = _loop(rounds=30)
