@@ -129,7 +129,10 @@ def test_cli_replay_and_calibrate_write_parquet_and_print_the_usual_report(tmp_p
     assert pq.read_table(tmp_path / "r.parquet").num_rows == 2 * len(names) + 1
     result = runner.invoke(app, ["calibrate", root, "--bootstrap", "20", "--workers", "1", "--out", str(tmp_path / "c.parquet")])
     assert result.exit_code == 0, result.output
-    assert pq.read_table(tmp_path / "c.parquet").column("error").to_pylist().count(None) == len(names)
+    calibrated = pq.read_table(tmp_path / "c.parquet")
+    assert calibrated.column("error").to_pylist().count(None) == len(names)
+    models = [m for m, error in zip(calibrated.column("model").to_pylist(), calibrated.column("error").to_pylist(), strict=True) if error is None]
+    assert "" not in models and None in models and "claude-opus-4-6" in models  # no model recorded: null, not ""
     bad = runner.invoke(app, ["replay", root, "--scheduler", "tcp://127.0.0.1:1"])
     assert bad.exit_code == 2 and "--engine dask" in bad.output
 

@@ -81,11 +81,12 @@ class SessionMeasures:
     prompt_tokens: npt.NDArray[np.int64] = field(repr=False)
 
     def row(self) -> dict[str, Any]:
-        """The JSON-ready summary row (no arrays)."""
+        """The JSON-ready summary row (no arrays); ``model`` None when the session records none."""
         names = ("path", "format", "family", "model", "n_messages", "user_turns", "llm_calls", "v_tokens",
                  "calls_per_turn", "avg_tokens", "token_ratio", "summary_tokens", "recall_l", "judged_messages",
                  "verbatim_uses", "file_edit_uses")
         row = {name: getattr(self, name) for name in names}
+        row["model"] = self.model or None
         row["summary_tokens"] = list(self.summary_tokens)
         row["calls_placed"] = int(self.prompt_tokens.size)
         return row

@@ -338,9 +338,10 @@ class _Reader:
         if isinstance(model, str):
             self.model = model
         usage = message.get("usage")
-        if isinstance(usage, dict) and (counted := usage_from_api(usage, record.line)) is not None:
+        if isinstance(usage, dict):  # the last line's numbers, at the line of the response's first usage
             first = self.usage.get(key)
-            self.usage[key] = counted if first is None else replace(counted, line=first.line)
+            if (counted := usage_from_api(usage, record.line if first is None else first.line)) is not None:
+                self.usage[key] = counted
 
     def user_line(self, record: Record) -> None:
         """A human prompt, an injected user message, or tool results."""
