@@ -19,11 +19,13 @@ import re
 from typing import Literal
 
 __all__ = [
+    "SUMMARY_CLOSING",
     "recorded_usage",
     "summary_usage",
     "SUMMARY_PREFIXES",
     "CompactingTool",
     "is_summary_text",
+    "summary_body",
     "summary_counts",
     "summary_kept",
     "summary_recorded",
@@ -40,6 +42,26 @@ SUMMARY_PREFIXES = (
     "This session is being continued from a previous conversation",
     "Another language model started to solve this problem and produced a summary",  # Codex
 )
+
+
+#: The closing note Claude Code appends to its summary, addressed to the model about the hand-over
+#: itself (where the full transcript is, "Continue the conversation from where it left off ...
+#: Resume directly — do not acknowledge the summary ...", "Please continue the conversation from
+#: where we left it off ..."): not the conversation's content, nor the user's instructions.
+SUMMARY_CLOSING = re.compile(
+    r"If you need specific details from before compaction\b|(?:Please c|C)ontinue the conversation from where (?:we|it) left (?:it )?off\b"
+)
+
+
+def summary_body(text: str) -> str:
+    """A summary message's text without the closing note its tool appends (:data:`SUMMARY_CLOSING`).
+
+    >>> summary_body("This session is being continued ... Summary: fix the bug.\\n"
+    ...              "Continue the conversation from where it left off. Resume directly — do not recap.")
+    'This session is being continued ... Summary: fix the bug.'
+    """
+    found = SUMMARY_CLOSING.search(text)
+    return text if found is None else text[: found.start()].rstrip()
 
 
 def is_summary_text(text: str) -> bool:

@@ -38,6 +38,9 @@ _PATH = re.compile(r"(?<![\w:/.-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z]
 _STANDING = re.compile(r"\b(always|never|from now on|don't|do not)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TAGS = re.compile(r"<([\w-]+)>.*?</\1>", re.S)
+#: Where Claude Code's summary turns from the conversation to its note to the model about the
+#: hand-over ("Resume directly — do not acknowledge the summary"): no instruction of the user's.
+_HANDOVER_NOTE = re.compile(r"If you need specific details from before compaction|Continue the conversation from where it left off", re.I)
 
 
 @cache
@@ -115,7 +118,7 @@ def _head_facts(head: tuple[Message, ...]) -> tuple[set[str], set[str]]:
     instructions: set[str] = set()
     for message in head:
         if message.role == "user" and not message.text.startswith("[summary]"):
-            text = _TAGS.sub("", message.text)
+            text = _HANDOVER_NOTE.split(_TAGS.sub("", message.text))[0]
             paths |= set(_PATH.findall(text))
             instructions |= {s.strip() for s in _SENTENCE.split(text) if _STANDING.search(s) and 12 <= len(s.strip()) <= 300}
         for call in message.tool_calls:
@@ -173,6 +176,7 @@ def test_compacted_output_keeps_the_model_window_t_and_l_it_ran_with(tmp_path: P
     write_messages(out, list(result.messages), result.api, source=result.path)
     again = read_session(out)
     assert again.model == session.model and again.context_window == before.prices.max_context_tokens
+    assert again.window_source == "the summary of an earlier dp-compact compaction"  # said in the plan's window note
     after = plan_session(again, settings, use_cache=False)
     assert after.prices.name == before.prices.name and after.prices.max_context_tokens == before.prices.max_context_tokens
     # t and L as the reader counted them (its user turns leave injected context out; calls from usage records)

@@ -185,6 +185,49 @@ def test_head_instructions_carry_a_previous_summary_forward():
     assert head_instructions(head) == ["Never deploy on Fridays.", "Never push to main."]
 
 
+def test_anchors_leave_out_a_message_of_injected_blocks_only():
+    """A ``<system-reminder>`` the client added is not the conversation's: it gives no anchor,
+    while the same paths typed by the user do."""
+    reminder = Message("user", "<system-reminder>The task tools haven't been used recently. Edit src/app.py or "
+                       "src/lib/util.py.</system-reminder>", kind="injected")
+    head = [USER, Message("assistant", "ok"), reminder, Message("assistant", "done")]
+    anchors = select_anchors(head, limit=4)
+    assert 2 not in {a.index for a in anchors} and 0 in {a.index for a in anchors}
+    assert not any("system-reminder" in a.snippet for a in anchors)
+
+
+def test_instructions_of_another_tools_summary_leave_out_its_note_to_the_model():
+    """Claude Code closes its summary with a note about the hand-over ("Resume directly — do not
+    acknowledge the summary"): not the user's instruction; the user's own, inside it, are carried."""
+    summary = ("This session is being continued from a previous conversation that ran out of context. The summary "
+               "below covers the earlier portion of the conversation.\n\nSummary:\n1. Primary Request and Intent:\n"
+               "   The user said: never commit generated files.\n\nIf you need specific details from before compaction "
+               "(like exact code snippets), read the full transcript at: /home/u/t.jsonl\nContinue the conversation from "
+               "where it left off without asking the user any further questions. Resume directly — do not acknowledge "
+               "the summary, do not recap what was happening. Pick up the last task as if the break never happened.")
+    assert carried_instructions(summary) == ["The user said: never commit generated files."]
+    head = [Message("user", summary, raw={"role": "user", "content": summary}), Message("assistant", "ok"), USER]
+    assert head_instructions(head) == ["The user said: never commit generated files.", "Never push to main."]
+
+
+def test_an_instruction_that_leads_into_a_list_is_taken_with_its_items():
+    text = "Please do this.\nDo not leave the system in a state where:\n- the migrations are not applied\n- tests fail\nThanks."
+    head = [Message("user", text, raw={"role": "user", "content": text})]
+    assert head_instructions(head) == ["Do not leave the system in a state where: - the migrations are not applied - tests fail"]
+    lone = "Never leave it like this:\nok"
+    assert head_instructions([Message("user", lone, raw={"role": "user", "content": lone})]) == []
+
+
+def test_decisions_leave_out_the_continuation_of_a_wrapped_sentence():
+    wrapped = ("I'll use the per-author median instead of the mean, since it is robust to outliers.\n"
+               "weak signals are dropped instead; judgment is left to the reader.")
+    head = [USER, Message("assistant", wrapped)]
+    sections = parse_sections(ExtractiveSummarizer()(_request(head, instructions=head_instructions(head))))
+    said = sections.get("decisions", []) + sections.get("open_items", [])  # "I'll" is both
+    assert any(d.startswith("I'll use the per-author median") for d in said)
+    assert not any("judgment is left" in d for d in said)
+
+
 # ---------------------------------------------------------------- summarize
 
 

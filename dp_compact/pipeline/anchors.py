@@ -25,8 +25,8 @@ from dp_compact.pipeline.extract import (
 )
 from dp_compact.pipeline.texts import parse_sections
 from dp_compact.pipeline.types import Anchor
-from dp_compact.conversation import is_summary_text
-from dp_compact.conversation import Message
+from dp_compact.conversation import Message, is_summary_text
+from dp_compact.summary_text import summary_body
 
 __all__ = [
     "ANCHOR_LIMIT",
@@ -53,7 +53,7 @@ def _clip(text: str, limit: int = ANCHOR_SNIPPET_CHARS) -> str:
 
 def _visible_text(message: Message) -> str:
     """Text a person would read in ``message``: text, tool calls and results, never thinking."""
-    parts = [clean_user_text(message.text) if message.is_user_turn else message.text]
+    parts = [clean_user_text(message.text) if message.role == "user" else message.text]
     parts += [f"{c.name} {c.arguments}" for c in message.tool_calls]
     parts += [r.text for r in message.tool_results]
     return "\n".join(p for p in parts if p)
@@ -80,8 +80,10 @@ def score_message(message: Message) -> float:
 def snippet(message: Message, names: dict[str, str]) -> str:
     """A one-line verbatim excerpt of ``message`` (at most ``ANCHOR_SNIPPET_CHARS`` characters).
 
-    User and assistant messages give their text (assistant: then their tool calls); a tool
-    result gives its tool name and its first error line, else its first line.
+    User and assistant messages give their text (assistant: then their tool calls; a user message
+    without the blocks a client injects, :func:`~dp_compact.pipeline.extract.clean_user_text`, so
+    that a message holding only a ``<system-reminder>`` gives none); a tool result gives its
+    tool name and its first error line, else its first line.
     """
     if message.role == "tool":
         parts = []
@@ -89,7 +91,7 @@ def snippet(message: Message, names: dict[str, str]) -> str:
             lines = error_lines(result.text, 1) or [line for line in result.text.splitlines() if line.strip()][:1]
             parts.append(f"{names.get(result.call_id, 'tool')} -> {lines[0] if lines else '(empty)'}")
         return _clip("; ".join(parts))
-    text = clean_user_text(message.text) if message.is_user_turn else message.text
+    text = clean_user_text(message.text) if message.role == "user" else message.text
     calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
     return _clip(" ".join(p for p in (text, calls and f"[calls {calls}]") if p))
 
@@ -133,12 +135,13 @@ def carried_instructions(summary_text: str) -> list[str]:
     """Standing instructions of a previous summary message, to carry into the next summary.
 
     Ours: the items under the instructions heading (``prompts.toml``). Another tool's summary
-    (Claude Code, Codex): its instruction-like sentences.
+    (Claude Code, Codex): the instruction-like sentences of its body, not of the closing note the
+    tool addresses to the model ("do not acknowledge the summary", :func:`summary_body`).
     """
     ours = parse_sections(summary_text)
     if "instructions" in ours:
         return ours["instructions"]
-    return instruction_sentences(summary_text, limit_chars=INSTRUCTION_CHARS)
+    return instruction_sentences(summary_body(summary_text), limit_chars=INSTRUCTION_CHARS)
 
 
 def head_instructions(head: Sequence[Message]) -> list[str]:

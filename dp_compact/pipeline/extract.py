@@ -7,6 +7,7 @@ functions over strings and messages.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -44,6 +45,8 @@ _STANDING = re.compile(r"\b(always|never|from now on|going forward|henceforth|do
 #: Requirements ("must …", "make sure …"): kept while the summary budget allows.
 _REQUIREMENT = re.compile(r"\b(must(?:n'?t)?|make sure|be sure|avoid|have to|need to)\b", re.I)
 _MIN_INSTRUCTION_CHARS = 12  # shorter lines are headings ("## Don't"), not instructions
+#: A list item's opening: a bullet (``-``, ``*``, ``•``, ``+``) or a number (``1.``, ``2)``).
+_LIST_ITEM = re.compile(r"(?:[-*•+]|\d+[.)])\s")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
 _STOPWORDS = frozenset(
@@ -99,12 +102,30 @@ def is_instruction(sentence: str, *, standing: bool = True) -> bool:
 
 def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int = 300) -> list[str]:
     """Sentences of ``text`` that are standing instructions (or, ``standing=False``, requirements
-    that are not standing instructions), each at most ``limit_chars`` characters."""
-    return [
-        s for s in sentences(text)
-        if _MIN_INSTRUCTION_CHARS <= len(s) <= limit_chars and not s.startswith("#")
-        and is_instruction(s) == standing and (standing or is_instruction(s, standing=False))
-    ]
+    that are not standing instructions), each at most ``limit_chars`` characters.
+
+    A sentence that ends with a colon leads into the list items on the lines after it ("Do not
+    leave the system in a state where:"): it is taken with as many of them as fit in
+    ``limit_chars``, and left out when none does (alone it says nothing).
+
+    >>> instruction_sentences("Do not leave the repo in a state where:\\n- tests fail\\n- the build is red\\nThanks")
+    ['Do not leave the repo in a state where: - tests fail - the build is red']
+    """
+    found = []
+    parts = sentences(text)
+    for index, s in enumerate(parts):
+        if not (_MIN_INSTRUCTION_CHARS <= len(s) <= limit_chars and not s.startswith("#")
+                and is_instruction(s) == standing and (standing or is_instruction(s, standing=False))):
+            continue
+        if s.endswith(":"):
+            items = list(itertools.takewhile(_LIST_ITEM.match, parts[index + 1:]))
+            while items and len(" ".join([s, *items])) > limit_chars:
+                items.pop()
+            if not items:
+                continue
+            s = " ".join([s, *items])
+        found.append(s)
+    return found
 
 
 def clean_user_text(text: str) -> str:

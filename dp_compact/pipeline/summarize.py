@@ -216,8 +216,11 @@ def _tool_calls(head: Sequence[Message]) -> list[str]:
 
 
 def _assistant_sentences(head: Sequence[Message], pattern: re.Pattern[str]) -> list[str]:
-    """Assistant text sentences matching ``pattern``, newest first, without duplicates."""
-    found = [s for m in head if m.role == "assistant" for s in sentences(m.text) if pattern.search(s) and len(s) > 12]
+    """Assistant text sentences matching ``pattern``, newest first, without duplicates. A line
+    that opens with a lower-case letter continues a sentence wrapped onto several lines: a
+    fragment ("instead; judgment is left to the reader."), not a sentence, so it is left out."""
+    found = [s for m in head if m.role == "assistant" for s in sentences(m.text)
+             if pattern.search(s) and len(s) > 12 and not s[0].islower()]
     return [_clip(s) for s in dict.fromkeys(reversed(found))]
 
 
