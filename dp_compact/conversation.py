@@ -489,6 +489,8 @@ class Session:
         The model name the session records, if any.
     context_window : int or None
         The context window the session records (Codex ``model_context_window``), if any.
+    window_source : str
+        Where ``context_window`` is recorded, in the words of the plan's window note (``""`` without one).
     skipped_lines : int
         Lines skipped with ``lenient=True``.
     skipped_line_numbers : tuple[int, ...]
@@ -544,6 +546,7 @@ class Session:
     system_text: str = ""
     model: str | None = None
     context_window: int | None = None
+    window_source: str = ""
     skipped_lines: int = 0
     stats: SeedStats | None = None
     earlier_messages: int = 0

@@ -180,11 +180,12 @@ def _evidence(
     """Window and source by module rules 2-5, before the accepted-prompt bound."""
     model = session.model if session is not None else None
     if session is not None and session.context_window:
-        return session.context_window, "the window recorded in the session (Codex model_context_window, or the summary of an earlier dp-compact compaction)"
+        return session.context_window, f"the window recorded in the session ({session.window_source or 'the file states it'})"
     if session is not None and (found := _from_auto_compaction(session.compaction_records, model, sizes)) is not None:
         return found
     if session is not None and _is_claude_code(session) and (model is None or _is_claude(model)):
-        return CLAUDE_CODE_DEFAULT_WINDOW_TOKENS, f"Claude Code's default window for {model or 'Claude models'}"
+        converted = "" if session.format == "claude_code" else " (the file records Claude Code's compactions: a converted Claude Code session)"
+        return CLAUDE_CODE_DEFAULT_WINDOW_TOKENS, f"Claude Code's default window for {model or 'Claude models'}{converted}"
     if database_source:
         return database_window, database_source
     return database_window, f"the price database's window for {database_name}" if database_name else "the price database's window"

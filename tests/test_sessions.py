@@ -159,7 +159,7 @@ def test_codex_pharma_two_compactions_and_deduplicated_token_counts() -> None:
     assert [u.prompt_tokens for u in session.usage] == expected
     assert len(expected) == 348  # 715 token_count events: 1 null, 364 repeats, 2 zero
     assert session.usage[-1].prompt_tokens == 105475
-    assert session.context_window == 258400
+    assert session.context_window == 258400 and session.window_source == "Codex's model_context_window"
     assert session.user_turns == 13  # the 13 event_msg/user_message prompts
     assert session.messages[0].role == "user" and session.messages[0].line == 1695  # replacement history
     summary = [m for m in session.messages if m.text.startswith("Another language model started")]

@@ -33,10 +33,11 @@ from tests.conftest import SESSIONS, need
 
 def _session(
     fmt: str = "claude_code", model: str | None = "claude-opus-4-7", *, prompts: tuple[int, ...] = (), window: int | None = None,
-    records: tuple[RecordedCompaction, ...] = (),
+    records: tuple[RecordedCompaction, ...] = (), window_source: str = "",
 ) -> Session:
     usage = tuple(Usage(p, line=i + 1) for i, p in enumerate(prompts))
-    return Session(path="s", format=fmt, messages=(), usage=usage, model=model, context_window=window, compaction_records=records)
+    return Session(path="s", format=fmt, messages=(), usage=usage, model=model, context_window=window, compaction_records=records,
+                   window_source=window_source)
 
 
 def _auto(pre: int, tool: str = "claude-code", trigger: str | None = "auto") -> RecordedCompaction:
@@ -76,8 +77,8 @@ def test_context_window_explicit_setting_beats_all_evidence():
 
 
 def test_context_window_recorded_window_beats_auto_compaction_and_tool_default():
-    session = _session("codex", "gpt-5.4", window=258_400, records=(_auto(950_000, "codex"),))
-    assert context_window(session, 1_050_000) == (258_400, "the window recorded in the session (Codex model_context_window, or the summary of an earlier dp-compact compaction)")
+    session = _session("codex", "gpt-5.4", window=258_400, records=(_auto(950_000, "codex"),), window_source="Codex's model_context_window")
+    assert context_window(session, 1_050_000) == (258_400, "the window recorded in the session (Codex's model_context_window)")
 
 
 def test_context_window_claude_code_auto_compaction_picks_the_window_whose_trigger_is_nearest():
@@ -119,7 +120,8 @@ def test_context_window_claude_code_default_beats_the_price_database():
 
 def test_context_window_converted_claude_code_session_gets_the_tool_default():
     converted = _session("openai_chat", "claude-sonnet-4-6", records=(RecordedCompaction("claude-code", 0, summary_text="s"),))
-    assert context_window(converted, 1_000_000)[0] == 200_000
+    window, source = context_window(converted, 1_000_000)
+    assert window == 200_000 and source.endswith("(the file records Claude Code's compactions: a converted Claude Code session)")
     plain = _session("openai_chat", "claude-sonnet-4-6")
     assert context_window(plain, 1_000_000)[0] == 1_000_000
 

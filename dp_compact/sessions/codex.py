@@ -340,6 +340,7 @@ def read(source: Source) -> Session:
         system_text="\n\n".join(reader.system),
         model=reader.model,
         context_window=reader.counts.context_window,
+        window_source="Codex's model_context_window" if reader.counts.context_window else "",
         skipped_lines=source.skipped + reader.skipped,
         compaction_records=tuple(reader.records),
     )

@@ -294,7 +294,7 @@ def build_session(
             if model and not extra.get("model"):
                 extra["model"] = model
             if window and not extra.get("context_window"):
-                extra["context_window"] = window
+                extra["context_window"], extra["window_source"] = window, "the summary of an earlier dp-compact compaction"
             extra["recorded_avg_tokens"], extra["recorded_token_ratio"] = summary_usage(all_messages[last].text)
     after_summary = live_start if last is None or last < live_start else last + 1
     shrunk = _last_shrunk(all_messages, after_summary)
@@ -310,6 +310,8 @@ def build_session(
         for key, value in recorded.items():
             if not extra.get(key):
                 extra[key] = value
+                if key == "context_window":
+                    extra["window_source"] = "the statement of an earlier dp-compact shrink"
     return Session(
         path=path,
         format=format,

@@ -305,6 +305,7 @@ def read(source: Source) -> Session:
         system_messages=tuple(reader.system_raw),
         model=_model(document),
         context_window=counts.context_window,
+        window_source="Codex's model_context_window, kept in the file's meta.token_counts" if counts.context_window else "",
         skipped_lines=source.skipped + skipped,
         compaction_records=tuple(reader.records),
     )
