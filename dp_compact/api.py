@@ -380,8 +380,8 @@ def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False
     Returns
     -------
     (Timeline, tuple of str)
-        :func:`dp_compact.timeline.timeline` of the file, and the reading notes (:func:`read_notes`
-        of its live segment).
+        :func:`dp_compact.timeline.timeline` of the file, and the notes: reading (:func:`read_notes`
+        of its live segment), then why the line of the advice taken is not drawn, if it is not.
 
     Raises
     ------
@@ -392,4 +392,5 @@ def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False
     from dp_compact.timeline import timeline
 
     history = read_history(path, lenient=lenient)
-    return timeline(history, settings, use_cache=use_cache), read_notes(history.segments[-1])
+    line = timeline(history, settings, use_cache=use_cache)
+    return line, read_notes(history.segments[-1]) + ((line.followed_note,) if line.followed_note else ())

@@ -66,6 +66,8 @@ class Timeline:
         The context each call would have had had the advice been taken at every call (the
         replay of the planner, :mod:`dp_compact.replay`, counted as the provider counts);
         None when the replay's calls do not match the file's one to one.
+    followed_note : str
+        Why ``followed_context_tokens`` is None, in one sentence a command prints (``""`` when it is not).
     """
 
     path: str
@@ -87,6 +89,7 @@ class Timeline:
     s_tokens: int
     window_source: str = ""
     followed_context_tokens: npt.NDArray[np.int64] | None = None
+    followed_note: str = ""
 
 
 def _points(segment: Session, settings: Settings, cum: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Usage]]:
@@ -154,20 +157,22 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     def ints(name: str) -> npt.NDArray[np.int64]:
         return np.array(rows[name], dtype=np.int64)
 
-    followed = _followed(whole, settings, prices, len(rows["n"]), use_cache)
+    followed, followed_note = _followed(whole, settings, prices, len(rows["n"]), use_cache)
     return Timeline(
         path=history.path, format=history.format, call=np.arange(1, len(rows["n"]) + 1, dtype=np.int64), segment=ints("segment"),
         context_tokens=ints("context"), context_source="usage" if usage_before else "estimate", n_messages=ints("n"),
         compact=np.array(rows["compact"], dtype=bool), rule=tuple(rows["rule"]), k=ints("k"), tail_tokens=ints("tail"),
         head_tokens=ints("head"), compactions=history.compactions, first_call_after=np.array(first_after, dtype=np.int64),
         prices=prices, force_threshold_tokens=settings.force_ratio * prices.max_context_tokens, s_tokens=settings.s,
-        window_source=prices.window_source, followed_context_tokens=followed,
+        window_source=prices.window_source, followed_context_tokens=followed, followed_note=followed_note,
     )
 
 
-def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, use_cache: bool) -> npt.NDArray[np.int64] | None:
+def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, use_cache: bool) -> tuple[npt.NDArray[np.int64] | None, str]:
     """The contexts had the advice been taken: the replay of the planner over the whole history
-    (``whole``: the live segment, which keeps the file's history, with every segment's usage)."""
+    (``whole``: the live segment, which keeps the file's history, with every segment's usage);
+    None and why when the replay's calls (one per assistant message) are not the file's calls
+    (one per usage record placed on a message)."""
     from dp_compact.planner import summary_tokens
     from dp_compact.replay.meter import ReplayParams, replay
     from dp_compact.replay.policies import PlannerPolicy
@@ -175,6 +180,8 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
 
     recording, _ = load_recording(whole, settings, use_cache=use_cache)
     if recording.n_calls != n_calls:
-        return None
+        return None, (f"the context had every advice been taken is not drawn: the replay has {recording.n_calls:,} calls (one per"
+                      f" assistant message) where the file records {n_calls:,} (one per usage record placed on a message), so they cannot be paired"
+                      " (dp-compact replay prices its own)")
     params = ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=summary_tokens(settings))
-    return replay(recording, PlannerPolicy(settings), params).counted_contexts
+    return replay(recording, PlannerPolicy(settings), params).counted_contexts, ""

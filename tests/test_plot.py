@@ -155,7 +155,7 @@ def test_timeline_figure_has_context_window_threshold_and_advice_markers():
         (markers,) = gids[f"advised:{rule}"]
         np.testing.assert_array_equal(markers.get_xdata(), line.call[advised])
     (followed,) = gids["followed"]  # the context had every advice been taken
-    assert line.followed_context_tokens is not None
+    assert line.followed_context_tokens is not None and line.followed_note == ""
     np.testing.assert_array_equal(followed.get_ydata(), line.followed_context_tokens)
     assert followed.get_ydata().max() < line.context_tokens.max()  # following the advice keeps the context smaller
 
@@ -192,6 +192,11 @@ def test_timeline_real_session_marks_recorded_compactions(tmp_path: Path):
     gids = _gids(timeline_figure(line))
     assert len(gids["compaction"]) == 2
     _assert_png(save_figure(timeline_figure(line), tmp_path / "t.png"))
+    # Replay calls (assistant messages) and the file's calls (placed usage records) differ here: no
+    # line of the advice taken, and the command says why instead of leaving it out silently.
+    assert line.followed_context_tokens is None and "followed" not in gids
+    result = CliRunner().invoke(app, ["timeline", str(path), "-o", str(tmp_path / "t2.png"), "--no-cache"])
+    assert result.exit_code == 0 and f"where the file records {line.call.size:,} (one per usage record" in result.output
 
 
 def test_save_figure_rejects_other_formats(tmp_path: Path, example_plans):
