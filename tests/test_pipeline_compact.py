@@ -63,6 +63,20 @@ def test_compact_dry_run_archives_and_writes_nothing(tmp_path: Path):
     assert INSTRUCTION in result.summary and [a.index for a in result.anchors]
 
 
+def test_compact_dry_run_states_the_archive_section_a_real_run_writes(tmp_path: Path):
+    """The dry run's summary holds the archive section (a placeholder reference of the real one's
+    shape), so the summary size it reports is the real run's; the archive store is not touched."""
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    source, store = _session(tmp_path), ArchiveStore(tmp_path / "archive")
+    dry = compact_file(source, load_settings(), output=tmp_path / "dry.jsonl", keep=4, dry_run=True, archiver=store)
+    assert not (tmp_path / "archive").exists() and "00000000T000000000000Z-00000000" in dry.summary
+    real = compact_file(source, load_settings(), output=tmp_path / "real.jsonl", keep=4, archiver=store)
+    assert real.archive_ref in real.summary and abs(real.summary_tokens - dry.summary_tokens) <= 8  # the random part of an id, twice
+    bare = compact_file(source, load_settings(), output=tmp_path / "bare.jsonl", keep=4, dry_run=True)
+    assert bare.summary.endswith("The compacted messages were not archived.") and "no archive store: the head was not archived" in bare.notes
+
+
 def test_compact_force_compacts_where_the_planner_keeps(tmp_path: Path):
     out = tmp_path / "out.jsonl"
     result = compact_file(_session(tmp_path, turns=2, lines=2), load_settings(), output=out, force=True, archiver=FakeArchiver())

@@ -66,7 +66,7 @@ def compact(
         chosen = LLMSummarizer(llm_api, llm_model, base_url=llm_base_url, context_window=llm_context_window)
     result = compact_file(
         session, settings, output=output or Path(), keep=keep, force=force, requested=not when_due, to=to, dry_run=dry_run,
-        summarizer=chosen, archiver=None if dry_run else ArchiveStore(settings.archive_dir), breaker=breaker,
+        summarizer=chosen, archiver=ArchiveStore(settings.archive_dir), breaker=breaker,  # a dry run writes nothing to it
         lenient=lenient, use_cache=not no_cache,
     )
     notes = list(result.notes)

@@ -188,7 +188,8 @@ def render_compaction(data: dict[str, Any]) -> str:
     ]
     lines += [f"anchor    #{a['index']} {a['role']}: {a['snippet']}" for a in data["anchors"]]
     if data["dry_run"]:
-        lines.append(f"archive   would archive the {data['cut']} dropped messages verbatim (nothing written)")
+        lines.append(f"archive   would archive the {data['cut']} dropped messages verbatim (nothing written; the summary's"
+                     " reference is a placeholder of the same shape)")
         lines += ["summary   " + line for line in data["summary"].splitlines()]
     else:
         lines.append(f"archive   {data['archive_ref'] or 'not archived'}")

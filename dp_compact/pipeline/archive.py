@@ -41,7 +41,7 @@ from dp_compact.errors import ArchiveError
 from dp_compact.io import write_atomic
 from dp_compact.pipeline.archive_index import ArchiveIndex, fts_query, index_text, keyword_text, searchable_strings
 
-__all__ = ["ARCHIVE_SCHEME", "ArchiveHit", "ArchiveStore", "default_archive_root", "session_id_for", "write_jsonl_atomic"]
+__all__ = ["ARCHIVE_SCHEME", "ArchiveHit", "ArchiveStore", "default_archive_root", "preview_ref", "session_id_for", "write_jsonl_atomic"]
 
 #: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
 ARCHIVE_SCHEME = "archive://"
@@ -109,6 +109,18 @@ def _parse_ref(ref: str) -> tuple[str, str]:
     if body is None or not _SESSION_RE.fullmatch(session) or not _SESSION_RE.fullmatch(archive_id):  # ids we write: _new_id
         raise ArchiveError(f"not an archive reference: {ref!r} (expected {ARCHIVE_SCHEME}<session>/<id>)", ref=str(ref))
     return session, archive_id
+
+
+def preview_ref(session_id: str) -> str:
+    """The reference a dry run states in its summary: :meth:`ArchiveStore.write`'s for
+    ``session_id``, with an id of the same shape, all zeros (no archive has it), so that the
+    summary a dry run measures is the one a real run writes, to within a few tokens (the random
+    part of a real id takes 3 to 6).
+
+    >>> preview_ref("cc_fundwise")
+    'archive://cc_fundwise/00000000T000000000000Z-00000000'
+    """
+    return f"{ARCHIVE_SCHEME}{session_id_for(session_id)}/00000000T000000000000Z-00000000"
 
 
 def _new_id(now: datetime) -> str:

@@ -20,6 +20,7 @@ from dp_compact.api import _scaled_tokens, choose_prices
 from dp_compact.estimation import estimate
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
+from dp_compact.pipeline.archive import preview_ref
 from dp_compact.pipeline.breaker import CircuitBreaker
 from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
 from dp_compact.pipeline.io import check_output, target_api, write_messages
@@ -252,12 +253,14 @@ def compact_session(
         metadata = _metadata(session, head, body, anchors, {"head": head_tokens, "tail": tail_tokens})
         ref = archiver.write(Path(session.path).stem, [m.raw for m in head], metadata)
         summary_text, messages = assemble(ref)
+    elif archiver is not None:  # a dry run states the archive section a real run writes, and is sized with it
+        summary_text, messages = assemble(preview_ref(Path(session.path).stem))
     summary_tokens = int(count_text_tokens([summary_text])[0])
     return CompactionResult(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
         summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
         archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
-        notes=read_notes + price_notes + _notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None or dry_run),
+        notes=read_notes + price_notes + _notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None),
         messages=tuple(messages), **base,
     )
 
