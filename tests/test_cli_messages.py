@@ -106,6 +106,15 @@ def test_token_ratio_help_gives_the_order_of_the_defaults():
     assert re.search(r"measured from the session's usage records.*recorded in a dp-compact summary.*family", text)
 
 
+def test_settings_help_gives_each_default_from_the_settings():
+    from dp_compact.settings import Settings
+
+    text = " ".join(runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "400"}).stdout.split())
+    for name in ("v", "force_ratio", "min_keep_ratio", "baseline_e", "recall_tau"):
+        assert f"Default: {Settings.model_fields[name].default}. [DP_{name.upper()}]" in text, name
+    assert "Default: None" not in text  # those say what they do instead (measured, the profile, ...)
+
+
 def test_plan_of_a_file_with_no_model_notes_the_unscaled_counts(tmp_path):
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(m) + "\n" for m in [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]), "utf-8")

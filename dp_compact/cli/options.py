@@ -46,7 +46,10 @@ _ALSO = {"v": ("--prefix-tokens",), "s": ("--summary-tokens",), "l": ("--calls-p
 _HELP = {
     "provider": "Pricing profile or model name (default: the session's model when known, else claude-sonnet-4).",
     "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
-    "s": "Summary size S, tokens (at most 2·S).",
+    "s": "Summary size S, tokens; a summary may take up to twice it.",
+    "baseline_e": "Expected user turns of a session: E = max(this − user turns so far, half of it).",
+    "e_fixed": "A fixed E, user turns, instead of the baseline (0 = off).",
+    "quality_penalty": "Quality penalty QP of a long context (the long-context quality term).",
     "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
     "planner": "lookahead (compact now or later, looking ahead), myopic (NetBenefit of compacting now) or seed (the same as --model seed, which always decides as myopic).",
     "tokenizer": "tiktoken (bundled cl100k_base) or bytes4 (the reference estimate).",
@@ -118,6 +121,8 @@ def _setting_option(name: str, repeat: str | None) -> Any:
         value = str if get_origin(value) is Literal else value
         return Annotated[Optional[list[value]], typer.Option(f"--{name.replace('_', '-')}", help=repeat, rich_help_panel=SETTINGS_PANEL)]
     text = _HELP.get(name) or f"{(field.description or name)[:1].upper()}{(field.description or name)[1:]}."
+    if field.default is not None and "default:" not in text:  # the ones that default to None say what they do instead
+        text += f" Default: {field.default}."
     return Annotated[Optional[value], typer.Option(
         f"--{name.replace('_', '-')}", *_ALSO.get(name, ()), help=f"{text} [{variable}]", rich_help_panel=SETTINGS_PANEL,
     )]
