@@ -51,9 +51,14 @@ def _clip(text: str, limit: int = ANCHOR_SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _own_text(message: Message) -> str:
+    """``message.text``, for a user message without the blocks a client injects (:func:`clean_user_text`)."""
+    return clean_user_text(message.text) if message.role == "user" else message.text
+
+
 def _visible_text(message: Message) -> str:
     """Text a person would read in ``message``: text, tool calls and results, never thinking."""
-    parts = [clean_user_text(message.text) if message.role == "user" else message.text]
+    parts = [_own_text(message)]
     parts += [f"{c.name} {c.arguments}" for c in message.tool_calls]
     parts += [r.text for r in message.tool_results]
     return "\n".join(p for p in parts if p)
@@ -91,7 +96,7 @@ def snippet(message: Message, names: dict[str, str]) -> str:
             lines = error_lines(result.text, 1) or [line for line in result.text.splitlines() if line.strip()][:1]
             parts.append(f"{names.get(result.call_id, 'tool')} -> {lines[0] if lines else '(empty)'}")
         return _clip("; ".join(parts))
-    text = clean_user_text(message.text) if message.role == "user" else message.text
+    text = _own_text(message)
     calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
     return _clip(" ".join(p for p in (text, calls and f"[calls {calls}]") if p))
 
