@@ -161,6 +161,29 @@ def test_claude_code_read_in_one_pass_orders_as_the_two_pass_rule(tmp_path, monk
     assert [m.text for m in read_session(path).history] == expected
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(['"uuid"', '"xuuid"', '"uuidx"', ":", " ", "\n", "\t", '"a"', '"ab"', ",", "{", "}", "1"]), max_size=14),
+       st.sampled_from(["a", "ab", "b"]), st.integers(0, 3), st.integers(1, 400))
+def test_a_key_spelled_with_a_value_is_found_as_json_parsing_would_find_it(tmp_path, monkeypatch, tokens, text, first, near):
+    """``spelled_soon`` finds ``"uuid": "<text>"`` exactly where the pattern of
+    :meth:`Records.plain_values_after` does in the lines after the one asked about (white space around
+    the colon; a key that only ends as ``uuid`` does not count), within its bytes only."""
+    monkeypatch.setattr(source_module, "NEAR_BYTES", near)
+    body = "".join(tokens).replace("\n", " ")
+    lines = [b'{"n": 0}', b'{"n": 1, "uuid": "ab"}', ('{"v": [' + body.replace("{", "[").replace("}", "]") + ']}').encode(), b'{"n": 3}']
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    records = read_source(path).records
+    after = b"\n".join(lines[first + 1 :])  # the bytes after line first + 1 and its line break
+    pattern = re.compile(rb'"uuid"\s*:\s*"' + re.escape(text.encode()) + b'"')
+    found = pattern.search(after)
+    soon = found is not None and found.end() <= near - 1  # spelled_soon's bytes start at the line break
+    assert records.spelled_soon(first + 1, "uuid", text) is soon
+    monkeypatch.setattr(source_module, "NEAR_BYTES", 1 << 18)
+    assert records.spelled_soon(first + 1, "uuid", text) is (found is not None)
+    assert records.spelled_soon(first + 1, "uuid", 'say "a"') is False
+
+
 def test_claude_code_children_before_their_parent_are_read_in_one_pass(tmp_path, monkeypatch):
     """A first record whose parent is in an earlier file, a child written before its parent, and a
     parent named later only by another key (``sourceToolAssistantUUID``) are read in one pass; a

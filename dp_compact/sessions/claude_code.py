@@ -134,9 +134,11 @@ def _reading_order(records: Records) -> Iterator[Record]:
     A record whose parent has not come yet is held back when the parent may still come (it is
     held, or the record itself, or a uuid further on in the file), and follows its parent the
     moment the parent comes, as :func:`_order` places it; only such records are held. Whether a
-    parent may come is asked of the file's bytes: not at all when its quoted spelling is nowhere
-    further on (:meth:`Records.absent_after`), else when it is among the ``uuid`` values further
-    on (:meth:`Records.plain_values_after`), or always when unsure (escapes). A record held for a
+    parent may come is asked of the file's bytes: it may when a ``uuid`` spelled as it is comes
+    just further on (:meth:`Records.spelled_soon`, the usual case: a tool result a few lines
+    before its call); not at all when its quoted spelling is nowhere further on
+    (:meth:`Records.absent_after`), else when it is among the ``uuid`` values further on
+    (:meth:`Records.plain_values_after`), or always when unsure (escapes). A record held for a
     parent that never came as a record's uuid (a ``uuid`` key deeper in some record, or unsure)
     would have stayed in place: the pass raises :class:`_ParentLater` at the end, and the
     reader takes the two passes of :func:`_order`. The others held at the end come last, in
@@ -155,6 +157,8 @@ def _reading_order(records: Records) -> Iterator[Record]:
                 come = True
             elif later is not None:
                 come = unsure or parent in later or not is_plain_string(parent)
+            elif records.spelled_soon(record.line, "uuid", parent):  # a uuid just further on: no search of the rest
+                come = True
             elif checks < _DANGLING_CHECKS and records.absent_after(record.line, parent):
                 checks += 1
                 come = False

@@ -30,7 +30,7 @@ import orjson
 from dp_compact.errors import MalformedLineError, SessionError
 
 __all__ = [
-    "BINARY_SNIFF_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "skipped_lines_note",
+    "BINARY_SNIFF_BYTES", "NEAR_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "skipped_lines_note",
     "read_source",
 ]
 
@@ -60,6 +60,32 @@ _WHITE_SPACE = b" \t\n\r\x0b\x0c"
 #: every character is printable ASCII that JSON writes as itself (:meth:`Records.absent_after`).
 _ESCAPED_ASCII = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
 _PLAIN_STRING = re.compile(r'[ !#-\[\]-~]*')
+
+
+def _quoted(text: str) -> bytes:
+    """``text`` as JSON spells a plain string (:func:`is_plain_string`): UTF-8 in quotes."""
+    return b'"' + text.encode() + b'"'
+
+
+def _spelled_in(data: bytes, start: int, stop: int, quoted: bytes, named: bytes) -> bool:
+    """True when ``data[start:stop]`` holds ``quoted`` as the value of the key ``named`` (both
+    quoted JSON strings): ``named``, a colon, then ``quoted``, white space allowed between."""
+    at = data.find(quoted, start, stop)
+    while at >= 0:
+        colon = _before_white_space(data, start, at) - 1
+        if colon >= start and data[colon] == 58:  # b":"
+            key_end = _before_white_space(data, start, colon)
+            if key_end - len(named) >= start and data.startswith(named, key_end - len(named)):
+                return True
+        at = data.find(quoted, at + 1, stop)
+    return False
+
+
+def _before_white_space(data: bytes, start: int, at: int) -> int:
+    """Where the white space that ends at ``at`` begins (``at`` when there is none), not before ``start``."""
+    while at > start and data[at - 1] in _WHITE_SPACE:
+        at -= 1
+    return at
 
 
 def is_plain_string(text: str) -> bool:
@@ -219,11 +245,26 @@ class Records(Sequence[Record]):
         """
         if not is_plain_string(text):
             return False
-        quoted = b'"' + text.encode() + b'"'  # a quoted string holds no line break: none spans two pieces
+        quoted = _quoted(text)  # a quoted string holds no line break: none spans two pieces
         for data, start in self._plain_parts_after(self._end_of(line)):
             if data is None or data.find(quoted, start) >= 0:
                 return False
         return True
+
+    def spelled_soon(self, line: int, key: str, text: str) -> bool:
+        """True when ``"key": "text"`` is spelled in the :data:`NEAR_BYTES` bytes after line ``line``
+        (white space allowed around the colon); False when it is not there, which does not say it
+        is nowhere further on. Both must be plain (:func:`is_plain_string`), else False. Only the part of the
+        file that holds those bytes is searched: the one being read, as a rule.
+        """
+        if not (is_plain_string(key) and is_plain_string(text)):
+            return False
+        end = self._end_of(line)
+        if self._bounds is not None and end >= self._bounds[-1]:
+            return False
+        base, data = self._holding(end)
+        start = end - base
+        return _spelled_in(data, start, min(len(data), start + NEAR_BYTES), _quoted(text), _quoted(key))
 
     def plain_values_after(self, line: int, key: str) -> set[str] | None:
         """The plain string values (:func:`is_plain_string`) of every ``key`` of a JSON object after
@@ -390,6 +431,10 @@ def _as_document(text: bytes) -> Any | None:
     return value
 
 
+#: Bytes after a line that :meth:`Records.spelled_soon` searches. A Claude Code record written
+#: before its parent (a tool result before its call) is a few lines before it, as a rule: a search
+#: of the bytes just after it finds the parent without a search of the rest of the file.
+NEAR_BYTES = 1 << 18
 #: Bytes of a JSONL file read at once: a larger file is read and held a piece of about this
 #: size at a time (:class:`Records`), so that reading it holds its messages, not its text.
 PIECE_BYTES = 1 << 22
