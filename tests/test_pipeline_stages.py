@@ -218,6 +218,22 @@ def test_an_instruction_that_leads_into_a_list_is_taken_with_its_items():
     assert head_instructions([Message("user", lone, raw={"role": "user", "content": lone})]) == []
 
 
+def test_an_instruction_given_as_a_list_item_is_carried_once_without_its_bullet():
+    """A rule the user wrote as a list item ("- never log the API key") is kept as its words: the
+    summary's own bullet is not doubled ("- - never ..."), and a second compaction that reads it
+    back from the first summary carries the same one sentence, not a second copy."""
+    text = "Some rules for this repo.\n- never log the API key\n2. Always run the tests before a commit"
+    head = [Message("user", text, raw={"role": "user", "content": text}), Message("assistant", "ok")]
+    first = head_instructions(head)
+    assert first == ["never log the API key", "Always run the tests before a commit"]
+    summary = ExtractiveSummarizer()(_request(head, instructions=first))
+    assert "- - " not in summary and "\n- never log the API key\n" in summary
+    previous = summary_message_text(summary, (), None, n_messages=2, head_tokens=30)
+    assert carried_instructions(previous) == first
+    again = [Message("user", previous, raw={"role": "user", "content": previous}), Message("assistant", "ok"), *head]
+    assert head_instructions(again) == first
+
+
 def test_decisions_leave_out_the_continuation_of_a_wrapped_sentence():
     wrapped = ("I'll use the per-author median instead of the mean, since it is robust to outliers.\n"
                "weak signals are dropped instead; judgment is left to the reader.")

@@ -106,14 +106,20 @@ def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int 
 
     A sentence that ends with a colon leads into the list items on the lines after it ("Do not
     leave the system in a state where:"): it is taken with as many of them as fit in
-    ``limit_chars``, and left out when none does (alone it says nothing).
+    ``limit_chars``, and left out when none does (alone it says nothing). An instruction that is
+    itself a list item is taken without its bullet or number (``- never log tokens`` and ``2. never
+    log tokens`` are ``never log tokens``), so that one carried from summary to summary stays one.
 
     >>> instruction_sentences("Do not leave the repo in a state where:\\n- tests fail\\n- the build is red\\nThanks")
     ['Do not leave the repo in a state where: - tests fail - the build is red']
+    >>> instruction_sentences("Rules:\\n- - never log tokens\\n2. Always run the tests first")
+    ['never log tokens', 'Always run the tests first']
     """
     found = []
     parts = sentences(text)
     for index, s in enumerate(parts):
+        while (bullet := _LIST_ITEM.match(s)) is not None:  # a list item's own words: the summary gives it its bullet
+            s = s[bullet.end():].lstrip()
         if not (_MIN_INSTRUCTION_CHARS <= len(s) <= limit_chars and not s.startswith("#")
                 and is_instruction(s) == standing and (standing or is_instruction(s, standing=False))):
             continue
