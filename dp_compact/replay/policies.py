@@ -82,7 +82,8 @@ ALL_POLICIES = DEFAULT_POLICIES
 #: --dry-run --json`` on the 16 shared sessions (491-838 tokens, median 780); an LLM summarizer
 #: writes ``DP_S``. ``claude-code`` and ``codex``: the mean of the compaction summaries recorded in
 #: real transcripts, counted as ``plan`` counts tokens and reported by ``dp-compact calibrate``
-#: (calibration/results.json ``recorded_summaries``): Claude Code 5,870, 5,772 and 5,675 tokens
+#: (calibration/results.json ``recorded_summaries``): Claude Code 5,870, 5,772 and 5,675 tokens (the
+#: first in a Claude Code transcript, the others in a session converted from Claude Code to OpenAI chat)
 #: (the first session's own ``compactMetadata`` says 6,977 tokens for the whole context after
 #: the compaction); Codex 1,750 and 1,985. Tools without a recorded compaction (OpenHands,
 #: LangChain, a generic threshold rule) are charged ``DP_S``.
