@@ -62,30 +62,10 @@ _ESCAPED_ASCII = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
 _PLAIN_STRING = re.compile(r'[ !#-\[\]-~]*')
 
 
-def _quoted(text: str) -> bytes:
-    """``text`` as JSON spells a plain string (:func:`is_plain_string`): UTF-8 in quotes."""
-    return b'"' + text.encode() + b'"'
-
-
-def _spelled_in(data: bytes, start: int, stop: int, quoted: bytes, named: bytes) -> bool:
-    """True when ``data[start:stop]`` holds ``quoted`` as the value of the key ``named`` (both
-    quoted JSON strings): ``named``, a colon, then ``quoted``, white space allowed between."""
-    at = data.find(quoted, start, stop)
-    while at >= 0:
-        colon = _before_white_space(data, start, at) - 1
-        if colon >= start and data[colon] == 58:  # b":"
-            key_end = _before_white_space(data, start, colon)
-            if key_end - len(named) >= start and data.startswith(named, key_end - len(named)):
-                return True
-        at = data.find(quoted, at + 1, stop)
-    return False
-
-
-def _before_white_space(data: bytes, start: int, at: int) -> int:
-    """Where the white space that ends at ``at`` begins (``at`` when there is none), not before ``start``."""
-    while at > start and data[at - 1] in _WHITE_SPACE:
-        at -= 1
-    return at
+def _key_value(key: str, value: bytes) -> re.Pattern[bytes]:
+    """The pattern of ``"key": <value>`` as JSON spells an object's entry (``value`` a pattern of
+    the value's spelling, quotes included), white space allowed around the colon."""
+    return re.compile(b'"' + re.escape(key.encode()) + rb'"\s*:\s*' + value)
 
 
 def is_plain_string(text: str) -> bool:
@@ -245,7 +225,7 @@ class Records(Sequence[Record]):
         """
         if not is_plain_string(text):
             return False
-        quoted = _quoted(text)  # a quoted string holds no line break: none spans two pieces
+        quoted = b'"' + text.encode() + b'"'  # a quoted string holds no line break: none spans two pieces
         for data, start in self._plain_parts_after(self._end_of(line)):
             if data is None or data.find(quoted, start) >= 0:
                 return False
@@ -264,7 +244,8 @@ class Records(Sequence[Record]):
             return False
         base, data = self._holding(end)
         start = end - base
-        return _spelled_in(data, start, min(len(data), start + NEAR_BYTES), _quoted(text), _quoted(key))
+        pattern = _key_value(key, b'"' + re.escape(text.encode()) + b'"')
+        return pattern.search(data, start, min(len(data), start + NEAR_BYTES)) is not None
 
     def plain_values_after(self, line: int, key: str) -> set[str] | None:
         """The plain string values (:func:`is_plain_string`) of every ``key`` of a JSON object after
@@ -275,7 +256,7 @@ class Records(Sequence[Record]):
         """
         if not is_plain_string(key):
             return None
-        pattern = re.compile(b'"' + re.escape(key.encode()) + rb'"\s*:\s*"([ !#-\[\]-~]*)"')
+        pattern = _key_value(key, rb'"([ !#-\[\]-~]*)"')
         found: set[str] = set()
         for data, start in self._plain_parts_after(self._end_of(line)):
             if data is None:
