@@ -299,3 +299,52 @@ def test_invalid_json_error_names_the_line_and_the_column_in_it(tmp_path):
     path.write_bytes(b'{"role": "user", "content": "a"}\n{"role": "assi\n')
     with pytest.raises(MalformedLineError, match=r"bad\.jsonl:2: line 2 is not valid JSON \(.+ at column \d+\)$"):
         read_session(path)
+
+
+
+def _claude_code_sessions():
+    from tests.conftest import SESSIONS
+
+    folder = SESSIONS / "claude_code"
+    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+@pytest.mark.skipif(not _claude_code_sessions(), reason="../shared/sessions/claude_code is absent")
+@pytest.mark.parametrize("path", _claude_code_sessions(), ids=lambda p: p.name)
+def test_real_claude_code_transcripts_read_as_the_two_pass_rule_searching_on_only_for_a_far_parent(path, monkeypatch):
+    """Each real transcript reads as the plain two-pass rule reads it. Where every held-back
+    record's parent is a uuid in the bytes just after it (a tool result written a few lines before
+    its call), the rest of the file is not searched at all; else it is."""
+    import dp_compact.sessions.claude_code as claude_code
+    from dp_compact.sessions.source import NEAR_BYTES, Records, read_source
+
+    searches, near = [], []
+    for name in ("absent_after", "plain_values_after"):
+        method = getattr(Records, name)
+        monkeypatch.setattr(Records, name, lambda self, *a, _m=method, _n=name: searches.append(_n) or _m(self, *a))
+    soon = Records.spelled_soon
+    monkeypatch.setattr(Records, "spelled_soon", lambda self, *a: near.append(found := soon(self, *a)) or found)
+    one_pass = read_session(path).history
+    assert (searches == []) == all(near), (near, searches)
+    ends = np.cumsum([len(line) + 1 for line in path.read_bytes().split(b"\n")])  # byte after each line's break
+    uuid_line = {}
+    for record in read_source(path).records:
+        if isinstance(record.value, dict) and isinstance(record.value.get("uuid"), str):
+            uuid_line.setdefault(record.value["uuid"], record.line)
+    seen, dangling = set(), []  # (line, its parent's line or None) of each record written before its parent
+    for record in read_source(path).records:
+        value = record.value if isinstance(record.value, dict) else {}
+        parent = value.get("parentUuid")
+        if isinstance(parent, str) and parent not in seen and parent in uuid_line:
+            dangling.append((record.line, uuid_line[parent]))
+        if isinstance(value.get("uuid"), str):
+            seen.add(value["uuid"])
+    if dangling and all(far > line and ends[far - 1] - ends[line - 1] < NEAR_BYTES for line, far in dangling):
+        assert near and all(near) and searches == []
+
+    def two_passes(records):
+        raise claude_code._ParentLater
+        yield  # a generator, as _reading_order is
+
+    monkeypatch.setattr(claude_code, "_reading_order", two_passes)
+    assert one_pass == read_session(path).history
