@@ -1,6 +1,6 @@
 """Benchmark of reading and planning one session in CPU instructions per message (valgrind's callgrind).
 
-Usage: ``python bench/bench_instructions.py [--messages 5000] [--formats anthropic openai claude_code]``
+Usage: ``python bench/bench_instructions.py [--messages 5000] [--formats anthropic openai claude_code] [--stages parse read plan]``
 
 Wall time on a shared two-core machine varies by up to 40 % from run to run, which hides any
 change smaller than that; the number of instructions a run executes varies by well under 1 %.
@@ -69,13 +69,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--formats", nargs="+", default=["anthropic", "openai", "claude_code"])
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="stages to count (each one run alone)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on the PATH (Debian: apt install valgrind)")
     from dp_compact.sessions import read_session
 
     print(machine_line())
-    print(f"{'session':<20}{'messages':>10}" + "".join(f"{stage + ' instr/msg':>20}" for stage in STAGES))
+    print(f"{'session':<20}{'messages':>10}" + "".join(f"{stage + ' instr/msg':>20}" for stage in args.stages))
     with tempfile.TemporaryDirectory(prefix="dp-instr-bench-") as tmp:
         folder = Path(tmp)
         env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache"), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
@@ -86,7 +87,7 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "dp_compact.cli", "plan", str(path), "--json"], env=env, capture_output=True, check=True)  # warm the token cache
             count = len(read_session(path).messages)
             base = instructions("none", head, path, env)
-            row = [(instructions(stage, head, path, env) - base) / count for stage in STAGES]
+            row = [(instructions(stage, head, path, env) - base) / count for stage in args.stages]
             print(f"{fmt + ' small':<20}{count:>10,}" + "".join(f"{n:>20,.0f}" for n in row), flush=True)
 
 

@@ -16,11 +16,12 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
+from dp_compact._slots import filler, rebuilt
 from dp_compact.patterns import is_injected_text
 from dp_compact.summary_text import (
     SUMMARY_PREFIXES,
@@ -51,6 +52,7 @@ __all__ = [
     "count_user_turns",
     "is_summary_text",
     "last_own_summary",
+    "new_message",
     "raw_as_json",
     "holds_no_blocks",
     "raw_value",
@@ -223,10 +225,14 @@ class ToolCall:
     name: str
     arguments: str = ""
 
-    def __init__(self, id: str, name: str, arguments: str = "") -> None:  # the dataclass one, each slot set directly
-        _set_call_fields[0](self, id)
-        _set_call_fields[1](self, name)
-        _set_call_fields[2](self, arguments)
+    def __new__(cls, id: str, name: str, arguments: str = "") -> ToolCall:  # filled as a plain object (dp_compact._slots)
+        call = _CallSlots()
+        call.id, call.name, call.arguments = id, name, arguments
+        call.__class__ = cls
+        return call
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), (self.id, self.name, self.arguments))
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -237,15 +243,17 @@ class ToolResult:
     text: str
     is_error: bool = False
 
-    def __init__(self, call_id: str, text: str, is_error: bool = False) -> None:  # as ToolCall's
-        _set_result_fields[0](self, call_id)
-        _set_result_fields[1](self, text)
-        _set_result_fields[2](self, is_error)
+    def __new__(cls, call_id: str, text: str, is_error: bool = False) -> ToolResult:  # as ToolCall's
+        result = _ResultSlots()
+        result.call_id, result.text, result.is_error = call_id, text, is_error
+        result.__class__ = cls
+        return result
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), (self.call_id, self.text, self.is_error))
 
 
-#: Slot setters of the fields of :class:`ToolCall` and :class:`ToolResult`, in order.
-_set_call_fields = tuple(getattr(ToolCall, f.name).__set__ for f in fields(ToolCall))
-_set_result_fields = tuple(getattr(ToolResult, f.name).__set__ for f in fields(ToolResult))
+_CallSlots, _ResultSlots = filler(ToolCall), filler(ToolResult)
 
 
 #: What a message is, set once by its reader (:attr:`Message.kind`).
@@ -315,8 +323,8 @@ class Message:
     raw: Any = field(default=None, compare=False, hash=False, repr=False)
     kind: MessageKind | None = None
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         role: Role,
         text: str = "",
         tool_calls: tuple[ToolCall, ...] = (),
@@ -329,31 +337,14 @@ class Message:
         source_lines: int = 1,
         raw: Any = None,
         kind: MessageKind | None = None,
-    ) -> None:
-        # The dataclass __init__ with the kind decided first and each field set through its slot
-        # (no lookup of a setter by name per field: sessions hold millions of messages).
-        if role == "assistant":
-            kind = "assistant"
-        elif role == "tool":
-            kind = "tool_result"
-        elif kind not in _USER_KINDS:
-            kind = "summary" if is_summary_text(text) else "prompt"
-        if kind == "prompt" and is_injected_text(text):  # one rule for every reader (patterns.INJECTED_PREFIXES)
-            kind = "injected"
-        if raw is not None and not isinstance(raw, RawJSON) and (how := _RAW_AS_JSON.get()):
-            raw = _kept_raw(raw, how, source_bytes)
-        _set_role(self, role)
-        _set_text(self, text)
-        _set_tool_calls(self, tool_calls)
-        _set_tool_results(self, tool_results)
-        _set_thinking(self, thinking)
-        _set_signed_thinking(self, signed_thinking)
-        _set_images(self, images)
-        _set_line(self, line)
-        _set_source_bytes(self, source_bytes)
-        _set_source_lines(self, source_lines)
-        _set_raw(self, raw)
-        _set_kind(self, kind)
+    ) -> Message:
+        message = new_message(role, text, tool_calls, tool_results, thinking, signed_thinking, images, line, source_bytes, source_lines, raw, kind)
+        if cls is not Message:
+            object.__setattr__(message, "__class__", cls)
+        return message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), tuple(object.__getattribute__(self, name) for name in _MESSAGE_SLOTS))
 
     @property
     def is_user_turn(self) -> bool:
@@ -378,9 +369,47 @@ class Message:
         return self.role == "user"
 
 
-#: The slot setters of :class:`Message`'s fields (its ``__init__`` sets each once).
-(_set_role, _set_text, _set_tool_calls, _set_tool_results, _set_thinking, _set_signed_thinking, _set_images, _set_line,
- _set_source_bytes, _set_source_lines, _set_raw, _set_kind) = (getattr(Message, f.name).__set__ for f in fields(Message))
+_MessageSlots = filler(Message)
+_MESSAGE_SLOTS: tuple[str, ...] = Message.__slots__  # type: ignore[attr-defined]
+
+
+def new_message(
+    role: Role, text: str, tool_calls: tuple[ToolCall, ...], tool_results: tuple[ToolResult, ...], thinking: str,
+    signed_thinking: bool, images: int, line: int, source_bytes: int, source_lines: int, raw: Any, kind: MessageKind | None, /,
+) -> Message:
+    """``Message(...)`` with every field given, in order: the constructor itself, for readers that make millions.
+
+    The kind is decided first (see :class:`Message`: the role decides for a tool or assistant
+    message, the text for a user message without a user kind, and a ``"prompt"`` whose text a
+    client wrote is ``"injected"``), then ``raw`` is kept as :func:`raw_as_json` asks; the
+    fields are set on a plain object with the same slots, which then becomes a :class:`Message`
+    (:mod:`dp_compact._slots`).
+    """
+    if role == "assistant":
+        kind = "assistant"
+    elif role == "tool":
+        kind = "tool_result"
+    elif kind not in _USER_KINDS:
+        kind = "summary" if is_summary_text(text) else "prompt"
+    if kind == "prompt" and is_injected_text(text):  # one rule for every reader (patterns.INJECTED_PREFIXES)
+        kind = "injected"
+    if raw is not None and not isinstance(raw, RawJSON) and (how := _RAW_AS_JSON.get()):
+        raw = _kept_raw(raw, how, source_bytes)
+    message = _MessageSlots()
+    message.role = role
+    message.text = text
+    message.tool_calls = tool_calls
+    message.tool_results = tool_results
+    message.thinking = thinking
+    message.signed_thinking = signed_thinking
+    message.images = images
+    message.line = line
+    message.source_bytes = source_bytes
+    message.source_lines = source_lines
+    message.raw = raw
+    message.kind = kind
+    message.__class__ = Message
+    return message  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -404,20 +433,22 @@ class Usage:
     line: int = 0
     convention: str = ""
 
-    def __init__(
-        self, prompt_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0, output_tokens: int = 0,
+    def __new__(
+        cls, prompt_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0, output_tokens: int = 0,
         line: int = 0, convention: str = "",
-    ) -> None:  # the dataclass one, each slot set directly (one per LLM call)
-        setters = _set_usage_fields
-        setters[0](self, prompt_tokens)
-        setters[1](self, cache_read_tokens)
-        setters[2](self, cache_write_tokens)
-        setters[3](self, output_tokens)
-        setters[4](self, line)
-        setters[5](self, convention)
+    ) -> Usage:  # filled as a plain object (dp_compact._slots; one per LLM call)
+        usage = _UsageSlots()
+        usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens = prompt_tokens, cache_read_tokens, cache_write_tokens
+        usage.output_tokens, usage.line, usage.convention = output_tokens, line, convention
+        usage.__class__ = cls
+        return usage
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), tuple(object.__getattribute__(self, name) for name in _USAGE_SLOTS))
 
 
-_set_usage_fields = tuple(getattr(Usage, f.name).__set__ for f in fields(Usage))
+_UsageSlots = filler(Usage)
+_USAGE_SLOTS: tuple[str, ...] = Usage.__slots__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,17 +160,16 @@ def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> 
     line: Claude Code and Anthropic lists put the usage on the response's first line, Codex
     writes its ``token_count`` event after the response's items.
     """
-    assistant = np.array([i for i, m in enumerate(messages) if m.role == "assistant"], dtype=np.int64)
-    lines = np.array([messages[i].line for i in assistant], dtype=np.int64)
-    order = np.argsort(lines, kind="stable")
-    assistant, lines = assistant[order], lines[order]
-    where = np.searchsorted(lines, np.array([u.line for u in usage], dtype=np.int64), side="right") - 1
+    found = [(i, m.line) for i, m in enumerate(messages) if m.role == "assistant"]
+    pairs = np.array(found, dtype=np.int64).reshape(len(found), 2)
+    order = np.argsort(pairs[:, 1], kind="stable")
+    assistant, lines = pairs[order, 0], pairs[order, 1]
+    where = np.searchsorted(lines, np.fromiter((u.line for u in usage), np.int64, len(usage)), side="right") - 1
     counts = np.full(len(usage), -1, dtype=np.int64)
-    claimed: set[int] = set()
-    for j, position in enumerate(where.tolist()):
-        if position >= 0 and (index := int(assistant[position])) not in claimed:
-            claimed.add(index)
-            counts[j] = index
+    placed = np.flatnonzero(where >= 0)
+    _, first = np.unique(where[placed], return_index=True)  # each response claimed by the first call that lands on it
+    claims = placed[first]
+    counts[claims] = assistant[where[claims]]
     return counts
 
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
+import copy
+import pickle
+from dataclasses import FrozenInstanceError, fields, replace
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
 
-from dp_compact.conversation import MESSAGE_KINDS, Message, ToolCall, ToolResult, count_user_turns
+from dp_compact.conversation import MESSAGE_KINDS, Message, ToolCall, ToolResult, Usage, count_user_turns, holds_no_blocks, raw_as_json
 from dp_compact.cuts import message_ages, message_arrays
 from dp_compact.pipeline.extract import user_turn_texts
 from dp_compact.sessions import read_session
+from dp_compact.sessions.source import Record
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 POSTHOG = SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"
@@ -93,3 +96,49 @@ def test_no_other_user_turn_rule_in_the_package() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert not names & {"is_injected", "_is_typed", "_is_injected"}, path
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        Message("user", "fix the bug", line=3, source_bytes=40, raw={"content": "fix the bug"}),
+        Message("assistant", "ok", (ToolCall("c1", "Bash", '{"command":"ls"}'),), thinking="plan", signed_thinking=True, images=1),
+        Message("tool", tool_results=(ToolResult("c1", "a.txt", True),), line=9, source_lines=2),
+        ToolCall("c1", "Bash"),
+        ToolResult("c1", "out"),
+        Usage(1200, 1000, 100, 40, line=7, convention="anthropic"),
+        Record(4, {"type": "user"}, 120),
+    ],
+    ids=["prompt", "assistant", "tool", "call", "result", "usage", "record"],
+)
+def test_value_types_are_frozen_and_survive_pickle_copy_and_replace(value) -> None:
+    """The types filled as plain objects (dp_compact._slots) behave as the frozen dataclasses they are."""
+    assert type(value).__name__ in {"Message", "ToolCall", "ToolResult", "Usage", "Record"}
+    name = fields(value)[0].name
+    with pytest.raises(FrozenInstanceError):
+        setattr(value, name, getattr(value, name))
+    again = pickle.loads(pickle.dumps(value))
+    assert again == value and type(again) is type(value)
+    assert copy.deepcopy(value) == value and copy.copy(value) == value
+    assert replace(value) == value
+    if not isinstance(value, Record):  # Record holds a dict: not hashable
+        assert hash(replace(value)) == hash(value)
+    if isinstance(value, Message):
+        assert again.raw == value.raw and again.kind == value.kind
+
+
+def test_the_constructor_keeps_its_rules_and_errors() -> None:
+    """Keywords, defaults and the kind rule are the dataclass's; a missing field is a TypeError."""
+    assert Message("user", "<task-notification>done</task-notification>").kind == "injected"
+    assert Message("user", "hi", kind="assistant").kind == "prompt"  # not a user kind: decided from the text
+    assert Message("assistant", kind="prompt").kind == "assistant"
+    assert Message(role="tool").source_lines == 1 and Message("assistant").tool_calls == ()
+    with pytest.raises(TypeError):
+        Message()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        ToolCall("c1")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Usage(1, 2, unknown=3)  # type: ignore[call-arg]
+    with raw_as_json():
+        kept = Message("user", "hi", raw={"content": "hi"})
+    assert holds_no_blocks(kept.raw) and pickle.loads(pickle.dumps(kept)).raw is not None

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dp_compact.api import plan_session
-from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, current_context, estimate, measured_token_ratio
+from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, call_message_counts, current_context, estimate, measured_token_ratio
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
@@ -211,3 +213,34 @@ def test_token_ratio_bounds_hold_every_calibrated_session():
     results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
     ratios = [s["token_ratio"] for s in results["sessions"] if s.get("token_ratio") is not None]
     assert len(ratios) >= 5 and all(RATIO_BOUNDS[0] <= r <= RATIO_BOUNDS[1] for r in ratios)
+
+
+def _placed_one_by_one(messages: list[Message], usage: list[Usage]) -> list[int]:
+    """call_message_counts as a plain loop per call: the last assistant message starting at or
+    before the record's line (file order among equal lines), unless an earlier call took it."""
+    claimed: set[int] = set()
+    out = []
+    for record in usage:
+        best = None
+        for index, message in enumerate(messages):
+            if message.role == "assistant" and message.line <= record.line and (best is None or message.line >= messages[best].line):
+                best = index
+        if best is None or best in claimed:
+            out.append(-1)
+        else:
+            claimed.add(best)
+            out.append(best)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    roles=st.lists(st.sampled_from(["user", "assistant", "tool"]), max_size=30),
+    lines=st.lists(st.integers(0, 40), min_size=30, max_size=30),
+    usage_lines=st.lists(st.integers(0, 45), max_size=20),
+)
+def test_call_placement_equals_a_plain_loop_per_call(roles, lines, usage_lines) -> None:
+    """The vectorized placement of usage records on responses equals one loop per call, lines out of order included."""
+    messages = [Message(role, "x", line=line) for role, line in zip(roles, lines)]
+    usage = [Usage(100, line=line) for line in sorted(usage_lines)]
+    assert call_message_counts(messages, usage).tolist() == _placed_one_by_one(messages, usage)

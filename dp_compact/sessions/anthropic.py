@@ -27,7 +27,7 @@ from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, summary_tool, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, raw_value
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, new_message, raw_value
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -109,7 +109,7 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     if role not in ("user", "assistant"):
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
     if isinstance(content, str):
-        return Message(role, content, line=line, source_bytes=nbytes, source_lines=lines, raw=obj)
+        return new_message(role, content, (), (), "", False, 0, line, nbytes, lines, obj, None)
     if content is None:
         content = []
     if not isinstance(content, list):
@@ -146,9 +146,9 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
             texts.append(block["text"])
     resolved = "tool" if (role == "user" and results) else role
     # Message's fields in order: role, text, tool_calls, tool_results, thinking, signed_thinking,
-    # images, line, source_bytes, source_lines, raw
-    return Message(
-        resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines, obj
+    # images, line, source_bytes, source_lines, raw, kind
+    return new_message(
+        resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines, obj, None
     )
 
 
@@ -168,7 +168,7 @@ def _items(source: Source, limit: int | None = None) -> Sequence[Record] | None:
     """The message records of the source (the first ``limit`` when given; JSONL records are read
     one at a time, not held), or None when it is not a list of messages."""
     if source.records is not None:
-        return source.records if limit is None else source.records[:limit]
+        return source.records if limit is None else source.sample[:limit]
     if isinstance(source.document, list):
         return [Record(0, v, len(dumps(v).encode())) for v in source.document[:limit]]
     return None

@@ -35,7 +35,7 @@ from typing import Any
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.codex import TokenCounts
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, summary_tool, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult
+from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, new_message
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 
 __all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
@@ -54,7 +54,7 @@ def _container(source: Source, limit: int | None = None) -> tuple[Sequence[Recor
     """The message records and the enclosing document (None for JSONL or a bare array); the
     first ``limit`` of them when given (JSONL records are read one at a time, not held)."""
     if source.records is not None:
-        return (source.records if limit is None else source.records[:limit]), None
+        return (source.records if limit is None else source.sample[:limit]), None
     document = source.document
     items: Any = None
     if isinstance(document, list):
@@ -178,13 +178,13 @@ class _Reader:
                     self.records.append(RecordedCompaction(summary_tool(text), line, summary_text=text))
                 self.live_start = len(self.messages)
             kind = "summary" if summary else "injected" if text.lstrip().startswith(_INTERRUPTED) else "prompt"
-            message = Message("user", text, images=images, line=line, source_bytes=nbytes, raw=value, kind=kind)
+            message = new_message("user", text, (), (), "", False, images, line, nbytes, 1, value, kind)
         elif role == "assistant":
             calls = self._calls(value, block_calls)
-            message = Message("assistant", text, calls, images=images, line=line, source_bytes=nbytes, raw=value, thinking=_thinking(value))
+            message = new_message("assistant", text, calls, (), _thinking(value), False, images, line, nbytes, 1, value, None)
         else:
             results = self._results(value, text, outputs)
-            message = Message("tool", "", (), results, images=images, line=line, source_bytes=nbytes, raw=value)
+            message = new_message("tool", "", (), results, "", False, images, line, nbytes, 1, value, None)
         self.messages.append(message)
 
     def _calls(self, value: dict[str, Any], block_calls: list[ToolCall]) -> tuple[ToolCall, ...]:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import orjson
 
+from dp_compact._slots import filler, rebuilt
 from dp_compact.errors import MalformedLineError, SessionError
 
 __all__ = [
@@ -86,13 +87,17 @@ class Record:
     value: Any
     nbytes: int
 
-    def __init__(self, line: int, value: Any, nbytes: int) -> None:  # the dataclass one, each slot set directly (one per line)
-        _set_line(self, line)
-        _set_value(self, value)
-        _set_nbytes(self, nbytes)
+    def __new__(cls, line: int, value: Any, nbytes: int) -> Record:  # filled as a plain object (dp_compact._slots; one per line)
+        record = _RecordSlots()
+        record.line, record.value, record.nbytes = line, value, nbytes
+        record.__class__ = cls
+        return record
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), (self.line, self.value, self.nbytes))
 
 
-_set_line, _set_value, _set_nbytes = Record.line.__set__, Record.value.__set__, Record.nbytes.__set__  # type: ignore[attr-defined]
+_RecordSlots = filler(Record)
 
 
 class Records(Sequence[Record]):
@@ -330,6 +335,7 @@ class Source:
     lenient: bool = False
     partial_line: int | None = None
     rejected: set[int] = field(default_factory=set, compare=False)
+    _sample: list[Record] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def is_document(self) -> bool:
@@ -338,8 +344,11 @@ class Source:
 
     @property
     def sample(self) -> Sequence[Record]:
-        """The first :data:`SNIFF_RECORDS` records, which a reader's ``sniff`` looks at (empty for a document)."""
-        return (self.records or ())[:SNIFF_RECORDS]
+        """The first :data:`SNIFF_RECORDS` records, which a reader's ``sniff`` looks at (empty for a
+        document); parsed once, when first asked for, however many readers look."""
+        if self._sample is None:
+            object.__setattr__(self, "_sample", list((self.records or ())[:SNIFF_RECORDS]))
+        return self._sample  # type: ignore[return-value]
 
     @property
     def skipped(self) -> int:
