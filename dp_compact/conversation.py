@@ -189,7 +189,8 @@ def _kept_raw(raw: Any, how: str, nbytes: int = 0) -> Any:
         return raw
     if how == "whole" or BLOCK_MARKERS.search(text) is not None:
         return RawJSON(text)
-    return _shape(raw)
+    content = raw.get("content") if type(raw) is dict else None  # _shape, inline (one call per message)
+    return _SHAPES[list] if type(content) is list else _shape(raw)
 
 
 def holds_no_blocks(raw: Any) -> bool:

@@ -119,23 +119,30 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     calls: list[ToolCall] = []
     results: list[ToolResult] = []
     images, signed = 0, False
-    for block in content:
-        if not isinstance(block, dict):
+    for block in content:  # exact-type checks first: the usual blocks hold strings as they are
+        if type(block) is not dict and not isinstance(block, dict):
             continue
         kind = block.get("type")
         if kind == "text":
-            texts.append(str(block.get("text", "")))
+            text = block.get("text", "")
+            texts.append(text if type(text) is str else str(text))
         elif kind == "thinking":
             thinking.append(str(block.get("thinking", "")))
             signed = signed or bool(block.get("signature"))
         elif kind == "redacted_thinking":
             signed = True
         elif kind == "tool_use" or kind in SERVER_CALL_TYPES:
-            calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), dumps(block.get("input", {}))))
+            call_id, name, arguments = block.get("id", ""), block.get("name", ""), block.get("input", {})
+            calls.append(ToolCall(call_id if type(call_id) is str else str(call_id), name if type(name) is str else str(name),
+                                  dumps(arguments)))
         elif kind == "tool_result":
-            text, n_images = _result_text(block.get("content"))
-            images += n_images
-            results.append(ToolResult(str(block.get("tool_use_id", "")), text, bool(block.get("is_error", False))))
+            answered, result, error = block.get("tool_use_id", ""), block.get("content"), block.get("is_error", False)
+            if type(result) is str:
+                text = result
+            else:
+                text, n_images = _result_text(result)
+                images += n_images
+            results.append(ToolResult(answered if type(answered) is str else str(answered), text, error if error is False else bool(error)))
         elif kind in _IMAGE_TYPES:
             images += 1
         elif _is_server_result(kind) and role == "assistant":

@@ -324,8 +324,11 @@ class _Reader:
 
     def assistant_line(self, record: Record) -> None:
         """One content block (or more) of an API response."""
-        message, content = _blocks(record, "assistant")
         value = record.value
+        message = value.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not list:  # a string, none, or not valid (_blocks raises)
+            message, content = _blocks(record, "assistant")
         model = message.get("model")
         if model == _SYNTHETIC_MODEL or value.get("isApiErrorMessage"):
             return
@@ -349,8 +352,11 @@ class _Reader:
 
     def user_line(self, record: Record) -> None:
         """A human prompt, an injected user message, or tool results."""
-        _, content = _blocks(record, "user")
         value = record.value
+        message = value.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not list:  # a string, none, or not valid (_blocks raises)
+            _, content = _blocks(record, "user")
         results = (
             [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             if isinstance(content, list)
