@@ -188,3 +188,29 @@ def test_a_window_the_price_database_does_not_list_is_said_to_be_assumed():
     if not any("context window not listed" in n for n in data["notes"]):
         pytest.skip("this price database lists the window of the session's model")
     assert data["window_source"].startswith(f"assumed for {data['prices']['name']}, whose window the price database does not list")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_prints_every_paragraph_and_option_text_as_written(command):
+    """Each paragraph of a command's help on one line at a wide terminal (not broken where the
+    source wraps), and each option's text whole: no bracketed word taken as a style tag."""
+    import click
+    import typer.main
+
+    from dp_compact.cli.app import unwrapped
+
+    group = typer.main.get_command(app)
+    found = group.get_command(click.Context(group), command)
+    out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "1000"}).stdout
+    lines = [line.strip(" │") for line in out.splitlines()]
+    for paragraph in unwrapped(found.help).split("\n\n"):
+        assert any(paragraph in line for line in lines), (paragraph, out)
+    flat = " ".join(out.replace("│", " ").split())
+    for param in found.get_params(click.Context(found)):
+        text = " ".join((getattr(param, "help", None) or "").replace("\\[", "[").split())
+        assert text in flat, (param.name, text)
+
+
+def test_the_engine_option_names_the_extra_to_install():
+    flat = " ".join(runner.invoke(app, ["replay", "--help"], env={"COLUMNS": "400"}).stdout.replace("│", " ").split())
+    assert 'pip install "dp-compact[dask]"' in flat

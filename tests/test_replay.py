@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -330,6 +331,17 @@ def test_cli_replay_prints_a_table_per_policy(tmp_path):
     done = CliRunner().invoke(app, ["replay", str(session), "--policy", "never", "--policy", "threshold:0.05:0.5", "--v", "1000"])
     assert done.exit_code == 0, done.output
     assert "never" in done.output and "threshold:0.05:0.5" in done.output and "vs best fixed" in done.output
+
+
+def test_cli_replay_prints_the_prices_as_plan_prints_them(tmp_path):
+    """A price of three decimals ($0.175/MTok cache reads) is printed whole, as plan's profile line does."""
+    session = _write_session(tmp_path / "s.jsonl")
+    replayed = CliRunner().invoke(app, ["replay", str(session), "--policy", "never", "--provider", "gpt-5.3-codex"])
+    planned = CliRunner().invoke(app, ["plan", str(session), "--provider", "gpt-5.3-codex"])
+    assert replayed.exit_code == 0 and planned.exit_code == 0, replayed.output + planned.output
+    prices = re.search(r"input (\S+) / cache (\S+) / output (\S+) \$/MTok", replayed.stdout)
+    assert prices is not None and prices.group(2) == "0.175", replayed.stdout
+    assert f"input {prices.group(1)} / cache {prices.group(2)} / output {prices.group(3)} $/MTok" in planned.stdout
 
 
 def test_cli_replay_json_has_stable_keys(tmp_path):

@@ -117,12 +117,26 @@ def _plain(param: Any) -> Any:
     return param
 
 
+def unwrapped(text: str | None) -> str | None:
+    r"""``text`` with each paragraph on one line (paragraphs stay apart): Typer's help joins the
+    source's line breaks in the first paragraph only, and prints the rest where the source wraps.
+
+    >>> unwrapped("One line\nwrapped.\n\nSecond\n  paragraph.")
+    'One line wrapped.\n\nSecond paragraph.'
+    """
+    if not text:
+        return text
+    return "\n\n".join(" ".join(line.strip() for line in paragraph.strip().splitlines()) for paragraph in text.split("\n\n"))
+
+
 def plain_metavars(command: Any) -> Any:
     """``command`` with the help's names in the usual style: no type for an on/off flag (``--help``
     included), an argument as ``SESSION`` (``[SESSION]`` when optional) rather than Typer's
-    ``<bool>`` and ``{session}``. None stays None."""
+    ``<bool>`` and ``{session}``, and its help's paragraphs rewrapped to the terminal
+    (:func:`unwrapped`). None stays None."""
     if command is None or getattr(command, "_plain_metavars", False):
         return command
+    command.help = unwrapped(command.help)
     params = command.get_params
 
     def get_params(ctx: Any) -> list[Any]:

@@ -21,7 +21,8 @@ from dp_compact.cli.app import CommandError, note
 
 __all__ = ["EngineOpt", "ParquetOpt", "SchedulerOpt", "check_fleet", "fleet_progress", "import_extra", "is_url", "write_table"]
 
-EngineOpt = Annotated[Literal["local", "dask"], typer.Option("--engine", help="Run sessions on a local process pool or on Dask (pip install \"dp-compact[dask]\").")]
+# "\\[": Typer's help reads Rich markup, where a bare "[dask]" is a style tag and is not printed
+EngineOpt = Annotated[Literal["local", "dask"], typer.Option("--engine", help="Run sessions on a local process pool or on Dask (pip install \"dp-compact\\[dask]\").")]
 SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Address of a running Dask scheduler (default with --engine dask: a LocalCluster of --workers processes).")]
 ParquetOpt = Annotated[Optional[Path], typer.Option("--out", help="Also write one row per session (and policy) as Parquet (written atomically; needs the dask extra).")]
 

@@ -228,10 +228,10 @@ def render_policy_table(rows: list[dict[str, Any]]) -> str:
 def _prices_line(data: dict[str, Any]) -> str:
     """The prices, window, V, S and TTL of a session report."""
     p = data["prices"]
-    write = f" / write {p['p_cache_write']:.2f}" if p["p_cache_write"] is not None else ""
+    write = f" / write {money(p['p_cache_write'])}" if p["p_cache_write"] is not None else ""
     ttl = f"{data['cache_ttl_s']:g} s" if data["cache_ttl_s"] is not None else "none"
     return (
-        f"prices    {p['name']}: input {p['p_input']:.2f} / cache {p['p_cache']:.2f}{write} / output {p['p_out']:.2f} $/MTok;"
+        f"prices    {p['name']}: input {money(p['p_input'])} / cache {money(p['p_cache'])}{write} / output {money(p['p_out'])} $/MTok;"
         f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,} tokens; cache TTL {ttl}; lost information: {data['loss']}"
     )
 
