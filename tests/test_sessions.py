@@ -210,7 +210,8 @@ def test_atif_terminus_observations_linked_to_previous_agent_step() -> None:
 def test_gemini_stream_live_conversation_is_the_last_run() -> None:
     session = read_session(_shared(SESSIONS / "other" / "gemini_cli_stream_figma.jsonl"))
     assert session.messages[0].line == 92 and session.messages[1].line == 94
-    assert session.user_turns == 4 and not session.usage
+    assert session.user_turns == 2 and not session.usage  # the last run's two prompts; the first run's two are another conversation
+    assert session.llm_calls == sum(m.role == "assistant" for m in session.messages) == 28
     assert session.messages[-1].role == "assistant" and session.messages[-1].tool_calls  # pending call
 
 
@@ -532,6 +533,31 @@ def test_gemini_stream_delta_chunks_and_parallel_results(tmp_path: Path) -> None
     assert [r.is_error for r in session.messages[2].tool_results] == [False, True]
     assert session.messages[2].tool_results[1].text == "missing"
     assert not session.usage and session.llm_calls == 3 and session.model == "gemini-x"
+
+
+def test_gemini_stream_restart_counts_turns_calls_and_compactions_of_the_last_run_only(tmp_path: Path) -> None:
+    """An ``init`` with a new session_id starts another conversation: what the earlier run did
+    (its turns, calls and a compaction) is no part of the live one's counts."""
+    def run(session_id: str, turns: int, calls_per_turn: int) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = [{"type": "init", "session_id": session_id, "model": "gemini-x"}]
+        for turn in range(turns):
+            events.append({"type": "message", "role": "user", "content": f"task {turn}"})
+            for call in range(calls_per_turn):
+                call_id = f"{session_id}-{turn}-{call}"
+                events.append({"type": "tool_use", "tool_name": "read_file", "tool_id": call_id, "parameters": {}})
+                events.append({"type": "tool_result", "tool_id": call_id, "status": "success", "output": "x"})
+            events.append({"type": "message", "role": "assistant", "content": "done"})
+        return [*events, {"type": "result", "status": "success", "stats": {}}]
+
+    summary = {"type": "message", "role": "user", "content": "This session is being continued from a previous conversation. Summary: ..."}
+    path = _write(tmp_path, [*run("a", 3, 2), summary, *run("b", 2, 1)[1:]])
+    assert read_session(path).compactions == 1  # one session id: the summary compacted it
+    path = _write(tmp_path, [*run("a", 3, 2), summary, *run("b", 2, 1)])
+    session = read_session(path)
+    assert [m.kind for m in session.messages].count("prompt") == 2
+    assert session.user_turns == 2 and session.compactions == 0
+    assert session.llm_calls == sum(m.role == "assistant" for m in session.messages) == 4
+    assert len(session.history) > len(session.messages)  # the earlier run is kept in the history
 
 
 def test_gemini_saved_chat_calls_results_and_usage(tmp_path: Path) -> None:

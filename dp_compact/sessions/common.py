@@ -266,22 +266,32 @@ def build_session(
     live_start: int = 0,
     compactions: int = 0,
     llm_calls: int | None = None,
+    conversation_start: int = 0,
     **extra: object,
 ) -> Session:
     """A :class:`Session` whose live conversation is ``messages[live_start:]``.
 
-    ``Session.user_turns`` counts the user turns over all ``messages`` (the whole file) by the
-    one rule, :attr:`Message.is_user_turn` (:func:`~dp_compact.conversation.count_user_turns`):
-    a reader says what is typed by giving each message its ``kind``. ``llm_calls`` defaults to
-    the number of usage records, else of assistant messages. ``Session.history`` holds all of
-    ``messages``.
+    ``Session.user_turns`` counts the user turns of the conversation, ``messages`` from
+    ``conversation_start`` on (0: the whole file, compacted parts included), by the one rule,
+    :attr:`Message.is_user_turn` (:func:`~dp_compact.conversation.count_user_turns`): a reader
+    says what is typed by giving each message its ``kind``. ``conversation_start`` is where a
+    reader saw another conversation begin in the same file (a restart, not a compaction: what
+    came before is no part of this one, nor of its counts). ``llm_calls`` defaults to the number
+    of usage records, else of the conversation's assistant messages. ``Session.history`` holds
+    all of ``messages``.
+
+    Raises ValueError when ``conversation_start`` is after ``live_start``.
     """
+    if not 0 <= conversation_start <= live_start:
+        raise ValueError(f"conversation_start {conversation_start} is not within 0..live_start ({live_start})")
     usage = tuple(usage)
     all_messages = tuple(messages)
-    last = last_own_summary(all_messages)
-    user_turns = count_user_turns(all_messages, last=last)
+    conversation = all_messages[conversation_start:]
+    own = last_own_summary(conversation)
+    last = None if own is None else conversation_start + own
+    user_turns = count_user_turns(conversation, last=own)
     if llm_calls is None:
-        llm_calls = len(usage) or count_llm_calls(all_messages, last=last)
+        llm_calls = len(usage) or count_llm_calls(conversation, last=own)
     earlier, since = 0, None
     if last is not None:
         stated = summary_counts(all_messages[last].text)

@@ -166,6 +166,7 @@ class _Stream:
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.live_start = 0
+        self.conversation_start = 0  # where the last run began (an init with a new session_id)
         self.compactions = 0
         self.session_id: Any = None
         self.model: str | None = None
@@ -206,7 +207,8 @@ class _Stream:
                 start = len(self.messages)
                 while start > 0 and self.messages[start - 1].role == "user":
                     start -= 1
-                self.live_start = start
+                self.live_start = self.conversation_start = start  # a new conversation: its turns, calls and
+                self.compactions = 0  # compactions are counted from here (build_session)
             self.session_id = value.get("session_id")
             self.model = value.get("model") if isinstance(value.get("model"), str) else self.model
         elif kind == "message":
@@ -285,4 +287,5 @@ def read(source: Source) -> Session:
     return build_session(
         path=source.path, format=FORMAT, messages=relink(stream.messages, stream.live_start), live_start=stream.live_start,
         compactions=stream.compactions, model=stream.model, skipped_lines=source.skipped + skipped,
+        conversation_start=stream.conversation_start,
     )
