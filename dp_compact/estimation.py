@@ -30,6 +30,7 @@ __all__ = [
     "current_context",
     "estimate",
     "measured_token_ratio",
+    "prompt_growths",
 ]
 
 #: DESIGN §2: avg when the session has no usage records (tokens per call).
@@ -352,22 +353,68 @@ def estimate(
     )
 
 
+def prompt_growths(
+    sent: npt.NDArray[np.int64], prompts: npt.NDArray[np.int64], message_tokens: npt.NDArray[np.int64],
+    image_tokens: npt.NDArray[np.int64] | None = None, across: npt.NDArray[np.bool_] | None = None,
+) -> tuple[int, int]:
+    """Growth of the counted messages and of the reported prompt from call to call, summed over
+    the steps that cross no compaction (:func:`measured_token_ratio`), images taken off both.
+
+    Parameters
+    ----------
+    sent : ndarray[int64], shape (C,)
+        Messages each call was sent (:func:`call_message_counts`, placed calls only), in call order.
+    prompts : ndarray[int64], shape (C,)
+        Those calls' reported prompts, tokens.
+    message_tokens, image_tokens : ndarray[int64], shape (N,)
+        Counted tokens per message, and the images' part of them (none when not given).
+    across : ndarray[bool], shape (C − 1,), optional
+        True for the step from call ``j`` to call ``j + 1`` when a compaction lies between them
+        (left out); none by default.
+
+    Returns
+    -------
+    (int, int)
+        ``(counted growth, prompt growth)`` in tokens; ``(0, 0)`` with fewer than two calls.
+
+    >>> prompt_growths(np.array([1, 3, 4, 5]), np.array([100, 130, 40, 50]), np.array([5, 10, 10, 5, 5]),
+    ...                across=np.array([False, True, False]))
+    (25, 40)
+    """
+    if sent.size < 2:
+        return 0, 0
+    kept = np.ones(sent.size - 1, dtype=bool) if across is None else ~np.asarray(across, dtype=bool)
+    counted = np.concatenate(([0], np.cumsum(message_tokens)))
+    if image_tokens is not None:
+        counted = counted - np.concatenate(([0], np.cumsum(np.asarray(image_tokens, dtype=np.int64))))
+        image_steps = np.diff(np.concatenate(([0], np.cumsum(np.asarray(image_tokens, dtype=np.int64))))[sent])[kept]
+    else:
+        image_steps = np.zeros(int(kept.sum()), dtype=np.int64)
+    grown = int(np.diff(counted[sent])[kept].sum())
+    return grown, int(np.diff(prompts)[kept].sum() - image_steps.sum())
+
+
 def measured_token_ratio(
     session: Session, message_tokens: npt.NDArray[np.int64], image_tokens: npt.NDArray[np.int64] | None = None
 ) -> float | None:
     """Provider tokens per counted token, from the session's own usage records.
 
-    The prompts of the live conversation's first and last placed calls differ by the messages
-    added between them (the prefix V cancels out): ratio = Δ reported prompt / Δ counted tokens.
-    Images are priced in the provider's own tokens already: their tokens are taken off both
-    growths, so that the ratio is that of the text.
+    Between two placed calls the reported prompt grows by the messages added between them (the
+    prefix V cancels out): ratio = Δ reported prompt / Δ counted tokens, summed over the steps
+    from call to call that cross no compaction the session records (``compaction_records``;
+    a whole recorded history holds them, the live conversation starts after the last): across
+    one, the tool's prompt was replaced by a summary while the history keeps every message.
+    A tool's own trims of its prompt (Codex drops earlier reasoning) stay in: they are how its
+    prompt grows. Images are priced in the provider's own tokens already: their tokens are
+    taken off both growths, so that the ratio is that of the text.
 
     Parameters
     ----------
     session : Session
-        Live messages with their source lines, and usage records.
+        Messages with their source lines (the live conversation, or a whole recorded history),
+        usage records and recorded compactions.
     message_tokens : ndarray[int64], shape (N,)
-        Counted tokens per live message.
+        Counted tokens per message of ``session.messages``.
     image_tokens : ndarray[int64], shape (N,), optional
         The part of ``message_tokens`` that is images (:func:`~dp_compact.tokens.image_token_counts`);
         none when not given.
@@ -375,8 +422,8 @@ def measured_token_ratio(
     Returns
     -------
     float or None
-        None without two placed calls at least ``MIN_RATIO_GROWTH_TOKENS`` of text apart, or when
-        the ratio falls outside ``RATIO_BOUNDS``.
+        None when the counted messages grow by less than ``MIN_RATIO_GROWTH_TOKENS`` of text
+        over those steps, or when the ratio falls outside ``RATIO_BOUNDS``.
     """
     if not session.messages or len(session.usage) < 2:
         return None
@@ -385,11 +432,14 @@ def measured_token_ratio(
     placed = np.flatnonzero(counts >= 0)
     if placed.size < 2:
         return None
-    first, last = int(counts[placed[0]]), int(counts[placed[-1]])
-    prefix = np.concatenate(([0], np.cumsum(message_tokens)))
-    images = 0 if image_tokens is None else int(np.asarray(image_tokens, dtype=np.int64)[first:last].sum())
-    grown = int(prefix[last] - prefix[first]) - images
-    prompt_growth = usage[int(placed[-1])].prompt_tokens - usage[int(placed[0])].prompt_tokens - images
+    prompts = np.fromiter((usage[int(j)].prompt_tokens for j in placed), np.int64, placed.size)
+    lines = np.fromiter((usage[int(j)].line for j in placed), np.int64, placed.size)
+    across = np.zeros(placed.size - 1, dtype=bool)
+    for record in session.compaction_records:  # the step into the first call after its line
+        after = int(np.searchsorted(lines, record.line, side="left"))
+        if 0 < after < placed.size:
+            across[after - 1] = True
+    grown, prompt_growth = prompt_growths(counts[placed], prompts, message_tokens, image_tokens, across)
     if grown < MIN_RATIO_GROWTH_TOKENS or prompt_growth <= 0:
         return None
     ratio = prompt_growth / grown

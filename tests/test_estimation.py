@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_compact.api import plan_session
-from dp_compact.estimation import CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, call_message_counts, current_context, estimate, measured_token_ratio
+from dp_compact.estimation import (
+    CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, call_message_counts, current_context, estimate, measured_token_ratio, prompt_growths,
+)
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
@@ -204,6 +206,74 @@ def test_measured_token_ratio_outside_bounds_is_not_trusted(ratio):
     leaves content out or usage is misread: the family's calibrated ratio is used instead (None here)."""
     session, tokens = _ratio_session(ratio)
     assert measured_token_ratio(session, tokens) is None
+
+
+def test_measured_token_ratio_leaves_out_the_step_across_a_recorded_compaction():
+    """A whole recorded history keeps every message while the tool's prompt restarts from its
+    summary at a recorded compaction: the step across it is left out, the others summed."""
+    from dp_compact.conversation import RecordedCompaction
+
+    messages = (*_loop(1), *_loop(11))  # ten messages; assistant messages at lines 2, 5, 12, 15
+    tokens = np.concatenate([TOKENS, TOKENS])
+    # calls see [0, 1), [0, 3), [0, 6), [0, 8): counted growth 3,500, 5,600 (across line 10), 3,500
+    usage = (Usage(8_000, line=3), Usage(8_000 + 2 * 3_500, line=6), Usage(9_000, line=13), Usage(9_000 + 2 * 3_500, line=16))
+    compacted = _session(usage, messages, compactions=1, compaction_records=(RecordedCompaction("claude-code", 10),))
+    assert measured_token_ratio(compacted, tokens) == pytest.approx(2.0)
+    # without the record, the drop is taken as the tool's own trim: first call to last, 8,000 / 12,600
+    assert measured_token_ratio(_session(usage, messages), tokens) == pytest.approx(8_000 / 12_600)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 5_000), st.booleans()), min_size=2, max_size=30),
+       st.lists(st.integers(0, 900), min_size=40, max_size=40), st.lists(st.integers(0, 300), min_size=40, max_size=40))
+def test_prompt_growths_equals_a_loop_over_the_calls(calls, counts, images):
+    """The vectorized growths equal a plain loop over consecutive calls that skips every step across a compaction."""
+    sent = np.sort(np.array([c[0] for c in calls], dtype=np.int64))
+    prompts = np.array([c[1] for c in calls], dtype=np.int64)
+    across = np.array([c[2] for c in calls[1:]], dtype=bool)
+    tokens = np.array(counts, dtype=np.int64) + np.array(images, dtype=np.int64)
+    image_tokens = np.array(images, dtype=np.int64)
+    grown = prompt_growth = 0
+    for j in range(1, len(calls)):
+        if across[j - 1]:
+            continue
+        between = range(int(sent[j - 1]), int(sent[j]))
+        picture = sum(int(image_tokens[i]) for i in between)
+        grown += sum(int(tokens[i]) for i in between) - picture
+        prompt_growth += int(prompts[j] - prompts[j - 1]) - picture
+    assert prompt_growths(sent, prompts, tokens, image_tokens, across) == (grown, prompt_growth)
+    if not across.any():
+        assert prompt_growths(sent, prompts, tokens, image_tokens) == (grown, prompt_growth)
+
+
+def test_the_replayed_history_of_a_compacted_session_has_the_ratio_of_its_live_conversation():
+    """Measured over a whole recorded history (what replay counts), where the prompt drops at each
+    compaction while the history keeps every message, the ratio stays near the live
+    conversation's, instead of being dragged below it by the drop."""
+    from dataclasses import replace
+
+    from dp_compact.conversation import recorded_history
+    from dp_compact.tokens import message_token_parts
+    from tests.conftest import SESSIONS, need, session_files
+
+    checked = 0
+    from dp_compact.errors import NotASessionError
+
+    for path in session_files() or [need(SESSIONS)]:
+        try:
+            session = read_session(path)
+        except NotASessionError:  # a UI log: no conversation
+            continue
+        if not session.compactions or len(session.usage) < 2:
+            continue
+        history = replace(session, messages=recorded_history(session))
+        live = measured_token_ratio(session, message_token_parts(session.messages).total)
+        whole = measured_token_ratio(history, message_token_parts(history.messages).total)
+        if live is None:
+            continue
+        assert whole is not None and abs(whole / live - 1) < 0.25, (path.name, live, whole)
+        checked += 1
+    assert checked >= 1
 
 
 def test_token_ratio_bounds_hold_every_calibrated_session():

@@ -20,7 +20,7 @@ from dp_compact.calibration.history import History
 from dp_compact.calibration.recall import RecallCounts, recall_counts
 from dp_compact.conversation import Session, recorded_history
 from dp_compact.cuts import message_ages, message_arrays
-from dp_compact.estimation import DEFAULT_CALLS_PER_TURN, call_message_counts
+from dp_compact.estimation import DEFAULT_CALLS_PER_TURN, call_message_counts, prompt_growths
 from dp_compact.reuse import KIND_FILE_EDIT, KIND_VERBATIM, find_uses
 from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
 
@@ -93,7 +93,9 @@ class SessionMeasures:
 
 
 def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tuple[float | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Token ratio over the segments, and every placed call's (estimate, prompt) pair."""
+    """Token ratio over the segments (the growths from call to call within each, as the planner
+    sums them: :func:`~dp_compact.estimation.prompt_growths`), and every placed call's
+    (estimate, prompt) pair."""
     xs, ys, dx, dy = [], [], 0, 0
     for segment, counts in zip(history.segments, tokens, strict=True):
         n = call_message_counts(segment.messages, segment.usage)
@@ -105,7 +107,8 @@ def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tupl
         y = np.array([u.prompt_tokens for u in segment.usage], dtype=np.int64)[placed]
         xs.append(x)
         ys.append(y)
-        dx, dy = dx + int(x[-1] - x[0]), dy + int(y[-1] - y[0])
+        grown, prompt_growth = prompt_growths(n[placed], y, counts)
+        dx, dy = dx + grown, dy + prompt_growth
     x_all = np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
     y_all = np.concatenate(ys) if ys else np.zeros(0, dtype=np.int64)
     return (dy / dx if dx > 0 else None), x_all, y_all
