@@ -171,8 +171,8 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
 def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, use_cache: bool) -> tuple[npt.NDArray[np.int64] | None, str]:
     """The contexts had the advice been taken: the replay of the planner over the whole history
     (``whole``: the live segment, which keeps the file's history, with every segment's usage);
-    None and why when the replay's calls (one per assistant message) are not the file's calls
-    (one per usage record placed on a message)."""
+    None and why when the replay's calls (one per assistant message of the whole history) are
+    not the timeline's (one per usage record placed on a message, else per assistant message)."""
     from dp_compact.planner import summary_tokens
     from dp_compact.replay.meter import ReplayParams, replay
     from dp_compact.replay.policies import PlannerPolicy
@@ -180,8 +180,10 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
 
     recording, _ = load_recording(whole, settings, use_cache=use_cache)
     if recording.n_calls != n_calls:
+        ours = ("one per usage record placed on a message" if whole.usage else
+                "one per assistant message of the segments read, the file recording no usage")
         return None, (f"the context had every advice been taken is not drawn: the replay has {recording.n_calls:,} calls (one per"
-                      f" assistant message) where the file records {n_calls:,} (one per usage record placed on a message), so they cannot be paired"
+                      f" assistant message of the whole history) where the timeline plans {n_calls:,} ({ours}), so they cannot be paired"
                       " (dp-compact replay prices its own)")
     params = ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=summary_tokens(settings))
     return replay(recording, PlannerPolicy(settings), params).counted_contexts, ""

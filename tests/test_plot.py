@@ -174,6 +174,15 @@ def test_cli_curve_and_timeline_print_the_window_note(tmp_path: Path):
         assert "context window 200,000 tokens: the price database's window for claude-sonnet-4" in result.stdout
 
 
+def test_timeline_of_a_file_without_usage_says_what_its_calls_are_when_the_replay_differs(tmp_path):
+    """A converted file with recorded summaries and no usage: the timeline plans its live segment's
+    assistant messages, the replay the whole history's; the note says so, not that usage records were placed."""
+    path = need(SESSIONS / "openai_chat" / "oai_task393c91_converted.json")
+    result = CliRunner().invoke(app, ["timeline", str(path), "-o", str(tmp_path / "t.png"), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert "the file recording no usage" in result.output and "usage record placed" not in result.output
+
+
 def test_timeline_without_usage_estimates_context_from_messages():
     path = need(SESSIONS / "openai_chat" / "taubench_gpt4o_airline_task46.jsonl")
     settings = load_settings()
@@ -196,7 +205,7 @@ def test_timeline_real_session_marks_recorded_compactions(tmp_path: Path):
     # line of the advice taken, and the command says why instead of leaving it out silently.
     assert line.followed_context_tokens is None and "followed" not in gids
     result = CliRunner().invoke(app, ["timeline", str(path), "-o", str(tmp_path / "t2.png"), "--no-cache"])
-    assert result.exit_code == 0 and f"where the file records {line.call.size:,} (one per usage record" in result.output
+    assert result.exit_code == 0 and f"where the timeline plans {line.call.size:,} (one per usage record" in result.output
 
 
 def test_save_figure_rejects_other_formats(tmp_path: Path, example_plans):

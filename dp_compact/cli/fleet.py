@@ -24,7 +24,7 @@ __all__ = ["EngineOpt", "ParquetOpt", "SchedulerOpt", "check_fleet", "fleet_prog
 # "\\[": Typer's help reads Rich markup, where a bare "[dask]" is a style tag and is not printed
 EngineOpt = Annotated[Literal["local", "dask"], typer.Option("--engine", help="Run sessions on a local process pool or on Dask (pip install \"dp-compact\\[dask]\").")]
 SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Address of a running Dask scheduler (default with --engine dask: a LocalCluster of --workers processes).")]
-ParquetOpt = Annotated[Optional[Path], typer.Option("--out", help="Also write one row per session (and policy) as Parquet (written atomically; needs the dask extra).")]
+ParquetOpt = Annotated[Optional[Path], typer.Option("--out", help="Also write the rows as Parquet (replay: one per session and policy; calibrate: one per session; written atomically; needs the dask extra).")]
 
 
 def is_url(item: str) -> bool:
