@@ -46,7 +46,11 @@ _ALSO = {"v": ("--prefix-tokens",), "s": ("--summary-tokens",), "l": ("--calls-p
 _HELP = {
     "provider": "Pricing profile or model name (default: the session's model when known, else claude-sonnet-4).",
     "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
-    "s": "Summary size S, tokens; a summary may take up to twice it.",
+    "s": (
+        "Summary size S, tokens; a summary may take up to twice it (default: unset, so that the look-ahead planner and "
+        "replay charge the size each tool's summary has, as plan prints S; the single-step terms and the myopic and seed "
+        "planners take 500)."
+    ),
     "baseline_e": "Expected user turns of a session: E = max(this − user turns so far, half of it).",
     "e_fixed": "A fixed E, user turns, instead of the baseline (0 = off).",
     "quality_penalty": "Quality penalty QP of a long context (the long-context quality term).",
