@@ -29,6 +29,7 @@ __all__ = [
     "call_message_counts",
     "current_context",
     "estimate",
+    "first_calls_after",
     "measured_token_ratio",
     "prompt_growths",
 ]
@@ -353,9 +354,34 @@ def estimate(
     )
 
 
+def first_calls_after(call_lines: npt.NDArray[np.int64], compaction_lines: Sequence[int]) -> npt.NDArray[np.bool_]:
+    """True for each call that is the first after a recorded compaction.
+
+    Parameters
+    ----------
+    call_lines : ndarray[int64], shape (C,)
+        Source line of each call (its usage record or its response), ascending.
+    compaction_lines : sequence of int
+        Source lines of the compactions the file records (``RecordedCompaction.line``).
+
+    Returns
+    -------
+    ndarray[bool], shape (C,)
+        ``[j]`` True when a compaction lies between call ``j − 1`` and call ``j`` (never for call 0:
+        nothing before it was compacted for it).
+
+    >>> first_calls_after(np.array([3, 6, 13, 16]), [10, 20])
+    array([False, False,  True, False])
+    """
+    marked = np.zeros(call_lines.shape, dtype=bool)
+    after = np.searchsorted(call_lines, np.asarray(compaction_lines, dtype=np.int64), side="left")
+    marked[after[(after > 0) & (after < marked.size)]] = True
+    return marked
+
+
 def prompt_growths(
     sent: npt.NDArray[np.int64], prompts: npt.NDArray[np.int64], message_tokens: npt.NDArray[np.int64],
-    image_tokens: npt.NDArray[np.int64] | None = None, across: npt.NDArray[np.bool_] | None = None,
+    image_tokens: npt.NDArray[np.int64] | None = None, compacted: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[int, int]:
     """Growth of the counted messages and of the reported prompt from call to call, summed over
     the steps that cross no compaction (:func:`measured_token_ratio`), images taken off both.
@@ -368,9 +394,9 @@ def prompt_growths(
         Those calls' reported prompts, tokens.
     message_tokens, image_tokens : ndarray[int64], shape (N,)
         Counted tokens per message, and the images' part of them (none when not given).
-    across : ndarray[bool], shape (C − 1,), optional
-        True for the step from call ``j`` to call ``j + 1`` when a compaction lies between them
-        (left out); none by default.
+    compacted : ndarray[bool], shape (C,), optional
+        True for a call that is the first after a compaction (:func:`first_calls_after`): the
+        step into it is left out; none by default.
 
     Returns
     -------
@@ -378,20 +404,17 @@ def prompt_growths(
         ``(counted growth, prompt growth)`` in tokens; ``(0, 0)`` with fewer than two calls.
 
     >>> prompt_growths(np.array([1, 3, 4, 5]), np.array([100, 130, 40, 50]), np.array([5, 10, 10, 5, 5]),
-    ...                across=np.array([False, True, False]))
+    ...                compacted=np.array([False, False, True, False]))
     (25, 40)
     """
     if sent.size < 2:
         return 0, 0
-    kept = np.ones(sent.size - 1, dtype=bool) if across is None else ~np.asarray(across, dtype=bool)
-    counted = np.concatenate(([0], np.cumsum(message_tokens)))
+    kept = np.ones(sent.size - 1, dtype=bool) if compacted is None else ~np.asarray(compacted, dtype=bool)[1:]
+    counted = np.concatenate(([0], np.cumsum(message_tokens)))[sent]
+    images = 0
     if image_tokens is not None:
-        counted = counted - np.concatenate(([0], np.cumsum(np.asarray(image_tokens, dtype=np.int64))))
-        image_steps = np.diff(np.concatenate(([0], np.cumsum(np.asarray(image_tokens, dtype=np.int64))))[sent])[kept]
-    else:
-        image_steps = np.zeros(int(kept.sum()), dtype=np.int64)
-    grown = int(np.diff(counted[sent])[kept].sum())
-    return grown, int(np.diff(prompts)[kept].sum() - image_steps.sum())
+        images = int(np.diff(np.concatenate(([0], np.cumsum(np.asarray(image_tokens, dtype=np.int64))))[sent])[kept].sum())
+    return int(np.diff(counted)[kept].sum()) - images, int(np.diff(prompts)[kept].sum()) - images
 
 
 def measured_token_ratio(
@@ -434,12 +457,8 @@ def measured_token_ratio(
         return None
     prompts = np.fromiter((usage[int(j)].prompt_tokens for j in placed), np.int64, placed.size)
     lines = np.fromiter((usage[int(j)].line for j in placed), np.int64, placed.size)
-    across = np.zeros(placed.size - 1, dtype=bool)
-    for record in session.compaction_records:  # the step into the first call after its line
-        after = int(np.searchsorted(lines, record.line, side="left"))
-        if 0 < after < placed.size:
-            across[after - 1] = True
-    grown, prompt_growth = prompt_growths(counts[placed], prompts, message_tokens, image_tokens, across)
+    compacted = first_calls_after(lines, [r.line for r in session.compaction_records])
+    grown, prompt_growth = prompt_growths(counts[placed], prompts, message_tokens, image_tokens, compacted)
     if grown < MIN_RATIO_GROWTH_TOKENS or prompt_growth <= 0:
         return None
     ratio = prompt_growth / grown

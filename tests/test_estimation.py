@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from dp_compact.api import plan_session
 from dp_compact.estimation import (
-    CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, call_message_counts, current_context, estimate, measured_token_ratio, prompt_growths,
+    CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, call_message_counts, current_context, estimate, first_calls_after, measured_token_ratio,
+    prompt_growths,
 )
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, SeedStats, Session, ToolCall, ToolResult, Usage
@@ -230,20 +231,32 @@ def test_prompt_growths_equals_a_loop_over_the_calls(calls, counts, images):
     """The vectorized growths equal a plain loop over consecutive calls that skips every step across a compaction."""
     sent = np.sort(np.array([c[0] for c in calls], dtype=np.int64))
     prompts = np.array([c[1] for c in calls], dtype=np.int64)
-    across = np.array([c[2] for c in calls[1:]], dtype=bool)
+    compacted = np.array([False] + [c[2] for c in calls[1:]], dtype=bool)  # [j]: a compaction before call j
     tokens = np.array(counts, dtype=np.int64) + np.array(images, dtype=np.int64)
     image_tokens = np.array(images, dtype=np.int64)
     grown = prompt_growth = 0
     for j in range(1, len(calls)):
-        if across[j - 1]:
+        if compacted[j]:
             continue
         between = range(int(sent[j - 1]), int(sent[j]))
         picture = sum(int(image_tokens[i]) for i in between)
         grown += sum(int(tokens[i]) for i in between) - picture
         prompt_growth += int(prompts[j] - prompts[j - 1]) - picture
-    assert prompt_growths(sent, prompts, tokens, image_tokens, across) == (grown, prompt_growth)
-    if not across.any():
+    assert prompt_growths(sent, prompts, tokens, image_tokens, compacted) == (grown, prompt_growth)
+    if not compacted.any():
         assert prompt_growths(sent, prompts, tokens, image_tokens) == (grown, prompt_growth)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 500), max_size=30, unique=True), st.lists(st.integers(0, 520), max_size=5))
+def test_first_calls_after_equals_a_loop_over_the_compactions(call_lines, compaction_lines):
+    lines = np.array(sorted(call_lines), dtype=np.int64)
+    expected = [False] * lines.size
+    for line in compaction_lines:
+        after = next((j for j, at in enumerate(lines) if at >= line), lines.size)
+        if 0 < after < lines.size:
+            expected[after] = True
+    assert first_calls_after(lines, compaction_lines).tolist() == expected
 
 
 def test_the_replayed_history_of_a_compacted_session_has_the_ratio_of_its_live_conversation():

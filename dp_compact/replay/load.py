@@ -27,7 +27,7 @@ from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Message, Session, Usage, recorded_history
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import DpCompactError
-from dp_compact.estimation import call_message_counts
+from dp_compact.estimation import call_message_counts, first_calls_after
 from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
 from dp_compact.reuse import find_uses
 from dp_compact.sessions.source import read_source
@@ -105,11 +105,7 @@ def load_recording(
     found = use_calls >= 0
     placed = prompts > 0
     call_lines = np.array([messages[int(p)].line for p in positions[placed]], dtype=np.int64)
-    compacted = np.zeros(call_lines.shape, dtype=bool)
-    for record in session.compaction_records:
-        after = int(np.searchsorted(call_lines, record.line))
-        if 0 < after < compacted.size:
-            compacted[after] = True
+    compacted = first_calls_after(call_lines, [r.line for r in session.compaction_records])
     recording = make_recording(
         messages, tokens, message_arrays(messages), positions, outputs, times,
         uses=(uses.message[found], use_calls[found]), path=session.path, format=session.format,

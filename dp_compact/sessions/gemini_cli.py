@@ -207,8 +207,9 @@ class _Stream:
                 start = len(self.messages)
                 while start > 0 and self.messages[start - 1].role == "user":
                     start -= 1
-                self.live_start = self.conversation_start = start  # a new conversation: its turns, calls and
-                self.compactions = 0  # compactions are counted from here (build_session)
+                # a new conversation: its turns, calls and compactions are counted from here (build_session)
+                self.live_start = self.conversation_start = start
+                self.compactions = 0
             self.session_id = value.get("session_id")
             self.model = value.get("model") if isinstance(value.get("model"), str) else self.model
         elif kind == "message":
