@@ -53,10 +53,12 @@ __all__ = [
     "is_summary_text",
     "last_own_summary",
     "new_message",
+    "not_marker",
     "raw_as_json",
     "holds_no_blocks",
     "raw_value",
     "recorded_history",
+    "shape_if_kept",
     "summary_counts",
     "summary_kept",
     "summary_recorded",
@@ -191,6 +193,21 @@ def _kept_raw(raw: Any, how: str, nbytes: int = 0) -> Any:
         return RawJSON(text)
     content = raw.get("content") if type(raw) is dict else None  # _shape, inline (one call per message)
     return _SHAPES[list] if type(content) is list else _shape(raw)
+
+
+def shape_if_kept(content: Any) -> RawJSON | None:
+    """The shape :func:`raw_as_json` keeps of a ``{role, content}`` source that a reader has
+    found to hold no marker (:data:`MARKER_WORDS`: every block walked, see
+    :func:`~dp_compact.sessions.anthropic.message_from_anthropic`), while messages made now keep
+    shapes; None otherwise (the source is then kept as :func:`new_message` decides). The same
+    shape as the search of its JSON text would give, without writing the text.
+    """
+    return (_SHAPES[list] if type(content) is list else _SHAPES[str]) if _RAW_AS_JSON.get() == "shape" else None
+
+
+def not_marker(text: str) -> bool:
+    """True when the string ``text``, as a JSON key or value, is none of :data:`MARKER_WORDS`."""
+    return len(text) > _LONGEST_MARKER or text not in MARKER_WORDS
 
 
 def holds_no_blocks(raw: Any) -> bool:

@@ -162,10 +162,11 @@ def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> 
     line: Claude Code and Anthropic lists put the usage on the response's first line, Codex
     writes its ``token_count`` event after the response's items.
     """
-    found = [(i, m.line) for i, m in enumerate(messages) if m.role == "assistant"]
-    pairs = np.array(found, dtype=np.int64).reshape(len(found), 2)
-    order = np.argsort(pairs[:, 1], kind="stable")
-    assistant, lines = pairs[order, 0], pairs[order, 1]
+    found = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    indices = np.array(found, dtype=np.int64)
+    at = np.fromiter((messages[i].line for i in found), np.int64, len(found))
+    order = np.argsort(at, kind="stable")
+    assistant, lines = indices[order], at[order]
     where = np.searchsorted(lines, np.fromiter((u.line for u in usage), np.int64, len(usage)), side="right") - 1
     counts = np.full(len(usage), -1, dtype=np.int64)
     placed = np.flatnonzero(where >= 0)

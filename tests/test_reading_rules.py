@@ -14,7 +14,7 @@ import uuid
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dp_compact.sessions.source as source_module
@@ -266,6 +266,42 @@ def _depth(value, level=0):
     if isinstance(value, list):
         return max((_depth(v, level + 1) for v in value), default=level + 1)
     return level
+
+
+_TEXTISH = st.one_of(_WORDISH, st.text(max_size=12))
+_BLOCKS = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _TEXTISH}, optional={"cache_control": _JSONISH}),
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": _TEXTISH, "name": _TEXTISH, "input": _JSONISH}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": _TEXTISH, "content": st.one_of(_TEXTISH, _JSONISH)},
+                          optional={"is_error": st.booleans()}),
+    st.fixed_dictionaries({"type": st.sampled_from(["image", "document", "thinking", "server_tool_use", "web_search_tool_result"])},
+                          optional={"source": _JSONISH, "text": _TEXTISH}),
+    _JSONISH,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["user", "assistant"]), st.one_of(_TEXTISH, st.lists(_BLOCKS, max_size=4)))
+@example("user", [{"type": "text", "text": 'say "image'}])
+@example("assistant", [{"type": "tool_use", "id": "t1", "name": "file", "input": {}}])
+@example("assistant", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"type": "image", "source": {}}}])
+def test_a_message_read_keeps_the_shape_only_where_the_search_finds_no_marker(role, content):
+    """Read to be planned, a ``{role, content}`` message keeps only its shape where its JSON text
+    holds no image or document marker, found by the reader's walk of its blocks or by the search."""
+    raw = {"role": role, "content": content}
+    try:
+        text = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # integers past 64 bits: not JSON
+        return
+    with raw_as_json():
+        kept = message_from_anthropic(raw).raw
+    shape = {"content": [] if isinstance(content, list) else ""}
+    if BLOCK_MARKERS.search(text) is None:
+        assert raw_value(kept) == shape
+    elif not unmarked(raw) and _depth(raw) < 6:  # a marker word as a key or string: kept whole, its blocks searched later
+        assert bytes(kept) == text
+    else:  # a quote before a word (`say "image`) that the search takes for a marker: either is right
+        assert bytes(kept) == text or raw_value(kept) == shape
 
 
 @pytest.mark.parametrize("content", ["plain words " * 200, [{"type": "tool_result", "tool_use_id": "t", "content": "x = \"a\"\n" * 300}],

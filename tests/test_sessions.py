@@ -851,3 +851,61 @@ def test_anthropic_real_cline_history_links_every_result_by_position() -> None:
     after_call = [b for a, b in zip(session.messages, session.messages[1:]) if a.tool_calls]
     assert after_call and all(m.role == "tool" for m in after_call)
     assert session.user_turns == 1 and not _orphan_results(session)
+
+
+_ID_KEYS = ("type", "role", "id", "name", "tool_use_id", "tool_call_id", "call_id", "subtype")
+
+
+def _set_everywhere(value: Any, key: str, new: Any) -> int:
+    """Set ``key`` to ``new`` in every object nested in ``value``; how many were set."""
+    count = 0
+    if isinstance(value, dict):
+        if key in value:
+            value[key], count = new, 1
+        return count + sum(_set_everywhere(v, key, new) for v in value.values())
+    if isinstance(value, list):
+        return sum(_set_everywhere(v, key, new) for v in value)
+    return 0
+
+
+@pytest.mark.parametrize("path", _real_files() or [SESSIONS / "absent"], ids=lambda p: p.name)
+def test_a_type_or_id_that_is_not_a_string_is_read_or_named_never_a_crash(path: Path, tmp_path: Path) -> None:
+    """A block type, role or call id written as a list or an object (not hashable) in one line of
+    a real transcript: the file is read (the value names nothing), or the error names the file
+    and line; never a TypeError from inside a reader."""
+    import orjson
+
+    from dp_compact import api
+    from dp_compact.errors import SessionError
+    from dp_compact.settings import Settings
+
+    _shared(path)
+    data = path.read_bytes()
+    lines = data.splitlines()
+    jsonl = len(lines) > 1 and lines[0].lstrip().startswith(b"{") and lines[0].rstrip().endswith(b"}")
+    tried = 0
+    for number, key in enumerate(_ID_KEYS):
+        bad: Any = [1] if number % 2 else {"a": 1}
+        if jsonl:  # the middle line holding the key
+            holding = [i for i, line in enumerate(lines) if b'"' + key.encode() + b'"' in line]
+            if not holding:
+                continue
+            at = holding[len(holding) // 2]
+            value = orjson.loads(lines[at])
+            if not _set_everywhere(value, key, bad):
+                continue
+            text = b"\n".join([*lines[:at], orjson.dumps(value), *lines[at + 1 :]]) + b"\n"
+        else:
+            value = orjson.loads(data)
+            if not _set_everywhere(value, key, bad):
+                continue
+            text = orjson.dumps(value)
+        changed = tmp_path / f"{key}{path.suffix}"
+        changed.write_bytes(text)
+        tried += 1
+        try:
+            session = read_session(changed, raw_json=True)
+            api.plan_session(session, Settings(), use_cache=False)
+        except SessionError as exc:
+            assert str(changed) in str(exc)
+    assert tried

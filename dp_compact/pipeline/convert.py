@@ -63,10 +63,11 @@ def raw_shape(raw: Any) -> Api | None:
     """The API whose shape ``raw`` has: ``"anthropic"``, ``"openai"``, or None when valid in both."""
     if not isinstance(raw, dict):
         return None
-    if raw.get("role") in SYSTEM_ROLES | {"tool", "function"} or "tool_calls" in raw or "tool_call_id" in raw:
+    role = raw.get("role")
+    if (type(role) is str and role in SYSTEM_ROLES | {"tool", "function"}) or "tool_calls" in raw or "tool_call_id" in raw:
         return API_OPENAI
     content = raw.get("content")
-    kinds = {b.get("type") for b in content if isinstance(b, dict)} if isinstance(content, list) else set()
+    kinds = {b.get("type") for b in content if isinstance(b, dict) and type(b.get("type")) is str} if isinstance(content, list) else set()
     if kinds & _ANTHROPIC_BLOCKS or "image" in kinds:  # OpenAI's image part is "image_url"
         return API_ANTHROPIC
     if kinds & _OPENAI_PARTS or (content is None and raw.get("role") == "assistant"):

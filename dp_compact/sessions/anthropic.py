@@ -27,7 +27,9 @@ from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, summary_tool, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, new_message, raw_value
+from dp_compact.conversation import (
+    Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, new_message, not_marker, raw_value, shape_if_kept, unmarked,
+)
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -40,6 +42,11 @@ FORMAT = "anthropic"
 DESCRIPTION = "Anthropic messages (one {role, content} per line or a JSON array; Cline API history; seed agent)"
 
 _IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url"})
+#: The keys of the blocks whose every value :func:`message_from_anthropic` sees (a text, a tool
+#: call, a tool result given as a string): such a block holds a marker of an image or document
+#: only as one of those values (:func:`~dp_compact.conversation.shape_if_kept`).
+_TEXT_KEYS, _CALL_KEYS = frozenset({"type", "text"}), frozenset({"type", "id", "name", "input"})
+_RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
 #: Tool calls the API runs itself and answers inside the same assistant message (Messages API
 #: "Server tools"; MCP connector ``mcp_tool_use`` / ``mcp_tool_result``): never answered by a user message.
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -84,7 +91,8 @@ def server_result_text(block: dict[str, Any]) -> tuple[str, int]:
             return [v for v in kept if v is not None]
         if not isinstance(value, dict):
             return value
-        if value.get("type") in IMAGE_BLOCKS:
+        kind = value.get("type")
+        if type(kind) is str and kind in IMAGE_BLOCKS:
             images += 1
             return None
         return {k: prune(v) for k, v in value.items() if k not in _OPAQUE_KEYS}
@@ -108,8 +116,12 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     role, content = obj.get("role"), obj.get("content")
     if role not in ("user", "assistant"):
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
+    # a {role, content} source whose blocks are all seen here keeps its shape without a search of
+    # its JSON text for image and document markers (shape_if_kept; None when not keeping shapes)
+    shape = shape_if_kept(content) if len(obj) == 2 and type(obj) is dict and type(content) in (str, list) else None
     if isinstance(content, str):
-        return new_message(role, content, (), (), "", False, 0, line, nbytes, lines, obj, None)
+        raw = shape if shape is not None and not_marker(content) else obj
+        return new_message(role, content, (), (), "", False, 0, line, nbytes, lines, raw, None)
     if content is None:
         content = []
     if not isinstance(content, list):
@@ -121,41 +133,70 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     images, signed = 0, False
     for block in content:  # exact-type checks first: the usual blocks hold strings as they are
         if type(block) is not dict and not isinstance(block, dict):
+            shape = None
             continue
         kind = block.get("type")
+        if type(kind) is not str:  # a type that is not a string names no block (and may not be hashable)
+            kind = ""
         if kind == "text":
             text = block.get("text", "")
-            texts.append(text if type(text) is str else str(text))
+            if type(text) is str:
+                texts.append(text)
+                if shape is not None and not (block.keys() == _TEXT_KEYS and not_marker(text)):
+                    shape = None
+            else:
+                texts.append(str(text))
+                shape = None
         elif kind == "thinking":
             thinking.append(str(block.get("thinking", "")))
             signed = signed or bool(block.get("signature"))
+            shape = None
         elif kind == "redacted_thinking":
             signed = True
+            shape = None
         elif kind == "tool_use" or kind in SERVER_CALL_TYPES:
             call_id, name, arguments = block.get("id", ""), block.get("name", ""), block.get("input", {})
-            calls.append(ToolCall(call_id if type(call_id) is str else str(call_id), name if type(name) is str else str(name),
-                                  dumps(arguments)))
+            if type(call_id) is str and type(name) is str:
+                calls.append(ToolCall(call_id, name, dumps(arguments)))
+                if shape is not None and not (
+                    block.keys() == _CALL_KEYS and kind == "tool_use" and not_marker(call_id) and not_marker(name) and unmarked(arguments, 3)
+                ):
+                    shape = None
+            else:
+                calls.append(ToolCall(str(call_id), str(name), dumps(arguments)))
+                shape = None
         elif kind == "tool_result":
             answered, result, error = block.get("tool_use_id", ""), block.get("content"), block.get("is_error", False)
             if type(result) is str:
                 text = result
+                if shape is not None and not (
+                    block.keys() <= _RESULT_KEYS and type(answered) is str and not_marker(answered) and not_marker(result)
+                    and type(error) is bool
+                ):
+                    shape = None
             else:
                 text, n_images = _result_text(result)
                 images += n_images
+                shape = None
             results.append(ToolResult(answered if type(answered) is str else str(answered), text, error if error is False else bool(error)))
         elif kind in _IMAGE_TYPES:
             images += 1
+            shape = None
         elif _is_server_result(kind) and role == "assistant":
             text, n_images = server_result_text(block)
             texts.append(text)
             images += n_images
-        elif isinstance(block.get("text"), str):
-            texts.append(block["text"])
+            shape = None
+        else:
+            if isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            shape = None
     resolved = "tool" if (role == "user" and results) else role
     # Message's fields in order: role, text, tool_calls, tool_results, thinking, signed_thinking,
     # images, line, source_bytes, source_lines, raw, kind
     return new_message(
-        resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines, obj, None
+        resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines,
+        obj if shape is None else shape, None,
     )
 
 

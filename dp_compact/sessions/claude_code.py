@@ -221,7 +221,12 @@ class _Part:
 
 def _call_ids(blocks: list[Any]) -> set[str]:
     """Ids of the ``tool_use`` blocks among ``blocks``."""
-    return {b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+    return {_as_id(b["id"]) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+
+
+def _as_id(value: Any) -> str:
+    """A call id as its :class:`~dp_compact.conversation.ToolCall` or ``ToolResult`` holds it (a string)."""
+    return value if type(value) is str else str(value)
 
 
 def _blocks(record: Record, kind: str) -> tuple[dict[str, Any], list[Any] | str]:
@@ -358,7 +363,7 @@ class _Reader:
         if type(content) is not list:  # a string, none, or not valid (_blocks raises)
             _, content = _blocks(record, "user")
         results = (
-            [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            [_as_id(b.get("tool_use_id", "")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             if isinstance(content, list)
             else []
         )

@@ -138,6 +138,8 @@ def attachment_text(attachment: Any) -> tuple[str, int]:
     if not isinstance(attachment, dict):
         return _REMINDER.format(_text(attachment)), 0
     kind = attachment.get("type")
+    if type(kind) is not str:  # names no attachment kind: written as it is
+        kind = ""
     if kind in _UNSENT:
         return "", 0
     images = 0

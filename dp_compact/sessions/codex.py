@@ -252,6 +252,8 @@ class _Reader:
     def item(self, payload: dict[str, Any], line: int, nbytes: int, *, replayed: bool) -> None:
         """One Responses-API item; ``replayed`` items (replacement history) are not new user turns."""
         kind = payload.get("type")
+        if type(kind) is not str:
+            raise ValueError(f"a response item's 'type' must be a string, not {type(kind).__name__}")
         if kind == "message":
             self.message(payload, line, nbytes, replayed=replayed)
         elif kind == "reasoning":

@@ -66,7 +66,8 @@ def dumps(value: object) -> str:
 
 def _is_image(block: dict[str, Any]) -> bool:
     """True for a block that holds an image or file rather than text."""
-    return block.get("type") in IMAGE_TYPES or "inlineData" in block or "inline_data" in block
+    kind = block.get("type")
+    return (type(kind) is str and kind in IMAGE_TYPES) or "inlineData" in block or "inline_data" in block
 
 
 def count_images(value: Any) -> int:

@@ -68,7 +68,10 @@ def _container(source: Source, limit: int | None = None) -> tuple[Sequence[Recor
 
 def _is_message(value: Any) -> bool:
     """A ``{role, content | tool_calls}`` dict with an OpenAI role."""
-    return isinstance(value, dict) and value.get("role") in _ROLES and ("content" in value or "tool_calls" in value or "function_call" in value)
+    if not isinstance(value, dict):
+        return False
+    role = value.get("role")
+    return type(role) is str and role in _ROLES and ("content" in value or "tool_calls" in value or "function_call" in value)
 
 
 def _has_anthropic_blocks(value: dict[str, Any]) -> bool:
