@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
+    "install_hint",
     "ArchiveError",
     "CircuitOpenError",
     "CompactionError",
@@ -209,3 +210,15 @@ def no_readable_session(where: str, skipped: Sequence[tuple[str, str]], files: i
     entries = [f"{path}: {reason}" for path, reason in skipped]
     reasons = "; ".join(entries[:shown]) + (f"; and {len(entries) - shown} more" if len(entries) > shown else "")
     return SessionError(where, None, f"no readable session among {files} file(s)" + (f": {reasons}" if reasons else ""))
+
+
+def install_hint(extra: str) -> str:
+    """How to install the optional ``extra`` of ``pyproject.toml``, as the README installs the
+    package: from its source folder (``pip install ".[dask]"``; ``"dp-compact[dask]"`` only
+    where a package index holds it).
+
+    >>> install_hint("dask")
+    'pip install ".[dask]" in the dp-compact source folder'
+    """
+    return f'pip install ".[{extra}]" in the dp-compact source folder'
+

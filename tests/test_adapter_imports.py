@@ -47,7 +47,7 @@ def test_mcp_command_without_the_sdk_says_what_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
     done = CliRunner().invoke(app, ["mcp"])
     assert done.exit_code == 2
-    assert done.stderr.strip() == 'dp-compact: the MCP SDK is not installed: pip install "dp-compact[mcp]"'
+    assert done.stderr.strip() == 'dp-compact: the MCP SDK is not installed: pip install ".[mcp]" in the dp-compact source folder'
 
 
 import importlib  # noqa: E402
@@ -70,5 +70,5 @@ def test_adapter_without_its_extra_names_the_extra(monkeypatch, module, blocked,
         importlib.import_module(f"dp_compact.adapters.{module}")
     assert type(caught.value) is not ModuleNotFoundError
     message = str(caught.value)
-    assert f'pip install "dp-compact[{extra}]"' in message and "\n" not in message
+    assert f'pip install ".[{extra}]" in the dp-compact source folder' in message and "\n" not in message
     assert caught.value.__cause__ is None and (caught.value.__context__ is None or caught.value.__suppress_context__)

@@ -213,4 +213,4 @@ def test_help_prints_every_paragraph_and_option_text_as_written(command):
 
 def test_the_engine_option_names_the_extra_to_install():
     flat = " ".join(runner.invoke(app, ["replay", "--help"], env={"COLUMNS": "400"}).stdout.replace("│", " ").split())
-    assert 'pip install "dp-compact[dask]"' in flat
+    assert 'pip install ".[dask]" in the dp-compact source folder' in flat

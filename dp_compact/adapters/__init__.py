@@ -29,10 +29,12 @@ class MissingExtraError(ImportError):
     Examples
     --------
     >>> str(MissingExtraError("langchain", "langchain", "langgraph"))
-    'dp_compact.adapters.langchain needs the langchain extra (langgraph is not installed): pip install "dp-compact[langchain]"'
+    'dp_compact.adapters.langchain needs the langchain extra (langgraph is not installed): pip install ".[langchain]" in the dp-compact source folder'
     """
 
     def __init__(self, module: str, extra: str, missing: str | None = None) -> None:
         why = f" ({missing.split('.')[0]} is not installed)" if missing else ""
-        super().__init__(f'dp_compact.adapters.{module} needs the {extra} extra{why}: pip install "dp-compact[{extra}]"',
+        from dp_compact.errors import install_hint
+
+        super().__init__(f"dp_compact.adapters.{module} needs the {extra} extra{why}: {install_hint(extra)}",
                          name=missing)

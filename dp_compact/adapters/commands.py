@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from dp_compact.errors import DpCompactError, SessionError
+from dp_compact.errors import DpCompactError, SessionError, install_hint
 
 __all__ = ["EXIT_HOOK_ERROR", "hook", "mcp", "register"]
 
@@ -47,7 +47,7 @@ def mcp() -> None:
     from importlib.util import find_spec
 
     if find_spec("mcp") is None:
-        typer.echo('dp-compact: the MCP SDK is not installed: pip install "dp-compact[mcp]"', err=True)
+        typer.echo(f"dp-compact: the MCP SDK is not installed: {install_hint('mcp')}", err=True)
         raise typer.Exit(2)
     from dp_compact.adapters.mcp_server import serve
 

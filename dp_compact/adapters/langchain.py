@@ -13,7 +13,7 @@ and the messages are left as they are.
 Token counts come from each ``AIMessage.usage_metadata`` where present (LangChain's convention:
 ``input_tokens`` includes cache reads); the window from the model's profile
 (``max_input_tokens``) and the prices from the model's name (DESIGN §3 profiles, genai-prices);
-``DP_*`` settings and keyword arguments win over both. Requires ``pip install "dp-compact[langchain]"``.
+``DP_*`` settings and keyword arguments win over both. Requires ``pip install ".[langchain]"``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An agent uses it to ask whether compacting its own transcript pays now (``plan``
 what earlier compactions archived (``recall``) and to bring an archived head back verbatim
 (``restore``), the same functions as ``dp-compact plan``, ``recall`` and ``restore``. Built on
 the official ``mcp`` SDK (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 1). Errors reach the client
-as tool errors with the library's one-line message. Requires ``pip install "dp-compact[mcp]"``.
+as tool errors with the library's one-line message. Requires ``pip install ".[mcp]"``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ list is returned unchanged.
 Token counts come from each ``ModelResponse.usage`` (pydantic-ai's ``input_tokens`` includes the
 cache reads and writes) and the model from ``ModelResponse.model_name``; give the window with
 ``max_context_tokens=`` when the model's profile is not the one a price list knows. Requires
-``pip install "dp-compact[pydantic-ai]"``.
+``pip install ".[pydantic-ai]"``.
 """
 
 from __future__ import annotations

@@ -18,11 +18,12 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from dp_compact.cli.app import CommandError, note
+from dp_compact.errors import install_hint
 
 __all__ = ["EngineOpt", "ParquetOpt", "SchedulerOpt", "check_fleet", "fleet_progress", "import_extra", "is_url", "write_table"]
 
 # "\\[": Typer's help reads Rich markup, where a bare "[dask]" is a style tag and is not printed
-EngineOpt = Annotated[Literal["local", "dask"], typer.Option("--engine", help="Run sessions on a local process pool or on Dask (pip install \"dp-compact\\[dask]\").")]
+EngineOpt = Annotated[Literal["local", "dask"], typer.Option("--engine", help="Run sessions on a local process pool or on Dask (pip install \".\\[dask]\" in the dp-compact source folder).")]
 SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Address of a running Dask scheduler (default with --engine dask: a LocalCluster of --workers processes).")]
 ParquetOpt = Annotated[Optional[Path], typer.Option("--out", help="Also write the rows as Parquet (replay: one per session and policy; calibrate: one per session; written atomically; needs the dask extra).")]
 
@@ -48,7 +49,7 @@ def import_extra(*modules: str) -> None:
         try:
             importlib.import_module(name)
         except ImportError:
-            raise CommandError(f"{name} is not installed: pip install \"dp-compact[dask]\"") from None
+            raise CommandError(f"{name} is not installed: {install_hint('dask')}") from None
 
 
 def check_fleet(items: Sequence[str], engine: str, scheduler: str | None, out: Path | None) -> bool:

@@ -71,7 +71,7 @@ def list_inputs(paths: str | Path | Iterable[str | Path]) -> list[str]:
     Raises
     ------
     ImportError
-        A URL without fsspec installed (``pip install "dp-compact[dask]"``).
+        A URL without fsspec installed (``pip install ".[dask]"``).
     SessionError
         A local path that does not exist.
     """

@@ -13,7 +13,7 @@ for the window of the model asked (:func:`summary_context_window`: the price dat
 for that model, not a fixed size): if head + instruction + output reserve exceed the window, the
 shrunk head is used instead, then its tool results are clipped to ``CLIPPED_RESULT_CHARS``, then
 the oldest user turns are dropped (never leaving a tool result first), until it fits. The SDKs
-(``pip install 'dp-compact[llm]'``) are imported only when a request is sent, so
+(``pip install ".[llm]"``) are imported only when a request is sent, so
 ``import dp_compact`` never loads them.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dp_compact.errors import CompactionError, SummaryTooShortError, UnknownProfileError
+from dp_compact.errors import CompactionError, SummaryTooShortError, UnknownProfileError, install_hint
 from dp_compact.pipeline.convert import call_ids, message_to_api, system_messages_for
 from dp_compact.pipeline.summarize import SummaryRequest, check_summary
 from dp_compact.pipeline.types import Api
@@ -354,7 +354,7 @@ class LLMSummarizer:
         try:
             sdk = importlib.import_module(self.api)
         except ImportError as exc:
-            raise CompactionError(f"the llm summarizer needs the {self.api} SDK: pip install 'dp-compact[llm]'") from exc
+            raise CompactionError(f"the llm summarizer needs the {self.api} SDK: {install_hint('llm')}") from exc
         factory = sdk.Anthropic if self.api == "anthropic" else sdk.OpenAI
         try:
             client = factory(api_key=self._api_key, base_url=self._base_url, timeout=self.timeout, max_retries=self.max_retries)
