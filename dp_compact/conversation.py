@@ -131,7 +131,7 @@ def raw_as_json(*, whole: bool = False) -> Iterator[None]:
 def _scalar_unmarked(item: Any, kind: type) -> bool:
     """:func:`unmarked` of a value that is neither a dict nor a list, of type ``kind``."""
     if kind is str:
-        return len(item) > _LONGEST_MARKER or item not in MARKER_WORDS
+        return not_marker(item)
     if kind is int:
         return _INT_MIN <= item < _INT_END
     return kind is float or kind is bool or item is None

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
-    "install_hint",
     "ArchiveError",
     "CircuitOpenError",
     "CompactionError",
@@ -39,6 +38,7 @@ __all__ = [
     "SummaryTooShortError",
     "UnknownFormatError",
     "UnknownProfileError",
+    "install_hint",
     "no_readable_session",
     "skip_reason",
     "skipped_error",
@@ -221,4 +221,3 @@ def install_hint(extra: str) -> str:
     'pip install ".[dask]" in the dp-compact source folder'
     """
     return f'pip install ".[{extra}]" in the dp-compact source folder'
-

@@ -11,6 +11,8 @@ Importing this package loads none of the frameworks; each module imports its own
 
 from __future__ import annotations
 
+from dp_compact.errors import install_hint
+
 __all__ = ["MissingExtraError"]
 
 
@@ -34,7 +36,5 @@ class MissingExtraError(ImportError):
 
     def __init__(self, module: str, extra: str, missing: str | None = None) -> None:
         why = f" ({missing.split('.')[0]} is not installed)" if missing else ""
-        from dp_compact.errors import install_hint
-
         super().__init__(f"dp_compact.adapters.{module} needs the {extra} extra{why}: {install_hint(extra)}",
                          name=missing)

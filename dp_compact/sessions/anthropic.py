@@ -118,7 +118,7 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
     # a {role, content} source whose blocks are all seen here keeps its shape without a search of
     # its JSON text for image and document markers (shape_if_kept; None when not keeping shapes)
-    shape = shape_if_kept(content) if len(obj) == 2 and type(obj) is dict and type(content) in (str, list) else None
+    shape = shape_if_kept(content) if type(obj) is dict and len(obj) == 2 and type(content) in (str, list) else None
     if isinstance(content, str):
         raw = shape if shape is not None and not_marker(content) else obj
         return new_message(role, content, (), (), "", False, 0, line, nbytes, lines, raw, None)
