@@ -13,7 +13,9 @@ Prints, with the default settings and every policy (the defaults and ``threshold
 3. the report of the folder (the table ``dp-compact replay DIR`` prints), under ``--loss refetch``
    (the default) and ``--loss none``, with each policy's ratio to the oracle;
 4. recorded cost vs the replay of ``never``, for the sessions with usage records: how close the
-   replay model comes to the bill the provider sent (same prices).
+   replay model comes to the bill the provider sent (same prices), and to that bill had the
+   first call found nothing in the cache (the replay starts with an empty cache), with the V
+   charged (each session's own prefix, measured from its usage records).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def largest_session(path: Path, repeat: int) -> list[str]:
     settings = load_settings()
     read_ms, session = runs_ms(lambda: read_session(path), repeat)
     tokens_ms, (recording, _) = runs_ms(lambda: load_recording(session, settings, use_cache=False), max(1, repeat // 2))
-    params, _ = replay_params(session, settings, None)
+    params, _ = replay_params(session, settings, None, recording=recording)
     lines = [
         f"largest session {path.name} ({path.stat().st_size / 1e6:.1f} MB): {len(recording.messages)} messages, "
         f"{recording.n_calls} calls; read {read_ms:.0f} ms, tokenize + recording {tokens_ms:.0f} ms (no token cache)",
@@ -87,7 +89,8 @@ def whole_folder(folder: Path, repeat: int) -> tuple[list[str], object]:
 def recorded_vs_never(folder: Path) -> list[str]:
     """The provider's bill from usage records vs the replay of ``never``, same prices, $."""
     settings = load_settings()
-    lines = [f"{'session with usage':<36} {'recorded $':>10} {'never $':>9} {'ratio':>6} {'recorded mean prompt':>21} {'replayed':>9}"]
+    lines = [f"{'session with usage':<36} {'recorded $':>10} {'never $':>9} {'ratio':>6} {'cold ratio':>10}"
+             f" {'recorded mean prompt':>21} {'replayed':>9} {'V':>7}"]
     for path in session_files(folder):
         try:
             session = read_session(path)
@@ -102,8 +105,10 @@ def recorded_vs_never(folder: Path) -> list[str]:
             (u.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens) * prices.p_input + u.cache_read_tokens * prices.p_cache
             + u.cache_write_tokens * write + u.output_tokens * prices.p_out for u in session.usage
         ) / 1e6
+        cold = bill + session.usage[0].cache_read_tokens * (write - prices.p_cache) / 1e6  # the first call's reads written
         mean = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
-        lines.append(f"{path.name[:36]:<36} {bill:10.3f} {never.total_usd:9.3f} {never.total_usd / bill:6.2f} {mean:21,.0f} {never.mean_context_tokens:9,.0f}")
+        lines.append(f"{path.name[:36]:<36} {bill:10.3f} {never.total_usd:9.3f} {never.total_usd / bill:6.2f}"
+                     f" {never.total_usd / cold:10.2f} {mean:21,.0f} {never.mean_context_tokens:9,.0f} {report.params.v_tokens:7,}")
     return lines
 
 

@@ -17,8 +17,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from operator import attrgetter, countOf
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 
 from dp_compact._slots import filler, rebuilt
@@ -52,10 +55,13 @@ __all__ = [
     "count_user_turns",
     "is_summary_text",
     "last_own_summary",
+    "message_kind",
+    "message_raw",
     "new_message",
     "not_marker",
     "raw_as_json",
     "holds_no_blocks",
+    "positions_holding_blocks",
     "raw_value",
     "recorded_history",
     "shape_if_kept",
@@ -220,6 +226,20 @@ def holds_no_blocks(raw: Any) -> bool:
     (True, False, False)
     """
     return raw is None or id(raw) in _SHAPE_IDS
+
+
+#: ``message_raw(m)`` is ``m.raw``; the ids of the values :func:`holds_no_blocks` is True of, as an array.
+message_raw = attrgetter("raw")
+_NO_BLOCK_IDS = np.array(sorted({*_SHAPE_IDS, id(None)}), dtype=np.uintp)
+
+
+def positions_holding_blocks(messages: Sequence[Message]) -> npt.NDArray[np.intp]:
+    """Positions of the messages whose ``raw`` may hold image or document blocks: those
+    :func:`holds_no_blocks` is False of; shape (≤ len(messages),), ascending. One pass in C over
+    the messages (their ``raw``'s identity), for sessions of millions of messages.
+    """
+    ids = np.fromiter(map(id, map(message_raw, messages)), dtype=np.uintp, count=len(messages))
+    return np.flatnonzero(~np.isin(ids, _NO_BLOCK_IDS))
 
 
 def raw_value(raw: Any) -> Any:
@@ -610,9 +630,13 @@ class Session:
     skipped_line_numbers: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
+#: ``message_kind(m)`` is ``m.kind``: mapped over a session's messages without a Python loop.
+message_kind = attrgetter("kind")
+
+
 def last_own_summary(messages: Sequence[Message]) -> int | None:
     """Index of the last summary message of ours that states its counts (:func:`summary_counts`), if any."""
-    kinds = [m.kind for m in messages]
+    kinds = list(map(message_kind, messages))
     if "summary" not in kinds:
         return None
     for at in range(len(kinds) - 1, -1, -1):
@@ -626,7 +650,7 @@ def _carried(messages: Sequence[Message], field: int, kind: str, last: int | Non
     messages of ``kind`` after it."""
     start = 0 if last is None else last + 1
     carried = 0 if last is None else summary_counts(messages[last].text)[field]
-    return carried + [m.kind for m in messages[start:]].count(kind)
+    return carried + countOf(map(message_kind, messages[start:]), kind)
 
 
 _UNSET: Any = object()

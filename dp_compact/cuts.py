@@ -117,10 +117,15 @@ def message_arrays(messages: Sequence[Message]) -> MessageArrays:
                 where_called.setdefault(call.id, index)
         else:
             roles[index] = ROLE_TOOL
-        if message.tool_results:
-            found = [where_called[r.call_id] for r in message.tool_results if r.call_id in where_called]
-            if found:
-                call_index[index] = min(found)
+        results = message.tool_results
+        if results:  # the earliest call a result answers (a plain loop: one per tool message)
+            first = -1
+            for result in results:
+                called = where_called.get(result.call_id, -1)
+                if called >= 0 and (first < 0 or called < first):
+                    first = called
+            if first >= 0:
+                call_index[index] = first
     role_array = np.frombuffer(bytes(roles), dtype=np.int8).copy()
     turn_index = np.cumsum(np.frombuffer(bytes(turns), dtype=np.bool_), dtype=np.int64)
     round_index = np.cumsum(role_array == ROLE_ASSISTANT, dtype=np.int64)

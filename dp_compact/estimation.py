@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -139,6 +140,10 @@ class CurrentContext:
     note: str = ""
 
 
+#: A message's role, and a message's or usage record's source line.
+_ROLE, _LINE = attrgetter("role"), attrgetter("line")
+
+
 def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> npt.NDArray[np.int64]:
     """How many messages each call was sent: the index of the assistant message answering it (usage placement).
 
@@ -162,12 +167,12 @@ def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> 
     line: Claude Code and Anthropic lists put the usage on the response's first line, Codex
     writes its ``token_count`` event after the response's items.
     """
-    found = [i for i, m in enumerate(messages) if m.role == "assistant"]
-    indices = np.array(found, dtype=np.int64)
-    at = np.fromiter((messages[i].line for i in found), np.int64, len(found))
+    n = len(messages)  # the assistant messages and their lines, each a pass in C over the messages
+    indices = np.flatnonzero(np.fromiter(map("assistant".__eq__, map(_ROLE, messages)), dtype=bool, count=n)).astype(np.int64)
+    at = np.fromiter(map(_LINE, messages), np.int64, n)[indices]
     order = np.argsort(at, kind="stable")
     assistant, lines = indices[order], at[order]
-    where = np.searchsorted(lines, np.fromiter((u.line for u in usage), np.int64, len(usage)), side="right") - 1
+    where = np.searchsorted(lines, np.fromiter(map(_LINE, usage), np.int64, len(usage)), side="right") - 1
     counts = np.full(len(usage), -1, dtype=np.int64)
     placed = np.flatnonzero(where >= 0)
     _, first = np.unique(where[placed], return_index=True)  # each response claimed by the first call that lands on it

@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from xxhash import xxh3_128_digest as _xxh3_128
 from dp_compact.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
 from dp_compact.images import find_images, image_tokens
 
-from dp_compact.conversation import holds_no_blocks
+from dp_compact.conversation import positions_holding_blocks
 
 if TYPE_CHECKING:
     import tiktoken
@@ -254,7 +255,8 @@ def _tiktoken_counts(texts: Sequence[str], cache: TokenCache | None, file: str |
     """
     if cache is None:
         return count_text_tokens(list(texts))
-    keys = [_key(t) for t in texts]
+    seed = _KEY_SEED
+    keys = [_xxh3_128(t.encode("utf-8", "surrogatepass"), seed) for t in texts]  # _key(t), inline: one per message
     counts = np.zeros(len(keys), dtype=np.int64)
     joined = b"".join(keys)
     todo = np.arange(len(keys))
@@ -367,7 +369,7 @@ def referenced_documents(messages: Sequence[Message]) -> int:
 def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.int64], family: str) -> npt.NDArray[np.int64]:
     """Provider tokens of each message's image blocks (``images`` minus its documents), see :func:`image_token_counts`."""
     counts = np.zeros(len(messages), dtype=np.int64)
-    images = np.fromiter((m.images for m in messages), dtype=np.int64, count=len(messages))
+    images = np.fromiter(map(_IMAGES, messages), dtype=np.int64, count=len(messages))
     for i in np.flatnonzero(images > document_blocks).tolist():
         message, blocks = messages[i], int(images[i] - document_blocks[i])
         found = find_images(message.raw)[:blocks]
@@ -375,10 +377,13 @@ def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.i
     return counts
 
 
+_IMAGES = attrgetter("images")
+
+
 def _may_hold_blocks(messages: Sequence[Message]) -> list[int]:
     """Positions of the messages whose ``raw`` may hold image or document blocks: all but those
     read to plan without any (:func:`~dp_compact.conversation.holds_no_blocks`)."""
-    return [i for i, m in enumerate(messages) if not holds_no_blocks(m.raw)]
+    return positions_holding_blocks(messages).tolist()
 
 
 def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDArray[np.int64]:

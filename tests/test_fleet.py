@@ -111,6 +111,21 @@ def test_parquet_has_one_row_per_session_and_policy_and_sums_to_the_totals(tmp_p
         parts = sum(r["cache_read_usd"] + r["input_usd"] + r["write_usd"] + r["output_usd"] + r["compaction_usd"] + r["loss_usd"]
                     for r in mine)
         assert parts == pytest.approx(total["total_usd"])
+    params = {s.path: s.params for s in fleet.sessions}
+    for row in rows:
+        if row["error"] is None:
+            assert (row["v_tokens"], row["v_source"]) == (params[row["path"]].v_tokens, params[row["path"]].v_source)
+    sources = {Path(r["path"]).name: r["v_source"] for r in rows if r["error"] is None}
+    assert sources["cc_raze_hooks.jsonl"] == "measured" and sources["miniswe_github_issue.traj.json"] == "default"
+
+
+def test_a_given_v_reaches_the_cluster_workers_and_wins_for_every_session(cluster):
+    """Settings cross to the workers with what the user set: DP_V given is charged to every session."""
+    paths = [need(SESSIONS / name) for name in SMALL]
+    fleet = replay_fleet(paths, Settings(v=5_000), ["never"], engine="dask", scheduler=cluster)
+    assert {(s.params.v_tokens, s.params.v_source) for s in fleet.sessions} == {(5_000, "setting")}
+    own = replay_fleet(paths, Settings(), ["never"], engine="dask", scheduler=cluster)
+    assert {Path(s.path).name: s.params.v_source for s in own.sessions}["codex_fundwise_tui.jsonl"] == "measured"
 
 
 def test_cli_replay_and_calibrate_write_parquet_and_print_the_usual_report(tmp_path):

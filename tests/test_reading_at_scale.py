@@ -342,7 +342,7 @@ def test_real_claude_code_transcripts_read_as_the_two_pass_rule_searching_on_onl
     if dangling and all(far > line and ends[far - 1] - ends[line - 1] < NEAR_BYTES for line, far in dangling):
         assert near and all(near) and searches == []
 
-    def two_passes(records):
+    def two_passes(records, *rest):
         raise claude_code._ParentLater
         yield  # a generator, as _reading_order is
 

@@ -32,7 +32,7 @@ from dp_compact.replay.policies import (
     OpenHands,
     parse_policy,
 )
-from dp_compact.replay.shell import replay_directory, replay_file, replay_history
+from dp_compact.replay.shell import load_recording, replay_directory, replay_file, replay_history, replay_v_tokens
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, ToolCall, ToolResult
 from dp_compact.settings import load_settings
@@ -528,3 +528,111 @@ def test_counted_tokens_start_a_segment_at_a_recorded_compaction():
 def test_cli_replay_empty_folder_exits_2(tmp_path):
     done = CliRunner().invoke(app, ["replay", str(tmp_path)])
     assert done.exit_code == 2 and "no session file" in done.output
+
+
+# ----------------------------------------------------------------------------- V: the session's own fixed prefix
+
+SHORT_WITH_USAGE = ["claude_code/cc_raze_hooks.jsonl", "codex/codex_fundwise_tui.jsonl"]
+
+
+def _bills(session, prices) -> tuple[float, float]:
+    """$ the usage records imply at ``prices``: as billed, and as billed had the first call found
+    nothing in the cache (the replay's cold start: what it read is written)."""
+    write = prices.p_cache_write if prices.p_cache_write is not None else prices.p_input
+    billed = sum((u.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens) * prices.p_input
+                 + u.cache_read_tokens * prices.p_cache + u.cache_write_tokens * write + u.output_tokens * prices.p_out
+                 for u in session.usage) / 1e6
+    return billed, billed + session.usage[0].cache_read_tokens * (write - prices.p_cache) / 1e6
+
+
+@pytest.mark.parametrize("name", SHORT_WITH_USAGE)
+def test_replay_v_measured_from_usage_brings_never_to_the_recorded_bill(name):
+    """A short session's bill is mostly its fixed prefix: measured from its own usage records, the
+    replay of ``never`` sends the prompts the provider counted, comes closer to the bill than with
+    DP_V, and costs the bill within 10 % once the first call is billed on an empty cache, as the
+    replay starts (the recorded first call read part of the prefix from an earlier session's cache)."""
+    path = need(SESSIONS / name)
+    session = read_session(path)
+    measured = replay_file(path, load_settings(), ["never"])
+    assert measured.params.v_source == "measured" and measured.to_dict()["v_source"] == "measured"
+    recording, _ = load_recording(read_session(path, raw_json=True), load_settings())
+    assert measured.params.v_tokens == recording.counted_v > load_settings().v
+    assert any(n.startswith(f"V {measured.params.v_tokens:,} tokens: this session's own") for n in measured.notes)
+    recorded_mean = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
+    assert measured.results[0].mean_context_tokens == pytest.approx(recorded_mean, rel=0.01)
+    billed, cold = _bills(session, measured.params.prices)
+    default = replay_file(path, load_settings(v=load_settings().v), ["never"])  # DP_V's default charged
+    assert abs(measured.results[0].total_usd / billed - 1) < abs(default.results[0].total_usd / billed - 1)
+    assert 0.9 <= measured.results[0].total_usd / cold <= 1.1
+
+
+def test_replay_explicit_v_wins_over_the_measured_prefix_for_every_policy(monkeypatch):
+    path = need(SESSIONS / SHORT_WITH_USAGE[0])
+    own = replay_file(path, load_settings(), ["never", "oracle", "dp"])
+    monkeypatch.setenv("DP_V", "5000")
+    given = replay_file(path, load_settings(), ["never", "oracle", "dp"])
+    assert (given.params.v_tokens, given.params.v_source) == (5000, "setting")
+    assert f"V 5,000 tokens: DP_V / --v as given (its usage records measure {own.params.v_tokens:,})" in given.notes
+    shift = own.params.v_tokens - 5000
+    for mine, theirs in zip(own.results, given.results, strict=True):
+        assert theirs.peak_context_tokens == mine.peak_context_tokens - shift, theirs.policy
+    assert given.prefix_floor_usd < own.prefix_floor_usd
+    flag = CliRunner().invoke(app, ["replay", str(path), "--policy", "never", "--prefix-tokens", "7000", "--json"])
+    assert flag.exit_code == 0, flag.output
+    assert (json.loads(flag.stdout)["v_tokens"], json.loads(flag.stdout)["v_source"]) == (7000, "setting")
+
+
+def test_replay_session_without_usage_is_charged_dp_v(tmp_path, monkeypatch):
+    session = _write_session(tmp_path / "s.jsonl")  # no usage records
+    report = replay_file(session, load_settings(), ["never"])
+    assert (report.params.v_tokens, report.params.v_source) == (load_settings().v, "default")
+    assert any("the DP_V default; no usage record placed on a call" in n for n in report.notes)
+    monkeypatch.setenv("DP_V", "2500")
+    assert replay_file(session, load_settings(), ["never"]).params.v_tokens == 2500
+
+
+@pytest.mark.parametrize(("counted_v", "source", "why"), [
+    (4_000, "measured", "this session's own fixed prefix"),
+    (0, "default", "not positive"),
+    (-300, "default", "not positive"),
+    (6_000, "default", "more than 50% of the 10,000-token window"),
+])
+def test_replay_v_tokens_takes_a_measured_prefix_only_when_it_makes_sense(counted_v, source, why):
+    rec = make_recording(MESSAGES, TOKENS, message_arrays(MESSAGES), POSITIONS, TOKENS[POSITIONS],
+                         counted=(TOKENS, counted_v))
+    settings = load_settings()
+    v_tokens, got, note = replay_v_tokens(rec, settings, 10_000)
+    assert (v_tokens, got) == ((counted_v, source) if source == "measured" else (settings.v, source))
+    assert why in note
+    assert replay_v_tokens(rec, load_settings(v=1234), 10_000)[:2] == (1234, "setting")
+
+
+def test_replay_planner_plans_with_its_own_settings_whatever_v_the_replay_charges(monkeypatch):
+    """dp plans with the V of its settings (DP_V, as ``dp-compact plan`` does on a live session), not with the
+    session's measured prefix the replay charges: the replay gives it nothing a live plan does not have."""
+    import dp_compact.replay.planned as planned
+
+    seen: list[int] = []
+    real = planned.plan
+
+    def spy(session, tokens, settings, prices, **options):
+        seen.append(settings.v)
+        return real(session, tokens, settings, prices, **options)
+
+    monkeypatch.setattr(planned, "plan", spy)
+    policy = parse_policy("dp", _settings())  # V 1,000
+    charged = replay(_recording(), policy, replace(_params(), v_tokens=3_000))
+    replay(_recording(), policy, _params())
+    assert seen and set(seen) == {1_000}
+    assert charged.total_usd > replay(_recording(), parse_policy("dp", _settings()), _params()).total_usd  # V 3,000 is charged
+
+
+def test_replay_directory_applies_the_v_rule_per_session_in_worker_processes(monkeypatch):
+    folder = need(SESSIONS)
+    report = replay_directory(folder, load_settings(), ["never"], workers=2)
+    sources = {Path(s.path).name: (s.params.v_source, s.params.v_tokens) for s in report.sessions}
+    assert sources["cc_raze_hooks.jsonl"][0] == "measured" and sources["cc_raze_hooks.jsonl"][1] > 30_000
+    assert sources["miniswe_github_issue.traj.json"] == ("default", load_settings().v)
+    monkeypatch.setenv("DP_V", "9000")
+    given = replay_directory(folder, load_settings(), ["never"], workers=2)
+    assert {(s.params.v_source, s.params.v_tokens) for s in given.sessions} == {("setting", 9000)}

@@ -46,6 +46,11 @@ _ALSO = {"v": ("--prefix-tokens",), "s": ("--summary-tokens",), "l": ("--calls-p
 _HELP = {
     "provider": "Pricing profile or model name (default: the session's model when known, else claude-sonnet-4).",
     "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
+    "v": (
+        "Fixed prefix V, tokens: the system prompt and tool definitions sent with every call (the default is the "
+        "median measured on real agents; replay charges each session its own prefix, measured from its usage "
+        "records, unless this or DP_V is given)."
+    ),
     "s": (
         "Summary size S, tokens; a summary may take up to twice it (default: unset, so that the look-ahead planner and "
         "replay charge the size each tool's summary has, as plan prints S; the single-step terms and the myopic and seed "

@@ -2,11 +2,14 @@
 
 Replay (:func:`replay_table`): one row per session and policy, columns
 
-``path, format, policy, fixed, total_usd, cache_read_usd, input_usd, write_usd, output_usd,
-compaction_usd, loss_usd, floor_usd`` ($), ``calls, compactions, overflows, truncations,
-refetches, summary_tokens, peak_context_tokens`` (int), ``mean_context_tokens`` (float, tokens),
-``error`` (null). A session that failed has one row: its ``path`` and ``error``, every other
-column null. Terms as :class:`dp_compact.replay.meter.PolicyResult` (DESIGN §6).
+``path, format``, ``v_tokens`` (int: the fixed prefix V charged to every policy of the session,
+tokens), ``v_source`` (where V comes from: ``measured`` from the session's usage records,
+``setting`` given as ``DP_V`` / ``--v``, or the ``default`` ``DP_V``), ``policy, fixed,
+total_usd, cache_read_usd, input_usd, write_usd, output_usd, compaction_usd, loss_usd,
+floor_usd`` ($), ``calls, compactions, overflows, truncations, refetches, summary_tokens,
+peak_context_tokens`` (int), ``mean_context_tokens`` (float, tokens), ``error`` (null). A
+session that failed has one row: its ``path`` and ``error``, every other column null. Terms as
+:class:`dp_compact.replay.meter.PolicyResult` (DESIGN §6).
 
 Calibration (:func:`calibration_table`): one row per session, the columns of
 :meth:`dp_compact.calibration.SessionMeasures.row` (``summary_tokens`` a list of int) and
@@ -30,8 +33,8 @@ _MONEY = ("total_usd", "cache_read_usd", "input_usd", "write_usd", "output_usd",
 _COUNTS = ("calls", "compactions", "overflows", "truncations", "refetches", "summary_tokens", "peak_context_tokens")
 #: Replay columns and their Arrow types (names of :func:`pyarrow` type constructors).
 REPLAY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("path", "string"), ("format", "string"), ("policy", "string"), ("fixed", "bool_"),
-    *((name, "float64") for name in _MONEY), *((name, "int64") for name in _COUNTS),
+    ("path", "string"), ("format", "string"), ("v_tokens", "int64"), ("v_source", "string"), ("policy", "string"),
+    ("fixed", "bool_"), *((name, "float64") for name in _MONEY), *((name, "int64") for name in _COUNTS),
     ("mean_context_tokens", "float64"), ("error", "string"),
 )
 #: Calibration columns and their Arrow types (``list_int64``: a list of int64).
@@ -49,7 +52,8 @@ def replay_rows(result: DirectoryReplay) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for session in result.sessions:
         for r in session.results:
-            row: dict[str, Any] = {"path": session.path, "format": session.format, "policy": r.policy, "fixed": r.fixed}
+            row: dict[str, Any] = {"path": session.path, "format": session.format, "v_tokens": session.params.v_tokens,
+                                   "v_source": session.params.v_source, "policy": r.policy, "fixed": r.fixed}
             row.update({name: getattr(r, name) for name in (*_MONEY, *_COUNTS, "mean_context_tokens")})
             row["error"] = None
             rows.append(row)

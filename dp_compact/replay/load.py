@@ -11,6 +11,10 @@
   compaction requests) are not calls.
 - Times (only with a cache TTL): the ``timestamp`` of the source line where the assistant
   message starts (Claude Code, Codex and Gemini stream logs have them); elsewhere unknown.
+- V, the fixed prefix every call sends (:func:`replay_v_tokens`): ``DP_V`` / ``--v`` when the user
+  gives it; else the session's own, measured from its usage records (the first recorded call's
+  prompt less our tokens of the messages it carried, both in provider tokens); else, or when that
+  measurement is not positive or takes more than half the window, ``DP_V``'s default.
 """
 
 from __future__ import annotations
@@ -33,11 +37,28 @@ from dp_compact.reuse import find_uses
 from dp_compact.sessions.source import read_source
 from dp_compact.settings import Settings
 
-__all__ = ["call_times", "load_recording", "recorded_calls", "replay_history", "replay_params"]
+__all__ = [
+    "MAX_MEASURED_V_SHARE",
+    "V_SOURCES",
+    "call_times",
+    "load_recording",
+    "recorded_calls",
+    "replay_history",
+    "replay_params",
+    "replay_v_tokens",
+]
 
 
 #: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
 replay_history = recorded_history
+
+#: Where a replay's V comes from (``ReplayParams.v_source``): ``DP_V`` / ``--v`` given, the session's
+#: usage records, or ``DP_V``'s default (the median measured over real agents, ``Settings.v``).
+V_SOURCES = ("setting", "measured", "default")
+#: A measured fixed prefix above this share of the window M is not taken as one: it would leave
+#: less room for the conversation than the prefix itself. The measured prefixes of the shared
+#: transcripts run from 6,500 to 36,700 tokens, under a fifth of their windows.
+MAX_MEASURED_V_SHARE = 0.5
 
 
 def recorded_calls(
@@ -116,9 +137,60 @@ def load_recording(
     return recording, source
 
 
+def replay_v_tokens(recording: Recording, settings: Settings, window_tokens: int) -> tuple[int, str, str]:
+    """V charged to every call of ``recording``'s replay, tokens; its source (:data:`V_SOURCES`) and a note.
+
+    Parameters
+    ----------
+    recording : Recording
+        Its ``counted_v``: the first recorded call's prompt less our tokens of the messages it
+        carried (:func:`~dp_compact.replay.recording.counted_tokens_per_message`), in provider
+        tokens, the unit of every prompt the replay charges (message tokens are scaled to the
+        provider, :func:`~dp_compact.api.session_tokens`); None without usage records.
+    settings : Settings
+        ``v`` (``DP_V``), tokens, and whether the user gave it (``model_fields_set``: a flag,
+        ``DP_V`` or the ``.env`` file).
+    window_tokens : int
+        The window M, tokens.
+
+    Returns
+    -------
+    (int, str, str)
+        ``settings.v`` when given (``"setting"``, for every session alike); else the measured
+        prefix when it is positive and at most :data:`MAX_MEASURED_V_SHARE` of M
+        (``"measured"``); else ``settings.v`` (``"default"``). The note says which, and why.
+    """
+    measured = recording.counted_v
+    if "v" in settings.model_fields_set:
+        told = "" if measured is None or measured == settings.v else f" (its usage records measure {measured:,})"
+        return settings.v, "setting", f"V {settings.v:,} tokens: DP_V / --v as given{told}"
+    if measured is None:
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; no usage record placed on a call"
+                                       " measures this session's own fixed prefix (set DP_V or --v to charge yours)")
+    first = "the first recorded call's prompt less the messages it carried"
+    if measured <= 0:
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
+                                       f" usage records ({first}) is {measured:,} tokens, not positive: the messages as"
+                                       " counted here exceed what the provider counted")
+    if measured > MAX_MEASURED_V_SHARE * window_tokens:
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
+                                       f" usage records ({first}) is {measured:,} tokens, more than"
+                                       f" {MAX_MEASURED_V_SHARE:.0%} of the {window_tokens:,}-token window")
+    return measured, "measured", f"V {measured:,} tokens: this session's own fixed prefix, measured from its usage records ({first})"
+
+
 def replay_params(
-    session: Session, settings: Settings, cache_ttl_s: float | None, loss: str = "refetch"
+    session: Session, settings: Settings, cache_ttl_s: float | None, loss: str = "refetch", *, recording: Recording
 ) -> tuple[ReplayParams, tuple[str, ...]]:
-    """Prices and window as :func:`~dp_compact.api.choose_prices` picks them, V, S, TTL, loss; and its notes."""
+    """The replay's parameters for ``session`` and their notes.
+
+    Prices ($/MTok) and window M (tokens) as :func:`~dp_compact.api.choose_prices` picks them;
+    V (tokens) by :func:`replay_v_tokens` from ``recording`` (:func:`load_recording`), its source
+    in ``v_source``; S = ``DP_S`` (tokens; each policy's own is set per policy); the cache TTL (s)
+    and the loss mode. The notes say where prices, window and V come from.
+    """
     prices, notes = choose_prices(settings, session)
-    return ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss), notes
+    v_tokens, v_source, v_note = replay_v_tokens(recording, settings, prices.max_context_tokens)
+    params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss,
+                          v_source=v_source)
+    return params, (*notes, v_note)

@@ -5,7 +5,9 @@ The replay model (README "Replay"):
 1. The recorded messages are appended in order. Before recorded LLM call ``j`` the conversation
    holds messages ``[0, p_j)`` (``p_j``: the call's position; the assistant message it produced
    comes next), and the policy may compact first.
-2. The prompt of a call is ``V + pinned + carry + tail``: the fixed prefix V, the first messages a
+2. The prompt of a call is ``V + pinned + carry + tail``: the fixed prefix V (``ReplayParams.v_tokens``,
+   the same for every policy: the session's own, measured from its usage records, unless
+   ``DP_V`` is given; :func:`dp_compact.replay.load.replay_v_tokens`), the first messages a
    policy keeps verbatim (OpenHands' ``keep_first``), the block a compaction left (summary S,
    plus Codex's kept user messages) and the verbatim messages ``[start, p_j)``.
 3. Prompt caching: the longest prefix unchanged since the previous request is a cache read
@@ -313,7 +315,8 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
 
 
 def prefix_floor_usd(rec: Recording, params: ReplayParams) -> float:
-    """A floor for every policy, $: each call reads at least V from cache and pays its recorded output."""
+    """A floor for every policy, $: each call reads at least V (``params.v_tokens``, tokens) from cache
+    and pays its recorded output."""
     prices = params.prices
     per_token = min(prices.p_cache, prices.p_input, prices.p_write)
     return float(rec.n_calls * params.v_tokens * per_token + int(rec.output_tokens.sum()) * prices.p_out) / 1e6

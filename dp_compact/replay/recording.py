@@ -71,7 +71,9 @@ class Recording:
         docstring, point 7; :func:`counted_tokens_per_message`); ``prefix_tokens`` without usage.
     counted_v : int or None
         The fixed prefix as the provider counted it (the first recorded prompt less its
-        messages), tokens; None = V.
+        messages), tokens on the scale of ``message_tokens`` (provider tokens); None without
+        usage records. The V a replay charges when the user gives none
+        (:func:`dp_compact.replay.load.replay_v_tokens`).
     tool_compactions : tuple[tuple[str, int], ...]
         ``(tool, context tokens when it fired)`` of each compaction the file records that was not
         started by hand (``RecordedCompaction.trigger != "manual"`` with a known size).
@@ -223,7 +225,12 @@ class ReplayParams:
     """Prices ($/MTok; ``max_context_tokens`` is the window M), V and S (tokens), cache TTL (s,
     None = never expires) and the lost-information charge (``"refetch"`` or ``"none"``, DESIGN §6).
 
-    ``s_tokens`` is the summary the policy's tool writes (DESIGN §6 "Summary size per policy").
+    ``v_tokens`` is the fixed prefix every call sends (system prompt, tool definitions), charged
+    to every policy and the oracle alike; ``v_source`` says where it comes from: ``"measured"``
+    (the session's usage records, :attr:`Recording.counted_v`), ``"setting"`` (``DP_V`` /
+    ``--v`` given), ``"default"`` (``DP_V``'s default), ``""`` (given by the caller);
+    :func:`dp_compact.replay.load.replay_v_tokens` chooses. ``s_tokens`` is the summary the
+    policy's tool writes (DESIGN §6 "Summary size per policy").
     """
 
     prices: Prices
@@ -231,6 +238,7 @@ class ReplayParams:
     s_tokens: int
     cache_ttl_s: float | None = None
     loss: str = "refetch"
+    v_source: str = ""
 
     def __post_init__(self) -> None:
         if self.loss not in LOSS_MODES:

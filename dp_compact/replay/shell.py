@@ -19,7 +19,14 @@ from dp_compact.api import read_notes
 from dp_compact.conversation import Session
 from dp_compact.errors import DpCompactError, no_readable_session, no_session_file, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
-from dp_compact.replay.load import call_times, load_recording, recorded_calls, replay_history, replay_params
+from dp_compact.replay.load import (
+    call_times,
+    load_recording,
+    recorded_calls,
+    replay_history,
+    replay_params,
+    replay_v_tokens,
+)
 from dp_compact.replay.meter import (
     FIXED_RECORDING,
     Policy,
@@ -49,6 +56,7 @@ __all__ = [
     "replay_or_skip",
     "replay_params",
     "replay_session",
+    "replay_v_tokens",
     "session_files",
 ]
 
@@ -94,13 +102,15 @@ class SessionReplay:
     n_uses : int
         Uses of earlier messages the lost-information detector found (DESIGN §6).
     params : ReplayParams
-        Prices, window M, V, the default S, TTL, loss mode.
+        Prices ($/MTok), window M, V (tokens) and where it comes from (``v_source``), the default
+        S, TTL, loss mode.
     prefix_floor_usd : float
         Every call reading V from cache plus the recorded output, $: no policy costs less.
     results : tuple[PolicyResult, ...]
         One per policy, in the order asked.
     notes : tuple[str, ...]
-        How prices and window were chosen (:func:`~dp_compact.api.choose_prices`).
+        How prices and window were chosen (:func:`~dp_compact.api.choose_prices`) and where V
+        comes from (:func:`~dp_compact.replay.load.replay_v_tokens`).
     """
 
     path: str
@@ -124,12 +134,14 @@ class SessionReplay:
         return next((r.total_usd for r in self.results if r.policy == ORACLE), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: session facts, prices, the assumption, and per policy the terms, ``vs_best_fixed`` and ``vs_oracle``."""
+        """JSON-ready: session facts, prices, V (tokens) and its source, the assumption, and per policy the terms,
+        ``vs_best_fixed`` and ``vs_oracle``."""
         best, oracle = self.best_fixed_usd(), self.oracle_usd()
         return {
             "session": {"path": self.path, "format": self.format, "messages": self.n_messages, "calls": self.n_calls,
                         "call_source": self.call_source, "timed_calls": self.timed_calls, "uses": self.n_uses},
-            "prices": asdict(self.params.prices), "v_tokens": self.params.v_tokens, "s_tokens": self.params.s_tokens,
+            "prices": asdict(self.params.prices), "v_tokens": self.params.v_tokens,
+            "v_source": self.params.v_source, "s_tokens": self.params.s_tokens,
             "cache_ttl_s": self.params.cache_ttl_s, "max_context_tokens": self.params.window, "loss": self.params.loss,
             "assumption": FIXED_RECORDING, "prefix_floor_usd": self.prefix_floor_usd, "best_fixed_usd": best,
             "oracle_usd": oracle, "notes": list(self.notes),
@@ -203,6 +215,10 @@ def replay_session(
 ) -> SessionReplay:
     """Replay an already read session under each parsed policy (:func:`parse_policies`).
 
+    Every policy, the oracle included, is charged the same V (tokens): ``DP_V`` / ``--v`` when
+    given, else the session's own prefix measured from its usage records, else ``DP_V``
+    (:func:`~dp_compact.replay.load.replay_v_tokens`; a note says which). Costs in $.
+
     Raises
     ------
     SettingsError
@@ -211,11 +227,11 @@ def replay_session(
         As :func:`~dp_compact.api.choose_prices`.
     """
     parsed = parse_policies(policies, settings)
-    params, notes = replay_params(session, settings, cache_ttl_s, loss)
+    recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
+    params, notes = replay_params(session, settings, cache_ttl_s, loss, recording=recording)
     notes = (*read_notes(session), *notes)
     if session.skipped_lines:
         notes = (*notes, skipped_lines_note(session.skipped_lines, session.skipped_line_numbers))
-    recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
     results = tuple(_replay_one(recording, policy, params, settings) for policy in parsed)
     return SessionReplay(
         path=session.path, format=session.format, n_messages=len(recording.messages), n_calls=recording.n_calls,

@@ -28,13 +28,13 @@ from typing import Any
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, summary_tool, text_and_images
 from dp_compact.conversation import (
-    Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, new_message, not_marker, raw_value, shape_if_kept, unmarked,
+    MARKER_WORDS, Message, RecordedCompaction, message_kind, Session, ToolCall, ToolResult, Usage, new_message, not_marker, raw_value, shape_if_kept, unmarked,
 )
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = [
-    "DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "answers_by_position", "message_from_anthropic", "read", "server_result_text",
+    "DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "anthropic_message", "answers_by_position", "message_from_anthropic", "read", "server_result_text",
     "sniff",
 ]
 
@@ -47,6 +47,8 @@ _IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url"})
 #: only as one of those values (:func:`~dp_compact.conversation.shape_if_kept`).
 _TEXT_KEYS, _CALL_KEYS = frozenset({"type", "text"}), frozenset({"type", "id", "name", "input"})
 _RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
+#: Strings that may mark an image or document block, and the longest one's length (for not_marker inline).
+_MARKERS, _LONGEST = MARKER_WORDS, max(map(len, MARKER_WORDS))
 #: Tool calls the API runs itself and answers inside the same assistant message (Messages API
 #: "Server tools"; MCP connector ``mcp_tool_use`` / ``mcp_tool_result``): never answered by a user message.
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -106,18 +108,26 @@ def _result_text(content: Any) -> tuple[str, int]:
 
 
 def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 0, lines: int = 1) -> Message:
-    """A :class:`Message` from an Anthropic ``{role, content}`` dict.
+    """A :class:`Message` from an Anthropic ``{role, content}`` dict (``line``: its 1-based source
+    line; ``nbytes``, ``lines``: the bytes and lines it was read from).
 
     Raises
     ------
     ValueError
         If ``role`` is not user/assistant or ``content`` is neither a string nor a list.
     """
+    return anthropic_message(obj, line, nbytes, lines)
+
+
+def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -> Message:
+    """:func:`message_from_anthropic` with its arguments given in order, for the readers that make
+    one per line (a keyword argument costs a call about a tenth more)."""
     role, content = obj.get("role"), obj.get("content")
     if role not in ("user", "assistant"):
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
     # a {role, content} source whose blocks are all seen here keeps its shape without a search of
-    # its JSON text for image and document markers (shape_if_kept; None when not keeping shapes)
+    # its JSON text for image and document markers (shape_if_kept; None when not keeping shapes).
+    # Inline below, for each string: not_marker(text) is ``len(text) > _LONGEST or text not in _MARKERS``.
     shape = shape_if_kept(content) if type(obj) is dict and len(obj) == 2 and type(content) in (str, list) else None
     if isinstance(content, str):
         raw = shape if shape is not None and not_marker(content) else obj
@@ -142,7 +152,8 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
             text = block.get("text", "")
             if type(text) is str:
                 texts.append(text)
-                if shape is not None and not (block.keys() == _TEXT_KEYS and not_marker(text)):
+                # its keys are "type" and "text" only (_TEXT_KEYS: "type" is there, its value read above)
+                if shape is not None and not (len(block) == 2 and "text" in block and (len(text) > _LONGEST or text not in _MARKERS)):
                     shape = None
             else:
                 texts.append(str(text))
@@ -157,9 +168,11 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
         elif kind == "tool_use" or kind in SERVER_CALL_TYPES:
             call_id, name, arguments = block.get("id", ""), block.get("name", ""), block.get("input", {})
             if type(call_id) is str and type(name) is str:
-                calls.append(ToolCall(call_id, name, dumps(arguments)))
-                if shape is not None and not (
-                    block.keys() == _CALL_KEYS and kind == "tool_use" and not_marker(call_id) and not_marker(name) and unmarked(arguments, 3)
+                calls.append(ToolCall(call_id, name, arguments if type(arguments) is str else dumps(arguments)))
+                if shape is not None and not (  # its keys are _CALL_KEYS
+                    len(block) == 4 and "id" in block and "name" in block and "input" in block and kind == "tool_use"
+                    and (len(call_id) > _LONGEST or call_id not in _MARKERS) and (len(name) > _LONGEST or name not in _MARKERS)
+                    and unmarked(arguments, 3)
                 ):
                     shape = None
             else:
@@ -169,9 +182,10 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
             answered, result, error = block.get("tool_use_id", ""), block.get("content"), block.get("is_error", False)
             if type(result) is str:
                 text = result
-                if shape is not None and not (
-                    block.keys() <= _RESULT_KEYS and type(answered) is str and not_marker(answered) and not_marker(result)
-                    and type(error) is bool
+                if shape is not None and not (  # its keys among _RESULT_KEYS ("type" is there)
+                    len(block) == 1 + ("tool_use_id" in block) + ("content" in block) + ("is_error" in block)
+                    and type(answered) is str and (len(answered) > _LONGEST or answered not in _MARKERS)
+                    and (len(result) > _LONGEST or result not in _MARKERS) and type(error) is bool
                 ):
                     shape = None
             else:
@@ -195,8 +209,8 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     # Message's fields in order: role, text, tool_calls, tool_results, thinking, signed_thinking,
     # images, line, source_bytes, source_lines, raw, kind
     return new_message(
-        resolved, "\n".join(texts), tuple(calls), tuple(results), "\n".join(thinking), signed, images, line, nbytes, lines,
-        obj if shape is None else shape, None,
+        resolved, texts[0] if len(texts) == 1 else "\n".join(texts), tuple(calls), tuple(results),
+        "\n".join(thinking) if thinking else "", signed, images, line, nbytes, lines, obj if shape is None else shape, None,
     )
 
 
@@ -324,7 +338,7 @@ def read(source: Source) -> Session:
         value = record.value
         if not _is_anthropic_message(value):
             raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
-        message = message_from_anthropic(value, line=record.line, nbytes=record.nbytes)
+        message = anthropic_message(value, record.line, record.nbytes, 1)
         if messages and _answers(messages[-1], previous_value, message, value):  # Cline: linked by position
             message = _as_result(messages[-1], previous_value, message)
         messages.append(message)
@@ -335,7 +349,8 @@ def read(source: Source) -> Session:
 
     skipped = each_record(source, _items(source) or [], add)
     # a user message's kind is "summary" exactly when its text reads as one (Message, no kind given here)
-    markers = [i for i, m in enumerate(messages) if m.kind == "summary"]
+    kinds = list(map(message_kind, messages))
+    markers = [i for i, kind in enumerate(kinds) if kind == "summary"] if "summary" in kinds else []
     return build_session(
         path=source.path,
         format=FORMAT,

@@ -32,15 +32,16 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from dp_compact.patterns import is_injected_text
-from dp_compact.sessions.anthropic import message_from_anthropic
+from dp_compact.sessions.anthropic import anthropic_message
 from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink
-from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage
+from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage, new_message
 from dp_compact.sessions.source import Record, Records, Source, each_record, is_plain_string
 from dp_compact.sessions.usage import usage_from_api
 
@@ -123,13 +124,24 @@ class _ParentLater(Exception):
     """Raised by :func:`_reading_order` when its one pass cannot give the order of :func:`_order`."""
 
 
+class _Held(Exception):
+    """Raised by :meth:`_Reader.record` while it reads in file order, at the first record whose
+    parent has not come yet: from that record on, :func:`_reading_order` gives the order."""
+
+    def __init__(self, record: Record) -> None:
+        super().__init__(record.line)
+        self.record = record
+
+
 #: Parents not come yet that :func:`_reading_order` looks for, one search of the rest of the file
 #: each, before it reads the uuids of the rest of the file once instead.
 _DANGLING_CHECKS = 16
 
 
-def _reading_order(records: Records) -> Iterator[Record]:
-    """The records in the order of :func:`_order`, in one pass over the file.
+def _reading_order(records: Records, rest: Iterable[Record] | None = None, emitted: set[str] | None = None) -> Iterator[Record]:
+    """The records in the order of :func:`_order`, in one pass over the file (``rest``: the
+    records from where a reader stopped reading in file order, whose uuids so far are
+    ``emitted``; default: every record, none emitted).
 
     A record whose parent has not come yet is held back when the parent may still come (it is
     held, or the record itself, or a uuid further on in the file), and follows its parent the
@@ -144,12 +156,12 @@ def _reading_order(records: Records) -> Iterator[Record]:
     reader takes the two passes of :func:`_order`. The others held at the end come last, in
     file order, as :func:`_order` leaves them.
     """
-    emitted: set[str] = set()  # uuids of the records given so far
+    emitted = set() if emitted is None else emitted  # uuids of the records given so far
     held: set[str] = set()  # uuids of the records held back
     waiting: dict[str, list[Record]] = {}
     later: set[str] | None = None  # uuid values further on in the file, once read
     unsure = checks = 0
-    for record in records:
+    for record in records if rest is None else rest:
         value = record.value
         uuid, parent = (value.get("uuid"), value.get("parentUuid")) if type(value) is dict else (None, None)
         if type(parent) is str and parent not in emitted:
@@ -199,29 +211,38 @@ class _Part:
 
     __slots__ = ("line", "blocks", "nbytes", "lines", "key", "call_ids", "source")
 
-    def __init__(self, line: int, blocks: list[Any], nbytes: int, *, key: str = "", source: Any = None, calls: bool = True) -> None:
-        """The part of one line's ``blocks`` (a copy; see :meth:`add` for ``calls``)."""
+    def __init__(self, line: int, blocks: list[Any], nbytes: int, key: str, source: Any, calls: bool) -> None:
+        """The part of one line's ``blocks`` (held as they are until a second line adds to them;
+        see :meth:`add` for ``calls``). Arguments in order: a part is made per line."""
         self.line, self.key, self.source = line, key, source
-        self.blocks = list(blocks)
+        self.blocks = blocks
         self.nbytes, self.lines = nbytes, 1
-        self.call_ids: set[str] = _call_ids(blocks) if calls else set()
+        self.call_ids: set[str] = _call_ids(blocks) if calls else _NO_IDS
 
-    def add(self, blocks: list[Any], nbytes: int, *, calls: bool = True) -> None:
+    def add(self, blocks: list[Any], nbytes: int, calls: bool) -> None:
         """Add one line's blocks; ``calls``: keep the ids of their tool calls (an API response's part)."""
-        self.blocks.extend(blocks)
+        self.blocks = [*self.blocks, *blocks]  # a new list: the first line's stays as parsed
         self.nbytes += nbytes
         self.lines += 1
         if calls:
-            self.call_ids.update(_call_ids(blocks))
+            self.call_ids = self.call_ids | _call_ids(blocks)
 
     def message(self, role: str) -> Message:
-        raw = {"role": role, "content": self.blocks}
-        return message_from_anthropic(raw, line=self.line, nbytes=self.nbytes, lines=self.lines)
+        return anthropic_message({"role": role, "content": self.blocks}, self.line, self.nbytes, self.lines)
+
+
+#: The call ids of a part that holds no API response's calls (shared, never changed).
+_NO_IDS: frozenset[str] = frozenset()
 
 
 def _call_ids(blocks: list[Any]) -> set[str]:
     """Ids of the ``tool_use`` blocks among ``blocks``."""
-    return {_as_id(b["id"]) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+    ids = set()
+    for b in blocks:
+        if type(b) is dict or isinstance(b, dict):
+            if b.get("type") == "tool_use" and "id" in b:
+                ids.add(_as_id(b["id"]))
+    return ids
 
 
 def _as_id(value: Any) -> str:
@@ -282,6 +303,18 @@ class _Reader:
         self.records: list[RecordedCompaction] = []
         self.awaiting_summary = False
         self.attachments: list[Message] = []
+        self.in_order = True  # reading in file order: every parent so far has come (see record)
+        self.uuids: list[str] = []  # uuids of the records read in order (a set is made of them only when asked)
+        self.last_uuid: str | None = None  # the last of them: the parent of most records
+        self.emitted: set[str] = set()  # the first ``self.in_set`` of them
+        self.in_set = 0
+
+    def read_uuids(self) -> set[str]:
+        """The uuids of the records read in file order so far, as a set."""
+        if self.in_set < len(self.uuids):
+            self.emitted.update(self.uuids[self.in_set :])
+            self.in_set = len(self.uuids)
+        return self.emitted
 
     def flush(self) -> None:
         """Emit the open assistant message, the tool message answering it and the attachments since."""
@@ -310,6 +343,14 @@ class _Reader:
         value = record.value
         if not isinstance(value, dict):
             raise ValueError("a Claude Code record must be a JSON object")
+        if self.in_order:  # what _reading_order does for each record, without a generator between the file and the reader
+            parent = value.get("parentUuid")
+            if type(parent) is str and parent != self.last_uuid and parent not in self.read_uuids():
+                raise _Held(record)
+            uuid = value.get("uuid")
+            if type(uuid) is str:
+                self.uuids.append(uuid)
+                self.last_uuid = uuid
         if value.get("isSidechain") is True:
             return
         kind = value.get("type")
@@ -343,10 +384,10 @@ class _Reader:
             key = str(key)
         part = self.assistant
         if part is not None and part.key == key:
-            part.add(blocks, record.nbytes)
+            part.add(blocks, record.nbytes, True)
         else:
             self.flush()
-            self.assistant = _Part(record.line, blocks, record.nbytes, key=key)
+            self.assistant = _Part(record.line, blocks, record.nbytes, key, None, True)
         if isinstance(model, str):
             self.model = model
         usage = message.get("usage")
@@ -362,11 +403,12 @@ class _Reader:
         content = message.get("content") if type(message) is dict else None
         if type(content) is not list:  # a string, none, or not valid (_blocks raises)
             _, content = _blocks(record, "user")
-        results = (
-            [_as_id(b.get("tool_use_id", "")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-            if isinstance(content, list)
-            else []
-        )
+        results = []  # the call ids its tool results answer (_as_id, inline)
+        if isinstance(content, list):
+            for b in content:
+                if (type(b) is dict or isinstance(b, dict)) and b.get("type") == "tool_result":
+                    answered = b.get("tool_use_id", "")
+                    results.append(answered if type(answered) is str else str(answered))
         if results:
             origin = value.get("sourceToolAssistantUUID")
             assistant, open_results = self.assistant, self.results
@@ -374,20 +416,22 @@ class _Reader:
                 assistant is None and open_results is not None and origin and open_results.source == origin
             ):
                 if open_results is None:
-                    self.results = _Part(record.line, content, record.nbytes, source=origin, calls=False)  # type: ignore[arg-type]
+                    self.results = _Part(record.line, content, record.nbytes, "", origin, False)  # type: ignore[arg-type]
                 else:
-                    open_results.add(content, record.nbytes, calls=False)  # type: ignore[arg-type]
+                    open_results.add(content, record.nbytes, False)  # type: ignore[arg-type]
                 return
             self.flush()
             if origin:  # results whose call is missing from the file: keep them together
-                self.results = _Part(record.line, content, record.nbytes, source=origin, calls=False)  # type: ignore[arg-type]
+                self.results = _Part(record.line, content, record.nbytes, "", origin, False)  # type: ignore[arg-type]
                 return
         else:
             self.flush()
-        raw = {"role": "user", "content": content}
-        message = message_from_anthropic(raw, line=record.line, nbytes=record.nbytes)
-        if message.role == "user":
-            message = replace(message, kind=_kind(value, message))
+        message = anthropic_message({"role": "user", "content": content}, record.line, record.nbytes, 1)
+        if message.role == "user" and (kind := _kind(value, message)) != message.kind:  # made again only when it differs
+            message = new_message(
+                "user", message.text, message.tool_calls, message.tool_results, message.thinking, message.signed_thinking,
+                message.images, message.line, message.source_bytes, message.source_lines, message.raw, kind,
+            )
         self.messages.append(message)
         if self.awaiting_summary and value.get("isCompactSummary"):
             self.records[-1] = replace(self.records[-1], summary_text=message.text)
@@ -421,10 +465,16 @@ def read(source: Source) -> Session:
     try:  # one pass, the records held back that come before their parent
         if not isinstance(records, Records):
             raise _ParentLater
-        reader.skipped += each_record(source, _reading_order(records), reader.record)
+        walk = iter(records)
+        try:  # in file order while each record's parent has come before it (most files, whole)
+            reader.skipped += each_record(source, walk, reader.record)
+        except _Held as held:  # from here on the records held back follow their parent
+            reader.in_order = False
+            reader.skipped += each_record(source, _reading_order(records, chain([held.record], walk), reader.read_uuids()), reader.record)
     except _ParentLater:  # a first pass keeps each record's uuid and parent
         order = _order(_links(records))
         reader = _Reader(source)
+        reader.in_order = False
         reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
     reader.flush()
     return build_session(

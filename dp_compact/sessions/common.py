@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from itertools import chain, repeat
+from operator import attrgetter
 import re
 from typing import Any
 
@@ -143,12 +145,19 @@ def link_tool_results(messages: Sequence[Message]) -> list[Message]:
     later: dict[str, int] = {}
     calls = 0
     early = False  # a result whose call is not before it: it may have to move (the second pass)
-    for index, message in enumerate(messages):
-        if not early and message.tool_results:
-            early = any(r.call_id not in later for r in message.tool_results)
-        for call in message.tool_calls:
-            later.setdefault(call.id, index)
-            calls += 1
+    for index, message in enumerate(messages):  # plain loops: one pass over every message of a session
+        results = message.tool_results
+        if results and not early:
+            for result in results:
+                if result.call_id not in later:
+                    early = True
+                    break
+        made = message.tool_calls
+        if made:
+            calls += len(made)
+            for call in made:
+                if call.id not in later:
+                    later[call.id] = index
     ordered = _results_after_their_calls(messages, later) if early else list(messages)  # else the order stands
     return ordered if calls == len(later) else _unique_call_ids(ordered)  # no id used twice: nothing to rename
 
@@ -247,8 +256,14 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
     return recorded
 
 
+_RESULTS, _TEXT = attrgetter("tool_results"), attrgetter("text")
+
+
 def _last_shrunk(messages: Sequence[Message], after: int) -> tuple[int, dict[str, Any]] | None:
     """Index and statement of the last preview statement in ``messages[after:]``, if any."""
+    texts = map(_TEXT, chain.from_iterable(map(_RESULTS, messages[after:])))  # every tool result's text, without a Python loop
+    if not any(map(str.startswith, texts, repeat(_SHRUNK_HEADER))):
+        return None
     for index in range(len(messages) - 1, after - 1, -1):
         results = messages[index].tool_results
         if results:

@@ -102,7 +102,7 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
         plain = type(given) is int and type(output) is int and type(read) is int and type(write) is int
         if plain and min(given, output, read, write) >= 0:
             total = given + read + write  # both cache keys are there: the Anthropic convention
-            return Usage(total, read, write, output, line=line, convention="anthropic") if total else None
+            return Usage(total, read, write, output, line, "anthropic") if total else None  # positional: a keyword costs a third more
     source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
     given = token_count(usage.get(source_input), source_input)
     output = token_count(usage.get(output_key), output_key)
