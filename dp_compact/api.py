@@ -16,7 +16,7 @@ import numpy.typing as npt
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.io import bulk_allocation
-from dp_compact.estimation import measured_token_ratio
+from dp_compact.estimation import fixed_prefix, measured_prefix, measured_token_ratio
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, base_model_name, get_prices
 from dp_compact.sessions import read_session
@@ -214,9 +214,12 @@ def session_tokens(session: Session, settings: Settings, *, use_cache: bool = Tr
 def plan_session(session: Session, settings: Settings, *, use_cache: bool = True) -> Plan:
     """Plan an already read session (tokens counted here). Raises as :func:`resolve_prices`.
 
-    The plan's notes say how prices, window and token scale were chosen and how the current
-    context was obtained (:func:`~dp_compact.estimation.current_context`), and name a
-    half-written last line left out of the file (``Session.partial_line``).
+    The fixed prefix V (tokens) is the session's own, measured from its usage records, unless
+    ``DP_V`` / ``--v`` is given or the records measure none that makes sense
+    (:func:`~dp_compact.estimation.fixed_prefix`; ``Plan.v_source``). The plan's notes say how
+    prices, window, token scale and V were chosen and how the current context was obtained
+    (:func:`~dp_compact.estimation.current_context`), and name a half-written last line left out
+    of the file (``Session.partial_line``).
     """
     with bulk_allocation():
         return _plan_session(session, settings, use_cache)
@@ -233,8 +236,12 @@ def _plan_session(session: Session, settings: Settings, use_cache: bool) -> Plan
         family = source.removeprefix("family ")
         known = "no model is recorded, so no provider family is known" if family == "unknown" else f"no factor is calibrated for the {family} family"
         notes = (*notes, f"message tokens are cl100k counts, unscaled: no token ratio could be measured from usage records and {known} (set --token-ratio to scale them)")
+    v_tokens, v_source, v_note = fixed_prefix(settings, measured_prefix(session, message_tokens), prices.max_context_tokens)
+    if v_tokens != settings.v:  # the session's own prefix, measured from its usage records
+        settings = settings.model_copy(update={"v": v_tokens})
+    notes = (*notes, v_note)
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
-    return replace(result, notes=notes + result.notes) if notes else result
+    return replace(result, notes=notes + result.notes, v_source=v_source)
 
 
 def read_notes(session: Session, referenced: int | None = None) -> tuple[str, ...]:

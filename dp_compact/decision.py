@@ -89,6 +89,11 @@ class Plan:
         ``summary_tokens``; None for the other planners.
     context_after_tokens : int
         The prompt right after the decision (V + S + K when compacting, the context otherwise), tokens.
+    v_source : {"measured", "setting", "default", ""}
+        Where ``settings["v"]``, the fixed prefix V in tokens, comes from
+        (:func:`~dp_compact.estimation.fixed_prefix`): the session's usage records, ``DP_V`` /
+        ``--v`` given, or ``DP_V``'s default; ``""`` when the caller gave the settings as they are
+        (:func:`~dp_compact.planner.plan` called directly).
     lookahead_usd : ndarray or None
         Expected cost of compacting now at every feasible cut (for curves), $; not serialized.
     """
@@ -120,6 +125,7 @@ class Plan:
     lookahead: dict[str, float | None] | None = None
     context_after_tokens: int = 0
     lookahead_usd: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
+    v_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
@@ -158,4 +164,6 @@ class Plan:
             "planner": self.planner,
             "lookahead": None if self.lookahead is None else dict(self.lookahead),
             "context_after_tokens": self.context_after_tokens,
+            "v_tokens": self.settings.get("v"),
+            "v_source": self.v_source,
         }

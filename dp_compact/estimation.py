@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, eq
 
 import numpy as np
 import numpy.typing as npt
@@ -23,14 +24,18 @@ __all__ = [
     "DEFAULT_AVG_TOKENS",
     "DEFAULT_CALLS_PER_TURN",
     "DEFAULT_E",
+    "MAX_MEASURED_V_SHARE",
     "MIN_RATIO_GROWTH_TOKENS",
     "RATIO_BOUNDS",
+    "V_SOURCES",
     "CurrentContext",
     "Estimates",
     "call_message_counts",
     "current_context",
     "estimate",
     "first_calls_after",
+    "fixed_prefix",
+    "measured_prefix",
     "measured_token_ratio",
     "prompt_growths",
 ]
@@ -46,6 +51,14 @@ MIN_RATIO_GROWTH_TOKENS = 2000
 #: Bounds of a measured token ratio (provider tokens per counted token); outside them the
 #: measurement says more about what the transcript leaves out than about the tokenizer.
 RATIO_BOUNDS = (0.5, 4.0)
+#: Where the fixed prefix V a plan or replay uses comes from (:func:`fixed_prefix`): ``DP_V`` /
+#: ``--v`` given, the session's usage records, or ``DP_V``'s default (the median measured over
+#: real agents, ``Settings.v``).
+V_SOURCES = ("setting", "measured", "default")
+#: A measured fixed prefix above this share of the window M is not taken as one: it would leave
+#: less room for the conversation than the prefix itself. The measured prefixes of the shared
+#: transcripts run from 6,500 to 36,700 tokens, under a fifth of their windows.
+MAX_MEASURED_V_SHARE = 0.5
 
 #: DESIGN §2: E when neither DP_E_FIXED nor DP_BASELINE_E is set (user turns).
 DEFAULT_E = 2.0
@@ -168,7 +181,7 @@ def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> 
     writes its ``token_count`` event after the response's items.
     """
     n = len(messages)  # the assistant messages and their lines, each a pass in C over the messages
-    indices = np.flatnonzero(np.fromiter(map("assistant".__eq__, map(_ROLE, messages)), dtype=bool, count=n)).astype(np.int64)
+    indices = np.flatnonzero(np.fromiter(map(eq, map(_ROLE, messages), repeat("assistant")), dtype=bool, count=n)).astype(np.int64)
     at = np.fromiter(map(_LINE, messages), np.int64, n)[indices]
     order = np.argsort(at, kind="stable")
     assistant, lines = indices[order], at[order]
@@ -185,6 +198,78 @@ def _live_usage(session: Session) -> list[Usage]:
     """The usage records of the calls made in the live conversation (at or after its first line)."""
     first_line = session.messages[0].line
     return [u for u in session.usage if u.line >= first_line]
+
+
+def measured_prefix(session: Session, message_tokens: npt.NDArray[np.int64]) -> int | None:
+    """The fixed prefix V (system prompt, tool definitions) the session's own usage records
+    measure, tokens: the prompt of the first live call placed among the messages
+    (:func:`call_message_counts`) less the tokens of the messages it carried.
+
+    Parameters
+    ----------
+    session : Session
+        The live messages, with their source lines, and the usage records.
+    message_tokens : ndarray[int64], shape (N,)
+        Tokens per live message on the provider's scale (what the prompts are counted in).
+
+    Returns
+    -------
+    int or None
+        None when no usage record with a prompt is placed on a live message. It may be zero or
+        below when the messages as counted exceed what the provider counted: :func:`fixed_prefix`
+        does not take such a measurement.
+    """
+    if not session.messages or not session.usage:
+        return None
+    usage = [u for u in _live_usage(session) if u.prompt_tokens > 0]
+    if not usage:
+        return None
+    counts = call_message_counts(session.messages, usage)
+    placed = np.flatnonzero(counts >= 0)
+    if not placed.size:
+        return None
+    first = int(placed[0])
+    carried = int(np.asarray(message_tokens, dtype=np.int64)[: int(counts[first])].sum())
+    return int(usage[first].prompt_tokens) - carried
+
+
+def fixed_prefix(settings: Settings, measured: int | None, window_tokens: int) -> tuple[int, str, str]:
+    """The fixed prefix V a plan or a replay uses, tokens; where it comes from (:data:`V_SOURCES`); a note.
+
+    Parameters
+    ----------
+    settings : Settings
+        ``v`` (``DP_V``), tokens, and whether the user gave it (``model_fields_set``: a flag,
+        ``DP_V`` or the ``.env`` file).
+    measured : int or None
+        The prefix the session's usage records measure (:func:`measured_prefix`, or a replay's
+        ``Recording.counted_v``), tokens; None when they measure none.
+    window_tokens : int
+        The window M, tokens.
+
+    Returns
+    -------
+    (int, str, str)
+        ``settings.v`` when given (``"setting"``); else the measured prefix when it is positive
+        and at most :data:`MAX_MEASURED_V_SHARE` of M (``"measured"``); else ``settings.v``
+        (``"default"``). The note says which, and why.
+    """
+    if "v" in settings.model_fields_set:
+        told = "" if measured is None or measured == settings.v else f" (its usage records measure {measured:,})"
+        return settings.v, "setting", f"V {settings.v:,} tokens: DP_V / --v as given{told}"
+    if measured is None:
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the session records no call's prompt"
+                                       " beside its messages to measure its own fixed prefix from (set DP_V or --v to give yours)")
+    first = "the first recorded call's prompt less the messages it carried"
+    if measured <= 0:
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
+                                       f" usage records ({first}) is {measured:,} tokens, not positive: the messages as"
+                                       " counted here exceed what the provider counted")
+    if measured > MAX_MEASURED_V_SHARE * window_tokens:
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
+                                       f" usage records ({first}) is {measured:,} tokens, more than"
+                                       f" {MAX_MEASURED_V_SHARE:.0%} of the {window_tokens:,}-token window")
+    return measured, "measured", f"V {measured:,} tokens: this session's own fixed prefix, measured from its usage records ({first})"
 
 
 def _answered_by(session: Session) -> int | None:

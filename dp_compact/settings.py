@@ -40,9 +40,9 @@ class Settings(BaseSettings):
       planner's q_j at age 0 as measured, no conversion. API rounds / L describe single sessions
       better than user turns (weighted R² 0.65 against 0.55; turns: q0 0.038, τ 1.9).
     - ``v`` = 18,300 tokens: median of the first call's prompt minus its messages (5–95 %:
-      11,300–21,900); DESIGN's 5,000 is below every agent measured. ``dp-compact replay``
-      charges each session the prefix its own usage records measure, and ``v`` only when it
-      is given or the session has none (:func:`dp_compact.replay.load.replay_v_tokens`).
+      11,300–21,900); DESIGN's 5,000 is below every agent measured. ``dp-compact plan`` and
+      ``replay`` take each session's prefix as its own usage records measure it, and ``v`` only
+      when it is given or the session measures none (:func:`dp_compact.estimation.fixed_prefix`).
     - ``l`` = 0: L is measured per session (LLM calls / user turns), since it ranges from 3 to
       47 across the sessions; where it cannot be measured, the pooled 23 calls per user turn
       (5–95 %: 16–29) replaces DESIGN's 5 (:data:`dp_compact.estimation.DEFAULT_CALLS_PER_TURN`).

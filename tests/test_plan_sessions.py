@@ -58,3 +58,45 @@ def test_single_long_autonomous_turn_is_cuttable_between_rounds():
     assert plan.decision == "compact" and plan.rule == "force"
     assert session.messages[plan.cut].role == "assistant"
     assert plan.n_feasible_cuts >= 5
+
+
+def _first_call_prefix(session, tokens) -> int | None:
+    """The fixed prefix by hand: the first live usage record with a prompt, its response the last assistant
+    message starting at or before its line, the prompt less every message before that response."""
+    first_line = session.messages[0].line
+    for usage in session.usage:
+        if usage.line < first_line or usage.prompt_tokens <= 0:
+            continue
+        before = [i for i, m in enumerate(session.messages) if m.role == "assistant" and 0 < m.line <= usage.line]
+        if before:
+            return usage.prompt_tokens - int(sum(int(t) for t in tokens[: before[-1]]))
+        return None
+    return None
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/sessions is absent")
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_real_session_plans_with_the_prefix_its_first_call_measures_as_replay_charges_it(path):
+    """V is the first recorded call's prompt less the messages it carried, where usage records give one that makes
+    sense (positive, at most half the window), else DP_V; on a file without a recorded compaction (the replay
+    judges its whole history then) it is the V the replay charges; DP_V given wins."""
+    from dp_compact.estimation import MAX_MEASURED_V_SHARE
+    from dp_compact.replay.shell import replay_file
+
+    try:
+        session = read_session(path)
+    except NotASessionError:
+        return
+    settings = load_settings()
+    plan = plan_session(session, settings, use_cache=False)
+    by_hand = _first_call_prefix(session, session_tokens(session, settings, use_cache=False)) if session.usage else None
+    if by_hand is not None and 0 < by_hand <= MAX_MEASURED_V_SHARE * plan.prices.max_context_tokens:
+        assert (plan.settings["v"], plan.v_source) == (by_hand, "measured")
+        assert any(n.startswith(f"V {by_hand:,} tokens: this session's own fixed prefix") for n in plan.notes)
+    else:
+        assert (plan.settings["v"], plan.v_source) == (settings.v, "default")
+    assert plan.to_dict()["v_tokens"] == plan.settings["v"]
+    if not session.compactions:
+        assert replay_file(path, settings, ["never"], use_cache=False).params.v_tokens == plan.settings["v"]
+    given = plan_session(session, load_settings(v=12_345), use_cache=False)
+    assert (given.settings["v"], given.v_source) == (12_345, "setting")

@@ -586,7 +586,7 @@ def test_replay_session_without_usage_is_charged_dp_v(tmp_path, monkeypatch):
     session = _write_session(tmp_path / "s.jsonl")  # no usage records
     report = replay_file(session, load_settings(), ["never"])
     assert (report.params.v_tokens, report.params.v_source) == (load_settings().v, "default")
-    assert any("the DP_V default; no usage record placed on a call" in n for n in report.notes)
+    assert any("the DP_V default; the session records no call's prompt" in n for n in report.notes)
     monkeypatch.setenv("DP_V", "2500")
     assert replay_file(session, load_settings(), ["never"]).params.v_tokens == 2500
 
@@ -607,9 +607,10 @@ def test_replay_v_tokens_takes_a_measured_prefix_only_when_it_makes_sense(counte
     assert replay_v_tokens(rec, load_settings(v=1234), 10_000)[:2] == (1234, "setting")
 
 
-def test_replay_planner_plans_with_its_own_settings_whatever_v_the_replay_charges(monkeypatch):
-    """dp plans with the V of its settings (DP_V, as ``dp-compact plan`` does on a live session), not with the
-    session's measured prefix the replay charges: the replay gives it nothing a live plan does not have."""
+def test_replay_planner_plans_with_the_v_a_live_plan_would_measure_by_then(monkeypatch):
+    """dp plans as ``dp-compact plan`` would at each point of the session: before the first call with DP_V (no
+    usage record yet), from the first call on with the prefix that call's usage measures (the replay's measured V);
+    with V given (``DP_V`` / ``--v``), or a V the replay did not measure, with the settings' V throughout."""
     import dp_compact.replay.planned as planned
 
     seen: list[int] = []
@@ -620,11 +621,15 @@ def test_replay_planner_plans_with_its_own_settings_whatever_v_the_replay_charge
         return real(session, tokens, settings, prices, **options)
 
     monkeypatch.setattr(planned, "plan", spy)
-    policy = parse_policy("dp", _settings())  # V 1,000
-    charged = replay(_recording(), policy, replace(_params(), v_tokens=3_000))
-    replay(_recording(), policy, _params())
-    assert seen and set(seen) == {1_000}
-    assert charged.total_usd > replay(_recording(), parse_policy("dp", _settings()), _params()).total_usd  # V 3,000 is charged
+    default_v = load_settings().v
+    replay(_recording(), parse_policy("dp", load_settings(s=100, planner="myopic")),
+           replace(_params(), v_tokens=3_000, v_source="measured"))
+    assert seen[0] == default_v and len(seen) > 1 and set(seen[1:]) == {3_000}
+    for settings, params in ((_settings(), replace(_params(), v_tokens=3_000, v_source="measured")),  # V 1,000 given
+                             (load_settings(s=100, planner="myopic"), replace(_params(), v_tokens=3_000))):  # not measured
+        seen.clear()
+        replay(_recording(), parse_policy("dp", settings), params)
+        assert seen and set(seen) == {settings.v}
 
 
 def test_replay_directory_applies_the_v_rule_per_session_in_worker_processes(monkeypatch):

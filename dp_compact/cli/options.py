@@ -47,9 +47,9 @@ _HELP = {
     "provider": "Pricing profile or model name (default: the session's model when known, else claude-sonnet-4).",
     "max_context_tokens": "Context window M, tokens (default: the session's evidence, then the profile).",
     "v": (
-        "Fixed prefix V, tokens: the system prompt and tool definitions sent with every call (the default is the "
-        "median measured on real agents; replay charges each session its own prefix, measured from its usage "
-        "records, unless this or DP_V is given)."
+        "Fixed prefix V, tokens: the system prompt and tool definitions sent with every call. Unset, each "
+        "session's own is measured from its usage records, and where they measure none the median measured on "
+        "real agents is taken."
     ),
     "s": (
         "Summary size S, tokens; a summary may take up to twice it (default: unset, so that the look-ahead planner and "

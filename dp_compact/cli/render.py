@@ -131,6 +131,7 @@ def render_plan(data: dict[str, Any]) -> str:
         f"estimates E = {data['E']:g} turns, L = {data['L']:.3g} calls/turn ({data['L_source']}), R = {data['R']:.4g} calls,"
         f" avg = {data['avg']:,.0f} tokens ({data['avg_source']}), c = {data['c']}, t = {data['t']},"
         f" min_keep = {data['min_keep']}, feasible cuts = {data['n_feasible_cuts']}"
+        + (f", V = {data['v_tokens']:,} tokens ({data['v_source']})" if data.get("v_source") else "")
     )
     write = f", write {money(prices['p_cache_write'])}" if prices["p_cache_write"] is not None else ""
     lines.append(
@@ -244,7 +245,7 @@ def render_session(data: dict[str, Any]) -> str:
     best = data["best_fixed_usd"]
     lines = [
         f"session   {s['path']}  ({s['format']}; {s['messages']} messages, {s['calls']} calls{timed}; {source};"
-        f" {s['uses']} uses of earlier messages)",
+        f" {s['uses']} {'use' if s['uses'] == 1 else 'uses'} of earlier messages)",
         _prices_line(data),
         f"assumes   {data['assumption']}",
         f"floor     ${data['prefix_floor_usd']:.4f} (every call reads only V from cache, plus its recorded output)",

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dp_compact.api import _scaled_tokens, choose_prices
-from dp_compact.estimation import estimate
+from dp_compact.estimation import estimate, fixed_prefix, measured_prefix
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.archive import preview_ref
@@ -211,7 +211,13 @@ def compact_session(
     prices, price_notes = choose_prices(settings, session)
     read_notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
     window = prices.max_context_tokens
+    v_tokens, v_source, v_note = fixed_prefix(settings, measured_prefix(session, tokens), window)  # V as plan takes it
+    if v_tokens != settings.v:
+        settings = settings.model_copy(update={"v": v_tokens})
+    price_notes = (*price_notes, v_note)
     cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force, requested)
+    if decided is not None:
+        decided = replace(decided, v_source=v_source)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
         return CompactionResult(decision="keep", k=len(session.messages), notes=read_notes, **base)

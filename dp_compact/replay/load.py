@@ -31,7 +31,7 @@ from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Message, Session, Usage, recorded_history
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import DpCompactError
-from dp_compact.estimation import call_message_counts, first_calls_after
+from dp_compact.estimation import MAX_MEASURED_V_SHARE, V_SOURCES, call_message_counts, first_calls_after, fixed_prefix
 from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
 from dp_compact.reuse import find_uses
 from dp_compact.sessions.source import read_source
@@ -52,13 +52,6 @@ __all__ = [
 #: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
 replay_history = recorded_history
 
-#: Where a replay's V comes from (``ReplayParams.v_source``): ``DP_V`` / ``--v`` given, the session's
-#: usage records, or ``DP_V``'s default (the median measured over real agents, ``Settings.v``).
-V_SOURCES = ("setting", "measured", "default")
-#: A measured fixed prefix above this share of the window M is not taken as one: it would leave
-#: less room for the conversation than the prefix itself. The measured prefixes of the shared
-#: transcripts run from 6,500 to 36,700 tokens, under a fifth of their windows.
-MAX_MEASURED_V_SHARE = 0.5
 
 
 def recorded_calls(
@@ -140,43 +133,12 @@ def load_recording(
 def replay_v_tokens(recording: Recording, settings: Settings, window_tokens: int) -> tuple[int, str, str]:
     """V charged to every call of ``recording``'s replay, tokens; its source (:data:`V_SOURCES`) and a note.
 
-    Parameters
-    ----------
-    recording : Recording
-        Its ``counted_v``: the first recorded call's prompt less our tokens of the messages it
-        carried (:func:`~dp_compact.replay.recording.counted_tokens_per_message`), in provider
-        tokens, the unit of every prompt the replay charges (message tokens are scaled to the
-        provider, :func:`~dp_compact.api.session_tokens`); None without usage records.
-    settings : Settings
-        ``v`` (``DP_V``), tokens, and whether the user gave it (``model_fields_set``: a flag,
-        ``DP_V`` or the ``.env`` file).
-    window_tokens : int
-        The window M, tokens.
-
-    Returns
-    -------
-    (int, str, str)
-        ``settings.v`` when given (``"setting"``, for every session alike); else the measured
-        prefix when it is positive and at most :data:`MAX_MEASURED_V_SHARE` of M
-        (``"measured"``); else ``settings.v`` (``"default"``). The note says which, and why.
+    :func:`~dp_compact.estimation.fixed_prefix`, the rule ``dp-compact plan`` follows too, of
+    ``recording.counted_v``: the first recorded call's prompt less our tokens of the messages it
+    carried (:func:`~dp_compact.replay.recording.counted_tokens_per_message`), in provider tokens,
+    the unit of every prompt the replay charges; None without usage records. ``window_tokens``: M.
     """
-    measured = recording.counted_v
-    if "v" in settings.model_fields_set:
-        told = "" if measured is None or measured == settings.v else f" (its usage records measure {measured:,})"
-        return settings.v, "setting", f"V {settings.v:,} tokens: DP_V / --v as given{told}"
-    if measured is None:
-        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; no usage record placed on a call"
-                                       " measures this session's own fixed prefix (set DP_V or --v to charge yours)")
-    first = "the first recorded call's prompt less the messages it carried"
-    if measured <= 0:
-        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
-                                       f" usage records ({first}) is {measured:,} tokens, not positive: the messages as"
-                                       " counted here exceed what the provider counted")
-    if measured > MAX_MEASURED_V_SHARE * window_tokens:
-        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
-                                       f" usage records ({first}) is {measured:,} tokens, more than"
-                                       f" {MAX_MEASURED_V_SHARE:.0%} of the {window_tokens:,}-token window")
-    return measured, "measured", f"V {measured:,} tokens: this session's own fixed prefix, measured from its usage records ({first})"
+    return fixed_prefix(settings, recording.counted_v, window_tokens)
 
 
 def replay_params(
