@@ -13,9 +13,9 @@ Prints, with the default settings and every policy (the defaults and ``threshold
 3. the report of the folder (the table ``dp-compact replay DIR`` prints), under ``--loss refetch``
    (the default) and ``--loss none``, with each policy's ratio to the oracle;
 4. recorded cost vs the replay of ``never``, for the sessions with usage records: how close the
-   replay model comes to the bill the provider sent (same prices), and to that bill had the
-   first call found nothing in the cache (the replay starts with an empty cache), with the V
-   charged (each session's own prefix, measured from its usage records).
+   replay model comes to the bill the provider sent (same prices), with the V charged (each
+   session's own prefix, measured from its usage records) and the part of it the first call found
+   cached (``warm``, from its usage record).
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def whole_folder(folder: Path, repeat: int) -> tuple[list[str], object]:
 def recorded_vs_never(folder: Path) -> list[str]:
     """The provider's bill from usage records vs the replay of ``never``, same prices, $."""
     settings = load_settings()
-    lines = [f"{'session with usage':<36} {'recorded $':>10} {'never $':>9} {'ratio':>6} {'cold ratio':>10}"
-             f" {'recorded mean prompt':>21} {'replayed':>9} {'V':>7}"]
+    lines = [f"{'session with usage':<36} {'recorded $':>10} {'never $':>9} {'ratio':>6}"
+             f" {'recorded mean prompt':>21} {'replayed':>9} {'V':>7} {'warm':>7}"]
     for path in session_files(folder):
         try:
             session = read_session(path)
@@ -105,10 +105,9 @@ def recorded_vs_never(folder: Path) -> list[str]:
             (u.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens) * prices.p_input + u.cache_read_tokens * prices.p_cache
             + u.cache_write_tokens * write + u.output_tokens * prices.p_out for u in session.usage
         ) / 1e6
-        cold = bill + session.usage[0].cache_read_tokens * (write - prices.p_cache) / 1e6  # the first call's reads written
         mean = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
         lines.append(f"{path.name[:36]:<36} {bill:10.3f} {never.total_usd:9.3f} {never.total_usd / bill:6.2f}"
-                     f" {never.total_usd / cold:10.2f} {mean:21,.0f} {never.mean_context_tokens:9,.0f} {report.params.v_tokens:7,}")
+                     f" {mean:21,.0f} {never.mean_context_tokens:9,.0f} {report.params.v_tokens:7,} {report.params.warm_tokens:7,}")
     return lines
 
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Session, Usage
 from dp_compact.cuts import message_arrays
-from dp_compact.estimation import call_message_counts
+from dp_compact.estimation import call_message_counts, fixed_prefix, measured_prefix
 from dp_compact.calibration.history import CompactionMarker, History
 from dp_compact.planner import plan
 from dp_compact.pricing import Prices
@@ -139,6 +139,9 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
             first_after.append(len(rows["n"]))
         tokens = session_tokens(segment, settings, use_cache=use_cache)
         arrays = message_arrays(segment.messages)
+        # V as a live plan takes it: the segment's first call measures it, and every point plans with that call's usage
+        v_tokens = fixed_prefix(settings, measured_prefix(segment, tokens), prices.max_context_tokens)[0]
+        planning = settings if v_tokens == settings.v else settings.model_copy(update={"v": v_tokens})
         cum = np.concatenate(([0], np.cumsum(tokens)))
         sent, contexts, usage = _points(segment, settings, cum)
         turns_in_segment = int(arrays.turn_index[-1]) if arrays.n else 0
@@ -148,7 +151,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
                 segment, messages=segment.messages[:n], usage=tuple(usage_before + usage[: position + 1]),
                 user_turns=max(segment.user_turns - not_sent, 0), llm_calls=len(usage_before) + position + 1, compactions=index,
             )
-            result = plan(prefix, tokens[:n], settings, prices, arrays=arrays.slice(0, n))
+            result = plan(prefix, tokens[:n], planning, prices, arrays=arrays.slice(0, n))
             for name, value in (("segment", index), ("context", context), ("n", n), ("compact", result.decision == "compact"),
                                 ("rule", result.rule), ("k", result.k), ("tail", result.tail_tokens), ("head", result.head_tokens)):
                 rows[name].append(value)
@@ -176,6 +179,7 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
     from dp_compact.planner import summary_tokens
     from dp_compact.replay.meter import ReplayParams, replay
     from dp_compact.replay.policies import PlannerPolicy
+    from dp_compact.replay.load import replay_v_tokens, warm_cache_tokens
     from dp_compact.replay.shell import load_recording
 
     recording, _ = load_recording(whole, settings, use_cache=use_cache)
@@ -185,5 +189,7 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
         return None, (f"the context had every advice been taken is not drawn: the replay has {recording.n_calls:,} calls (one per"
                       f" assistant message of the whole history) where the timeline plans {n_calls:,} ({ours}), so they cannot be paired"
                       " (dp-compact replay prices its own)")
-    params = ReplayParams(prices=prices, v_tokens=settings.v, s_tokens=summary_tokens(settings))
+    v_tokens, v_source, _ = replay_v_tokens(recording, settings, prices.max_context_tokens)  # as dp-compact replay charges
+    params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=summary_tokens(settings), v_source=v_source,
+                          warm_tokens=warm_cache_tokens(whole, v_tokens)[0])
     return replay(recording, PlannerPolicy(settings), params).counted_contexts, ""

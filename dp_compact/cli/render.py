@@ -261,17 +261,23 @@ def render_directory(data: dict[str, Any]) -> str:
     """A folder replay (``DirectoryReplay.to_dict()``): total $ per session and policy, the totals table, the files skipped."""
     names = data["policies"]
     width = max([12, *(len(n) + 1 for n in names)])
-    lines = [f"{'session':<36} {'calls':>6}" + "".join(f"{n:>{width}}" for n in names)]
+    lines = [f"{'session':<36} {'calls':>6} {'V':>8}" + "".join(f"{n:>{width}}" for n in names)]
+    unmeasured = False
     for report in data["sessions"]:
         s = report["session"]
         totals = "".join(f"{p['total_usd']:>{width}.4f}" for p in report["policies"])
-        lines.append(f"{Path(s['path']).name[:36]:<36} {s['calls']:>6}{totals}")
+        mark = "" if report.get("v_source") == "measured" else "*"
+        unmeasured = unmeasured or bool(mark)
+        v_text = f"{report['v_tokens']:,}{mark}"
+        lines.append(f"{Path(s['path']).name[:36]:<36} {s['calls']:>6} {v_text:>8}{totals}")
     rows = data["totals"]
     calls = rows[0]["calls"] if rows else 0
-    lines.append(f"{'total':<36} {calls:>6}" + "".join(f"{r['total_usd']:>{width}.4f}" for r in rows))
-    lines.append(f"{'vs best fixed':<36} {'':>6}" + "".join(f"{_ratio(r['vs_best_fixed']):>{width}}" for r in rows))
+    lines.append(f"{'total':<36} {calls:>6} {'':>8}" + "".join(f"{r['total_usd']:>{width}.4f}" for r in rows))
+    lines.append(f"{'vs best fixed':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_best_fixed']):>{width}}" for r in rows))
     if any(r["vs_oracle"] is not None for r in rows):
-        lines.append(f"{'vs oracle':<36} {'':>6}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
+        lines.append(f"{'vs oracle':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
+    lines.append("V: each session's fixed prefix, tokens, measured from its usage records"
+                 + ("; * DP_V (given, or none measured)" if unmeasured else ""))
     lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']}):",
               render_policy_table(rows), f"assumes   {data['assumption']}"]
     lines += [f"skipped   {path}: {reason}" for path, reason in ((k["path"], k["reason"]) for k in data["skipped"])]

@@ -46,6 +46,7 @@ __all__ = [
     "replay_history",
     "replay_params",
     "replay_v_tokens",
+    "warm_cache_tokens",
 ]
 
 
@@ -153,6 +154,23 @@ def replay_params(
     """
     prices, notes = choose_prices(settings, session)
     v_tokens, v_source, v_note = replay_v_tokens(recording, settings, prices.max_context_tokens)
+    warm, warm_note = warm_cache_tokens(session, v_tokens)
     params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss,
-                          v_source=v_source)
-    return params, (*notes, v_note)
+                          v_source=v_source, warm_tokens=warm)
+    return params, (*notes, v_note, *warm_note)
+
+
+def warm_cache_tokens(session: Session, v_tokens: int) -> tuple[int, tuple[str, ...]]:
+    """Tokens of V in the cache before the session's first call, and a note when there are any.
+
+    What the first usage record with a prompt says that call read from the cache
+    (``Usage.cache_read_tokens``): an agent's system prompt and tool definitions cached by an
+    earlier session within the provider's cache lifetime. At most ``v_tokens`` (V, tokens): the
+    replay starts every policy with that much of V cached, whatever it does next; 0 without usage.
+    """
+    first = next((u for u in session.usage if u.prompt_tokens > 0), None)
+    warm = min(first.cache_read_tokens, v_tokens) if first is not None else 0
+    if warm <= 0:
+        return 0, ()
+    return warm, (f"the first call found {warm:,} tokens of its fixed prefix already cached (an earlier session wrote"
+                  " them; its usage record says so): every policy starts with them cached",)

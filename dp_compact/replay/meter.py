@@ -12,7 +12,8 @@ The replay model (README "Replay"):
    plus Codex's kept user messages) and the verbatim messages ``[start, p_j)``.
 3. Prompt caching: the longest prefix unchanged since the previous request is a cache read
    (``P_cache``), the rest uncached input (``P_input``) or, where the profile prices writes, a
-   cache write (``P_write``). With a TTL, a gap longer than the TTL between two requests empties
+   cache write (``P_write``). Before the first request the cache holds ``ReplayParams.warm_tokens``
+   of V (what the recorded first call found cached, written by an earlier session). With a TTL, a gap longer than the TTL between two requests empties
    the cache. The call's recorded output tokens are charged at ``P_out``.
 4. A compaction costs its summarization request, DESIGN §2 ③ made cache-aware: prompt ``V + H``
    (H = everything before the new tail) read from cache where still cached, the rest at the
@@ -172,7 +173,7 @@ class _Meter:
         self.params = params
         self.read = self.input = self.write = self.output = self.compaction = self.loss = self.floor = 0.0
         self.compactions = self.overflows = self.truncations = self.refetches = 0
-        self.cached = 0  # tokens of the live prompt's prefix still in the cache
+        self.cached = params.warm_tokens  # tokens of the live prompt's prefix still in the cache (at first: of V, from an earlier session)
         self.last_time = float("nan")
         self.schedule: list[tuple[int, int]] = []
 

@@ -230,7 +230,10 @@ class ReplayParams:
     (the session's usage records, :attr:`Recording.counted_v`), ``"setting"`` (``DP_V`` /
     ``--v`` given), ``"default"`` (``DP_V``'s default), ``""`` (given by the caller);
     :func:`dp_compact.replay.load.replay_v_tokens` chooses. ``s_tokens`` is the summary the
-    policy's tool writes (DESIGN §6 "Summary size per policy").
+    policy's tool writes (DESIGN §6 "Summary size per policy"). ``warm_tokens`` is the part of V
+    already in the cache when the session starts, tokens: what its first recorded call read from
+    a cache an earlier session had written (at most V; 0 without usage records), read from the
+    cache by the first request of every policy alike.
     """
 
     prices: Prices
@@ -239,6 +242,7 @@ class ReplayParams:
     cache_ttl_s: float | None = None
     loss: str = "refetch"
     v_source: str = ""
+    warm_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.loss not in LOSS_MODES:
