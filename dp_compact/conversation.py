@@ -586,6 +586,10 @@ class Session:
     recorded_token_ratio : float or None
         Provider tokens per cl100k token that summary states was measured on the compacted
         conversation, used when the file's own usage cannot measure one. None otherwise.
+    recorded_prefix_tokens : int or None
+        The fixed prefix V (tokens) that summary, or the statement of a file ``dp-compact shrink``
+        wrote, states was measured from the compacted conversation's usage records: the V the
+        file is planned with when its own usage cannot measure one. None otherwise.
     recorded_context : tuple[int, int] or None
         (tokens, messages): the current context a file ``dp-compact shrink`` wrote states it had
         when written, and the live messages it had then; the current context of such a file
@@ -623,6 +627,7 @@ class Session:
     partial_line: int | None = None
     recorded_avg_tokens: float | None = None
     recorded_token_ratio: float | None = None
+    recorded_prefix_tokens: int | None = None
     recorded_context: tuple[int, int] | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)

@@ -37,6 +37,7 @@ __all__ = [
     "fixed_prefix",
     "measured_prefix",
     "measured_token_ratio",
+    "measuring_call",
     "prompt_growths",
 ]
 
@@ -52,9 +53,10 @@ MIN_RATIO_GROWTH_TOKENS = 2000
 #: measurement says more about what the transcript leaves out than about the tokenizer.
 RATIO_BOUNDS = (0.5, 4.0)
 #: Where the fixed prefix V a plan or replay uses comes from (:func:`fixed_prefix`): ``DP_V`` /
-#: ``--v`` given, the session's usage records, or ``DP_V``'s default (the median measured over
-#: real agents, ``Settings.v``).
-V_SOURCES = ("setting", "measured", "default")
+#: ``--v`` given, the session's usage records, the statement of an earlier dp-compact compaction
+#: or shrink in the file (measured on the conversation before it), or ``DP_V``'s default (the
+#: median measured over real agents, ``Settings.v``).
+V_SOURCES = ("setting", "measured", "recorded", "default")
 #: A measured fixed prefix above this share of the window M is not taken as one: it would leave
 #: less room for the conversation than the prefix itself. The measured prefixes of the shared
 #: transcripts run from 6,500 to 36,700 tokens, under a fifth of their windows.
@@ -233,7 +235,16 @@ def measured_prefix(session: Session, message_tokens: npt.NDArray[np.int64]) -> 
     return int(usage[first].prompt_tokens) - carried
 
 
-def fixed_prefix(settings: Settings, measured: int | None, window_tokens: int) -> tuple[int, str, str]:
+def measuring_call(session: Session) -> str:
+    """How a note names the call :func:`measured_prefix` measures V on: the first of the file, or the
+    first since the last compaction the file records (its live conversation starts later)."""
+    return "the first call since the last compaction" if len(session.history) > len(session.messages) else "the first recorded call"
+
+
+def fixed_prefix(
+    settings: Settings, measured: int | None, window_tokens: int, *, call: str = "the first recorded call",
+    recorded: int | None = None,
+) -> tuple[int, str, str]:
     """The fixed prefix V a plan or a replay uses, tokens; where it comes from (:data:`V_SOURCES`); a note.
 
     Parameters
@@ -246,21 +257,33 @@ def fixed_prefix(settings: Settings, measured: int | None, window_tokens: int) -
         ``Recording.counted_v``), tokens; None when they measure none.
     window_tokens : int
         The window M, tokens.
+    call : str
+        Which call measured it, as the note names it (``plan`` measures on the conversation since
+        the last compaction, ``replay`` on the whole recorded history).
+    recorded : int or None
+        The prefix an earlier dp-compact compaction or shrink states it measured on the
+        conversation it rewrote (``Session.recorded_prefix_tokens``), tokens: taken when the
+        file's own usage records measure none.
 
     Returns
     -------
     (int, str, str)
         ``settings.v`` when given (``"setting"``); else the measured prefix when it is positive
-        and at most :data:`MAX_MEASURED_V_SHARE` of M (``"measured"``); else ``settings.v``
+        and at most :data:`MAX_MEASURED_V_SHARE` of M (``"measured"``); else, when nothing is
+        measured, the ``recorded`` one under the same bound (``"recorded"``); else ``settings.v``
         (``"default"``). The note says which, and why.
     """
     if "v" in settings.model_fields_set:
         told = "" if measured is None or measured == settings.v else f" (its usage records measure {measured:,})"
         return settings.v, "setting", f"V {settings.v:,} tokens: DP_V / --v as given{told}"
+    if measured is None and recorded is not None and 0 < recorded <= MAX_MEASURED_V_SHARE * window_tokens:
+        return recorded, "recorded", (f"V {recorded:,} tokens: as the statement of an earlier dp-compact compaction or"
+                                      " shrink in the file gives it, measured from the usage records of the conversation"
+                                      " it rewrote (this file has none to measure it from)")
     if measured is None:
-        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the session records no call's prompt"
-                                       " beside its messages to measure its own fixed prefix from (set DP_V or --v to give yours)")
-    first = "the first recorded call's prompt less the messages it carried"
+        return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the session has no usage record that its"
+                                       " own fixed prefix can be measured from (set DP_V or --v to give yours)")
+    first = f"the prompt of {call} less the messages it carried"
     if measured <= 0:
         return settings.v, "default", (f"V {settings.v:,} tokens: the DP_V default; the fixed prefix measured from the"
                                        f" usage records ({first}) is {measured:,} tokens, not positive: the messages as"

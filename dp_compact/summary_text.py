@@ -20,7 +20,9 @@ from typing import Literal
 
 __all__ = [
     "SUMMARY_CLOSING",
+    "recorded_prefix",
     "recorded_usage",
+    "summary_prefix",
     "summary_usage",
     "SUMMARY_PREFIXES",
     "CompactingTool",
@@ -174,6 +176,32 @@ def recorded_usage(parts: str) -> tuple[float | None, float | None]:
         elif key == "ratio" and value.endswith("provider tokens per cl100k token") and parsed > 0:
             ratio = parsed
     return avg, ratio
+
+
+def recorded_prefix(parts: str) -> int | None:
+    """The fixed prefix V (tokens) that the ``"; key value"`` statements ``parts`` of our intro or of
+    a shrunk preview state was measured on the conversation; None where absent.
+
+    >>> recorded_prefix("; model m; avg 94,542 prompt tokens per call; prefix 20,565 tokens")
+    20565
+    """
+    for part in parts.split(";"):
+        key, _, value = part.strip().partition(" ")
+        digits = value.split(" ")[0].replace(",", "")
+        if key == "prefix" and value.endswith(" tokens") and digits.isdigit() and int(digits) > 0:
+            return int(digits)
+    return None
+
+
+def summary_prefix(text: str) -> int | None:
+    """The fixed prefix V (tokens) a summary of ours states was measured on the conversation it compacted, or None.
+
+    >>> summary_prefix("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
+    ...                "compacted by dp-compact (compaction 1; model m; prefix 20,565 tokens).")
+    20565
+    """
+    found = _intro(text)
+    return recorded_prefix(found["recorded"]) if found is not None else None
 
 
 def summary_usage(text: str) -> tuple[float | None, float | None]:

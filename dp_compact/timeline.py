@@ -68,6 +68,9 @@ class Timeline:
         None when the replay's calls do not match the file's one to one.
     followed_note : str
         Why ``followed_context_tokens`` is None, in one sentence a command prints (``""`` when it is not).
+    v_notes : tuple[str, ...]
+        Where the fixed prefix V each segment was planned with came from
+        (:func:`~dp_compact.estimation.fixed_prefix`), one sentence per segment, repeats left out.
     """
 
     path: str
@@ -90,6 +93,7 @@ class Timeline:
     window_source: str = ""
     followed_context_tokens: npt.NDArray[np.int64] | None = None
     followed_note: str = ""
+    v_notes: tuple[str, ...] = ()
 
 
 def _points(segment: Session, settings: Settings, cum: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Usage]]:
@@ -134,13 +138,20 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     rows: dict[str, list] = {name: [] for name in ("segment", "context", "n", "compact", "rule", "k", "tail", "head")}
     usage_before: list[Usage] = []
     first_after: list[int] = []
+    v_notes: list[str] = []
     for index, segment in enumerate(history.segments):
         if index:
             first_after.append(len(rows["n"]))
         tokens = session_tokens(segment, settings, use_cache=use_cache)
         arrays = message_arrays(segment.messages)
         # V as a live plan takes it: the segment's first call measures it, and every point plans with that call's usage
-        v_tokens = fixed_prefix(settings, measured_prefix(segment, tokens), prices.max_context_tokens)[0]
+        several = len(history.segments) > 1
+        v_tokens, _, v_note = fixed_prefix(settings, measured_prefix(segment, tokens), prices.max_context_tokens,
+                                           call="its first call" if several else "the first recorded call",
+                                           recorded=segment.recorded_prefix_tokens)
+        v_note = f"segment {index + 1}: {v_note}" if several else v_note
+        if v_note not in v_notes:
+            v_notes.append(v_note)
         planning = settings if v_tokens == settings.v else settings.model_copy(update={"v": v_tokens})
         cum = np.concatenate(([0], np.cumsum(tokens)))
         sent, contexts, usage = _points(segment, settings, cum)
@@ -168,6 +179,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
         head_tokens=ints("head"), compactions=history.compactions, first_call_after=np.array(first_after, dtype=np.int64),
         prices=prices, force_threshold_tokens=settings.force_ratio * prices.max_context_tokens, s_tokens=settings.s,
         window_source=prices.window_source, followed_context_tokens=followed, followed_note=followed_note,
+        v_notes=tuple(v_notes),
     )
 
 
@@ -189,7 +201,8 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
         return None, (f"the context had every advice been taken is not drawn: the replay has {recording.n_calls:,} calls (one per"
                       f" assistant message of the whole history) where the timeline plans {n_calls:,} ({ours}), so they cannot be paired"
                       " (dp-compact replay prices its own)")
-    v_tokens, v_source, _ = replay_v_tokens(recording, settings, prices.max_context_tokens)  # as dp-compact replay charges
+    v_tokens, v_source, _ = replay_v_tokens(recording, settings, prices.max_context_tokens,  # as dp-compact replay charges
+                                            whole.recorded_prefix_tokens)
     params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=summary_tokens(settings), v_source=v_source,
                           warm_tokens=warm_cache_tokens(whole, v_tokens)[0])
     return replay(recording, PlannerPolicy(settings), params).counted_contexts, ""

@@ -189,7 +189,9 @@ def test_langchain_usage_after_compaction_is_not_reused(dp_run):
     assert again.compact_messages(model.calls[j]) is None  # a compaction is a fixed point of the plan
     replanned = again.plans[0]
     assert replanned.estimates.context_source == "estimate"  # V + T, not the stale record of the old prompt
-    assert replanned.estimates.context_tokens == again.settings.v + replanned.total_tokens
+    assert replanned.estimates.context_tokens == replanned.settings["v"] + replanned.total_tokens
+    # V: the one the compaction's plan measured, stated in its summary (the compacted messages measure none)
+    assert first.plan.v_source == "measured" and (replanned.settings["v"], replanned.v_source) == (first.plan.settings["v"], "recorded")
 
 
 def test_langchain_cost_against_summarization_middleware(dp_run, capsys):

@@ -48,6 +48,9 @@ def test_compacted_file_replans_keep_with_the_same_model_window_and_usage(name: 
     assert any(n.startswith(scale[0].split(" (")[0]) and n.endswith("(recorded)") for n in after.notes)
     # the plan of the compacted file is below the window, as the source's plan said it would be
     assert after.estimates.context_tokens < after.prices.max_context_tokens
+    # V measured on the source's usage records is the one the compacted file, which has none, is planned with
+    assert before.v_source == "measured" and (after.settings["v"], after.v_source) == (before.settings["v"], "recorded")
+    assert any(n.startswith(f"V {before.settings['v']:,} tokens: as the statement of an earlier") for n in after.notes)
 
 
 def test_summary_usage_reads_only_our_summaries():
@@ -74,6 +77,9 @@ def test_shrunk_file_plans_its_shrunk_context_under_the_same_window(name: str, t
     if before.estimates.context_tokens < window:
         assert after.estimates.context_tokens < window
     assert after.estimates.avg_tokens == pytest.approx(before.estimates.avg_tokens, abs=0.5)
+    # the shrunk file keeps the source's measured V where its own usage records measure none
+    assert before.v_source == "measured"
+    assert (after.settings["v"], after.v_source) == (before.settings["v"], "recorded")
     # the context saved is what the previews saved, at the source's token scale (within rounding)
     statement = next(
         shrunk_recorded(r.text) for line in out.read_text().splitlines() for r in _results(json.loads(line))

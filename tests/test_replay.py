@@ -391,7 +391,7 @@ def test_cli_replay_folder_shows_each_sessions_v_and_marks_the_ones_charged_dp_v
     assert rows.keys() == charged.keys() and any(name.startswith("cc_") for name in rows) and folder.is_dir()
     for name, (v, source) in charged.items():
         assert rows[name] == f"{v:,}" + ("" if source == "measured" else "*"), name
-    assert ("* DP_V" in shown) is any(source != "measured" for _, source in charged.values())
+    assert ("marked *, DP_V" in shown) is any(source != "measured" for _, source in charged.values())
 
 
 # ----------------------------------------------------------------------------- lost information (DESIGN §6)
@@ -618,7 +618,7 @@ def test_replay_session_without_usage_is_charged_dp_v(tmp_path, monkeypatch):
     session = _write_session(tmp_path / "s.jsonl")  # no usage records
     report = replay_file(session, load_settings(), ["never"])
     assert (report.params.v_tokens, report.params.v_source) == (load_settings().v, "default")
-    assert any("the DP_V default; the session records no call's prompt" in n for n in report.notes)
+    assert any("the DP_V default; the session has no usage record" in n for n in report.notes)
     monkeypatch.setenv("DP_V", "2500")
     assert replay_file(session, load_settings(), ["never"]).params.v_tokens == 2500
 

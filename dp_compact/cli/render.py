@@ -277,7 +277,7 @@ def render_directory(data: dict[str, Any]) -> str:
     if any(r["vs_oracle"] is not None for r in rows):
         lines.append(f"{'vs oracle':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
     lines.append("V: each session's fixed prefix, tokens, measured from its usage records"
-                 + ("; * DP_V (given, or none measured)" if unmeasured else ""))
+                 + (" or, marked *, DP_V (given, or none measured)" if unmeasured else ""))
     lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']}):",
               render_policy_table(rows), f"assumes   {data['assumption']}"]
     lines += [f"skipped   {path}: {reason}" for path, reason in ((k["path"], k["reason"]) for k in data["skipped"])]

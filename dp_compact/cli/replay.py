@@ -150,5 +150,7 @@ def timeline(
     advised = int(line.compact.sum())
     if line.window_source:
         typer.echo(window_note(line.prices.max_context_tokens, line.window_source))
+    for text in line.v_notes:
+        typer.echo(text)
     advice = f"compaction advised at {advised} of them" if advised else "compaction never advised"
     typer.echo(f"{len(line.call)} calls, {advice}; wrote {target}")

@@ -4,7 +4,8 @@ Replay (:func:`replay_table`): one row per session and policy, columns
 
 ``path, format``, ``v_tokens`` (int: the fixed prefix V charged to every policy of the session,
 tokens), ``v_source`` (where V comes from: ``measured`` from the session's usage records,
-``setting`` given as ``DP_V`` / ``--v``, or the ``default`` ``DP_V``), ``policy, fixed,
+``setting`` given as ``DP_V`` / ``--v``, or the ``default`` ``DP_V``), ``warm_tokens`` (int: the
+tokens of V the first recorded call found cached, which every policy starts with), ``policy, fixed,
 total_usd, cache_read_usd, input_usd, write_usd, output_usd, compaction_usd, loss_usd,
 floor_usd`` ($), ``calls, compactions, overflows, truncations, refetches, summary_tokens,
 peak_context_tokens`` (int), ``mean_context_tokens`` (float, tokens), ``error`` (null). A
@@ -33,7 +34,8 @@ _MONEY = ("total_usd", "cache_read_usd", "input_usd", "write_usd", "output_usd",
 _COUNTS = ("calls", "compactions", "overflows", "truncations", "refetches", "summary_tokens", "peak_context_tokens")
 #: Replay columns and their Arrow types (names of :func:`pyarrow` type constructors).
 REPLAY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("path", "string"), ("format", "string"), ("v_tokens", "int64"), ("v_source", "string"), ("policy", "string"),
+    ("path", "string"), ("format", "string"), ("v_tokens", "int64"), ("v_source", "string"), ("warm_tokens", "int64"),
+    ("policy", "string"),
     ("fixed", "bool_"), *((name, "float64") for name in _MONEY), *((name, "int64") for name in _COUNTS),
     ("mean_context_tokens", "float64"), ("error", "string"),
 )
@@ -53,7 +55,8 @@ def replay_rows(result: DirectoryReplay) -> list[dict[str, Any]]:
     for session in result.sessions:
         for r in session.results:
             row: dict[str, Any] = {"path": session.path, "format": session.format, "v_tokens": session.params.v_tokens,
-                                   "v_source": session.params.v_source, "policy": r.policy, "fixed": r.fixed}
+                                   "v_source": session.params.v_source, "warm_tokens": session.params.warm_tokens,
+                                   "policy": r.policy, "fixed": r.fixed}
             row.update({name: getattr(r, name) for name in (*_MONEY, *_COUNTS, "mean_context_tokens")})
             row["error"] = None
             rows.append(row)

@@ -30,6 +30,7 @@ def summary_message_text(
     summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int, user_turns: int = 0,
     llm_calls: int = 0, compaction: int = 1, kept_messages: int | None = None, model: str | None = None,
     window: int | None = None, avg_tokens: float | None = None, token_ratio: float | None = None,
+    prefix_tokens: int | None = None,
 ) -> str:
     """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
 
@@ -62,6 +63,10 @@ def summary_message_text(
         measured on it, stated so that the compacted file, which has no usage records, is
         planned with the same avg and token scale (``Session.recorded_avg_tokens``,
         ``Session.recorded_token_ratio``); None leaves them out.
+    prefix_tokens : int or None
+        The fixed prefix V (tokens) measured from the conversation's usage records, stated so that
+        the compacted file is planned with the same V (``Session.recorded_prefix_tokens``); None
+        leaves it out.
 
     Examples
     --------
@@ -73,7 +78,8 @@ def summary_message_text(
     recorded = ("" if not model else t.recorded_model.format(model=model)) + (
         "" if not window else t.recorded_window.format(window=f"{window:,}")) + (
         "" if not avg_tokens else t.recorded_avg.format(avg=f"{round(avg_tokens):,}")) + (
-        "" if not token_ratio else t.recorded_ratio.format(ratio=f"{token_ratio:.4f}"))
+        "" if not token_ratio else t.recorded_ratio.format(ratio=f"{token_ratio:.4f}")) + (
+        "" if not prefix_tokens else t.recorded_prefix.format(prefix=f"{prefix_tokens:,}"))
     parts = [t.marker, t.intro.format(
         n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction,
         kept=kept, recorded=recorded,

@@ -202,7 +202,7 @@ SHRUNK_STATEMENT = "; conversation when shrunk: "
 
 def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_messages: int,
                      avg_tokens: float | None, token_ratio: float | None,
-                     totals: tuple[int, int, int] | None = None) -> str:
+                     totals: tuple[int, int, int] | None = None, prefix_tokens: int | None = None) -> str:
     """What a file ``dp-compact shrink`` writes states about its conversation, in the first preview's header.
 
     The output has no usage records and no place for the model, so the planner would read it
@@ -220,6 +220,7 @@ def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_m
     parts = ([f"model {model}"] if model else []) + [f"window {window:,} tokens", f"context {context_tokens:,} tokens in {n_messages} messages"]
     parts += [f"avg {round(avg_tokens):,} prompt tokens per call"] if avg_tokens else []
     parts += [f"ratio {token_ratio:.4f} provider tokens per cl100k token"] if token_ratio else []
+    parts += [f"prefix {prefix_tokens:,} tokens"] if prefix_tokens else []
     parts += [f"history {totals[0]:,} user turns, {totals[1]:,} LLM calls, {totals[2]:,} compactions"] if totals else []
     return SHRUNK_STATEMENT + "; ".join(parts)
 
@@ -243,7 +244,7 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     """
     from dp_compact.api import _scaled_tokens, choose_prices
     from dp_compact.errors import SettingsError, UnknownProfileError
-    from dp_compact.estimation import estimate
+    from dp_compact.estimation import estimate, fixed_prefix, measured_prefix
     from dp_compact.tokens import count_message_tokens
 
     try:
@@ -251,7 +252,9 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     except (SettingsError, UnknownProfileError):
         return None
     tokens, ratio, source = _scaled_tokens(session, settings, use_cache=True)
-    est = estimate(session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens)
+    v_tokens, v_source, _ = fixed_prefix(settings, measured_prefix(session, tokens), prices.max_context_tokens,
+                                         recorded=session.recorded_prefix_tokens)
+    est = estimate(session, settings.model_copy(update={"v": v_tokens}), total_tokens=int(tokens.sum()), message_tokens=tokens)
     after = count_message_tokens(shrunk, tokenizer=settings.tokenizer)
     after = after if ratio == 1.0 else np.rint(after * ratio).astype(np.int64)
     return shrunk_statement(
@@ -260,6 +263,7 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
         avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
         token_ratio=ratio if source in ("measured", "recorded") else None,
         totals=(session.user_turns, session.llm_calls, session.compactions),
+        prefix_tokens=v_tokens if v_source in ("measured", "recorded") else None,
     )
 
 

@@ -34,6 +34,7 @@ class Texts:
     recorded_window: str
     recorded_avg: str
     recorded_ratio: str
+    recorded_prefix: str
     archive_line: str
     no_archive_line: str
     headings: dict[str, str]
@@ -55,6 +56,7 @@ def texts() -> Texts:
         recorded_window=summary["recorded_window"],
         recorded_avg=summary["recorded_avg"],
         recorded_ratio=summary["recorded_ratio"],
+        recorded_prefix=summary["recorded_prefix"],
         archive_line=summary["archive_line"],
         no_archive_line=summary["no_archive_line"],
         headings={key: summary["sections"][key] for key in SECTION_KEYS},

@@ -131,15 +131,19 @@ def load_recording(
     return recording, source
 
 
-def replay_v_tokens(recording: Recording, settings: Settings, window_tokens: int) -> tuple[int, str, str]:
+def replay_v_tokens(
+    recording: Recording, settings: Settings, window_tokens: int, recorded: int | None = None
+) -> tuple[int, str, str]:
     """V charged to every call of ``recording``'s replay, tokens; its source (:data:`V_SOURCES`) and a note.
 
     :func:`~dp_compact.estimation.fixed_prefix`, the rule ``dp-compact plan`` follows too, of
     ``recording.counted_v``: the first recorded call's prompt less our tokens of the messages it
     carried (:func:`~dp_compact.replay.recording.counted_tokens_per_message`), in provider tokens,
-    the unit of every prompt the replay charges; None without usage records. ``window_tokens``: M.
+    the unit of every prompt the replay charges; None without usage records. ``window_tokens``: M;
+    ``recorded``: the V an earlier dp-compact compaction or shrink in the file states
+    (``Session.recorded_prefix_tokens``), taken when the usage records measure none.
     """
-    return fixed_prefix(settings, recording.counted_v, window_tokens)
+    return fixed_prefix(settings, recording.counted_v, window_tokens, recorded=recorded)
 
 
 def replay_params(
@@ -153,7 +157,7 @@ def replay_params(
     and the loss mode. The notes say where prices, window and V come from.
     """
     prices, notes = choose_prices(settings, session)
-    v_tokens, v_source, v_note = replay_v_tokens(recording, settings, prices.max_context_tokens)
+    v_tokens, v_source, v_note = replay_v_tokens(recording, settings, prices.max_context_tokens, session.recorded_prefix_tokens)
     warm, warm_note = warm_cache_tokens(session, v_tokens)
     params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss,
                           v_source=v_source, warm_tokens=warm)
@@ -169,8 +173,10 @@ def warm_cache_tokens(session: Session, v_tokens: int) -> tuple[int, tuple[str, 
     replay starts every policy with that much of V cached, whatever it does next; 0 without usage.
     """
     first = next((u for u in session.usage if u.prompt_tokens > 0), None)
-    warm = min(first.cache_read_tokens, v_tokens) if first is not None else 0
+    found = first.cache_read_tokens if first is not None else 0
+    warm = min(found, v_tokens)
     if warm <= 0:
         return 0, ()
-    return warm, (f"the first call found {warm:,} tokens of its fixed prefix already cached (an earlier session wrote"
-                  " them; its usage record says so): every policy starts with them cached",)
+    held = f"{warm:,} tokens of its fixed prefix" if warm == found else f"{found:,} tokens, all {warm:,} of the V charged and more,"
+    return warm, (f"the first call found {held} already cached (an earlier session wrote them; its usage record says so):"
+                  f" every policy starts with {warm:,} tokens of V cached",)

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from dp_compact.images import find_blocks
-from dp_compact.summary_text import recorded_usage, summary_usage
+from dp_compact.summary_text import recorded_prefix, recorded_usage, summary_prefix, summary_usage
 from dp_compact.conversation import (
     SUMMARY_PREFIXES,
     Message,
@@ -229,8 +229,9 @@ _SHRUNK_TOTALS = re.compile(r"^history (\d[\d,]*) user turns, (\d[\d,]*) LLM cal
 def shrunk_recorded(text: str) -> dict[str, Any]:
     """What the first preview of a file ``dp-compact shrink`` wrote states about its conversation:
     any of ``model``, ``context_window``, ``recorded_context`` (tokens, messages),
-    ``recorded_avg_tokens``, ``recorded_token_ratio`` and ``recorded_totals`` (user turns, LLM
-    calls, compactions of the whole conversation); empty for any other text.
+    ``recorded_avg_tokens``, ``recorded_token_ratio``, ``recorded_prefix_tokens`` and
+    ``recorded_totals`` (user turns, LLM calls, compactions of the whole conversation); empty for
+    any other text.
 
     >>> shrunk_recorded("[tool result shrunk by dp-compact: 900 characters, 3 lines of text; conversation when shrunk:"
     ...                 " model m-1; window 1,000,000 tokens; context 12,345 tokens in 9 messages; avg 4,100 prompt"
@@ -253,6 +254,8 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
         recorded["recorded_avg_tokens"] = avg
     if ratio:
         recorded["recorded_token_ratio"] = ratio
+    if found and (prefix := recorded_prefix(found.group(1))):
+        recorded["recorded_prefix_tokens"] = prefix
     return recorded
 
 
@@ -322,6 +325,7 @@ def build_session(
             if window and not extra.get("context_window"):
                 extra["context_window"], extra["window_source"] = window, "the summary of an earlier dp-compact compaction"
             extra["recorded_avg_tokens"], extra["recorded_token_ratio"] = summary_usage(all_messages[last].text)
+            extra["recorded_prefix_tokens"] = summary_prefix(all_messages[last].text)
     after_summary = live_start if last is None or last < live_start else last + 1
     shrunk = _last_shrunk(all_messages, after_summary)
     if shrunk is not None:  # a file dp-compact shrink wrote: what the conversation ran with, where the file records nothing
