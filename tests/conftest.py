@@ -22,8 +22,10 @@ REFERENCE = SHARED / "reference"
 
 def need(path: Path) -> Path:
     """``path``, or skip the test when ../shared is absent."""
+    if not SHARED.exists():
+        pytest.skip(f"{SHARED} is absent (tests on shared data need ../shared beside the checkout)")
     if not path.exists():
-        pytest.skip(f"{path} is absent (tests on shared data need ../shared beside the checkout)")
+        pytest.skip(f"{path} is absent from ../shared")
     return path
 
 

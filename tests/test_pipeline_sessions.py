@@ -23,7 +23,7 @@ from dp_compact.pipeline.io import validate_file, write_messages
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, Session
 from dp_compact.settings import load_settings
-from tests.conftest import SESSIONS, session_files
+from tests.conftest import SESSIONS, need, session_files
 from tests.pipeline_helpers import FakeArchiver, read_jsonl, sdk_errors
 
 #: --keep values tried on every session (those >= N are skipped: nothing to drop).
@@ -53,8 +53,7 @@ def _sessions() -> list[Path]:
 
 
 def _read(path: Path) -> Session:
-    if not path.exists():
-        pytest.skip(f"{path} is absent (tests on shared data need ../shared beside the checkout)")
+    need(path)
     try:
         return _session(path)
     except NotASessionError as exc:
