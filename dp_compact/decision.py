@@ -89,10 +89,11 @@ class Plan:
         ``summary_tokens``; None for the other planners.
     context_after_tokens : int
         The prompt right after the decision (V + S + K when compacting, the context otherwise), tokens.
-    v_source : {"measured", "setting", "default", ""}
+    v_source : {"measured", "recorded", "setting", "default", ""}
         Where ``settings["v"]``, the fixed prefix V in tokens, comes from
-        (:func:`~dp_compact.estimation.fixed_prefix`): the session's usage records, ``DP_V`` /
-        ``--v`` given, or ``DP_V``'s default; ``""`` when the caller gave the settings as they are
+        (:func:`~dp_compact.estimation.fixed_prefix`): the session's usage records, the statement
+        of an earlier dp-compact compaction or shrink in the file, ``DP_V`` / ``--v`` given, or
+        ``DP_V``'s default; ``""`` when the caller gave the settings as they are
         (:func:`~dp_compact.planner.plan` called directly).
     lookahead_usd : ndarray or None
         Expected cost of compacting now at every feasible cut (for curves), $; not serialized.

@@ -4,7 +4,8 @@ Replay (:func:`replay_table`): one row per session and policy, columns
 
 ``path, format``, ``v_tokens`` (int: the fixed prefix V charged to every policy of the session,
 tokens), ``v_source`` (where V comes from: ``measured`` from the session's usage records,
-``setting`` given as ``DP_V`` / ``--v``, or the ``default`` ``DP_V``), ``warm_tokens`` (int: the
+``recorded`` by an earlier dp-compact compaction or shrink in the file, ``setting`` given as
+``DP_V`` / ``--v``, or the ``default`` ``DP_V``), ``warm_tokens`` (int: the
 tokens of V the first recorded call found cached, which every policy starts with), ``policy, fixed,
 total_usd, cache_read_usd, input_usd, write_usd, output_usd, compaction_usd, loss_usd,
 floor_usd`` ($), ``calls, compactions, overflows, truncations, refetches, summary_tokens,

@@ -227,8 +227,9 @@ class ReplayParams:
 
     ``v_tokens`` is the fixed prefix every call sends (system prompt, tool definitions), charged
     to every policy and the oracle alike; ``v_source`` says where it comes from: ``"measured"``
-    (the session's usage records, :attr:`Recording.counted_v`), ``"setting"`` (``DP_V`` /
-    ``--v`` given), ``"default"`` (``DP_V``'s default), ``""`` (given by the caller);
+    (the session's usage records, :attr:`Recording.counted_v`), ``"recorded"`` (stated by an
+    earlier dp-compact compaction or shrink in the file), ``"setting"`` (``DP_V`` / ``--v``
+    given), ``"default"`` (``DP_V``'s default), ``""`` (given by the caller);
     :func:`dp_compact.replay.load.replay_v_tokens` chooses. ``s_tokens`` is the summary the
     policy's tool writes (DESIGN §6 "Summary size per policy"). ``warm_tokens`` is the part of V
     already in the cache when the session starts, tokens: what its first recorded call read from
