@@ -16,7 +16,7 @@ import numpy.typing as npt
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.io import bulk_allocation
-from dp_compact.estimation import fixed_prefix, measured_prefix, measured_token_ratio, measuring_call
+from dp_compact.estimation import measured_token_ratio, session_prefix
 from dp_compact.planner import Plan, plan
 from dp_compact.pricing import Prices, base_model_name, get_prices
 from dp_compact.sessions import read_session
@@ -236,10 +236,7 @@ def _plan_session(session: Session, settings: Settings, use_cache: bool) -> Plan
         family = source.removeprefix("family ")
         known = "no model is recorded, so no provider family is known" if family == "unknown" else f"no factor is calibrated for the {family} family"
         notes = (*notes, f"message tokens are cl100k counts, unscaled: no token ratio could be measured from usage records and {known} (set --token-ratio to scale them)")
-    v_tokens, v_source, v_note = fixed_prefix(settings, measured_prefix(session, message_tokens), prices.max_context_tokens,
-                                              call=measuring_call(session), recorded=session.recorded_prefix_tokens)
-    if v_tokens != settings.v:  # the session's own prefix, measured from its usage records
-        settings = settings.model_copy(update={"v": v_tokens})
+    settings, v_source, v_note = session_prefix(session, settings, message_tokens, prices.max_context_tokens)
     notes = (*notes, v_note)
     result = plan(session, message_tokens, settings, prices, arrays=message_arrays(session.messages))
     return replace(result, notes=notes + result.notes, v_source=v_source)

@@ -38,6 +38,7 @@ from dp_compact.summary_text import (
 
 __all__ = [
     "BLOCK_MARKERS",
+    "LONGEST_MARKER",
     "MARKER_WORDS",
     "MESSAGE_KINDS",
     "SUMMARY_PREFIXES",
@@ -100,7 +101,8 @@ BLOCK_MARKERS = re.compile(rb'"(?:i(?:mage(?:_url)?|nput_(?:image|file)|nline(?:
 #: its keys or strings is one of these (a quote inside a string is escaped; a test checks the list).
 MARKER_WORDS = frozenset({"image", "image_url", "input_image", "input_file", "inlineData", "inline_data", "document", "file",
                           "fileData", "file_data"})
-_LONGEST_MARKER = max(map(len, MARKER_WORDS))
+#: Characters of the longest of :data:`MARKER_WORDS`: a longer string is none of them (:func:`not_marker`).
+LONGEST_MARKER = max(map(len, MARKER_WORDS))
 #: Source bytes from which a message's raw is walked for markers (:func:`unmarked`) rather than
 #: written as JSON and searched: the walk costs a few function calls per block and nesting
 #: level, the search a pass over every byte. Measured on the messages of real Claude Code and
@@ -170,7 +172,7 @@ def unmarked(value: Any, depth: int = 0) -> bool:
     for item in items:
         kind = type(item)
         if kind is str:  # the common case, checked here rather than in a call
-            if len(item) <= _LONGEST_MARKER and item in MARKER_WORDS:
+            if len(item) <= LONGEST_MARKER and item in MARKER_WORDS:
                 return False
         elif kind is dict or kind is list:
             if not unmarked(item, depth + 1):
@@ -213,7 +215,7 @@ def shape_if_kept(content: Any) -> RawJSON | None:
 
 def not_marker(text: str) -> bool:
     """True when the string ``text``, as a JSON key or value, is none of :data:`MARKER_WORDS`."""
-    return len(text) > _LONGEST_MARKER or text not in MARKER_WORDS
+    return len(text) > LONGEST_MARKER or text not in MARKER_WORDS
 
 
 def holds_no_blocks(raw: Any) -> bool:

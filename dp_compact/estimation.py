@@ -37,8 +37,8 @@ __all__ = [
     "fixed_prefix",
     "measured_prefix",
     "measured_token_ratio",
-    "measuring_call",
     "prompt_growths",
+    "session_prefix",
 ]
 
 #: DESIGN §2: avg when the session has no usage records (tokens per call).
@@ -235,10 +235,34 @@ def measured_prefix(session: Session, message_tokens: npt.NDArray[np.int64]) -> 
     return int(usage[first].prompt_tokens) - carried
 
 
-def measuring_call(session: Session) -> str:
-    """How a note names the call :func:`measured_prefix` measures V on: the first of the file, or the
-    first since the last compaction the file records (its live conversation starts later)."""
-    return "the first call since the last compaction" if len(session.history) > len(session.messages) else "the first recorded call"
+def session_prefix(
+    session: Session, settings: Settings, message_tokens: npt.NDArray[np.int64], window_tokens: int, *, call: str | None = None
+) -> tuple[Settings, str, str]:
+    """``settings`` with the fixed prefix V that ``session`` is planned with, where V comes from
+    (:data:`V_SOURCES`) and the note that says so: :func:`fixed_prefix` of the prefix its usage
+    records measure (:func:`measured_prefix`) and of the one an earlier dp-compact compaction or
+    shrink in it states (``Session.recorded_prefix_tokens``). The one rule of ``plan``,
+    ``compact``, ``shrink`` and ``timeline``.
+
+    Parameters
+    ----------
+    session : Session
+        The live messages, usage records and recorded prefix.
+    settings : Settings
+        Returned as it is when V does not change, else a copy with ``v`` = V (tokens).
+    message_tokens : ndarray[int64], shape (N,)
+        Tokens per live message on the provider's scale.
+    window_tokens : int
+        The window M, tokens.
+    call : str, optional
+        How the note names the measuring call; default: the first recorded call, or the first
+        since the last compaction when the file records one (its live conversation starts later).
+    """
+    if call is None:
+        call = "the first call since the last compaction" if len(session.history) > len(session.messages) else "the first recorded call"
+    v_tokens, source, note = fixed_prefix(settings, measured_prefix(session, message_tokens), window_tokens, call=call,
+                                          recorded=session.recorded_prefix_tokens)
+    return (settings if v_tokens == settings.v else settings.model_copy(update={"v": v_tokens})), source, note
 
 
 def fixed_prefix(

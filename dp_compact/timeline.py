@@ -17,7 +17,7 @@ import numpy.typing as npt
 from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Session, Usage
 from dp_compact.cuts import message_arrays
-from dp_compact.estimation import call_message_counts, fixed_prefix, measured_prefix
+from dp_compact.estimation import call_message_counts, session_prefix
 from dp_compact.calibration.history import CompactionMarker, History
 from dp_compact.planner import plan
 from dp_compact.pricing import Prices
@@ -139,20 +139,18 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     usage_before: list[Usage] = []
     first_after: list[int] = []
     v_notes: list[str] = []
+    several = len(history.segments) > 1
     for index, segment in enumerate(history.segments):
         if index:
             first_after.append(len(rows["n"]))
         tokens = session_tokens(segment, settings, use_cache=use_cache)
         arrays = message_arrays(segment.messages)
         # V as a live plan takes it: the segment's first call measures it, and every point plans with that call's usage
-        several = len(history.segments) > 1
-        v_tokens, _, v_note = fixed_prefix(settings, measured_prefix(segment, tokens), prices.max_context_tokens,
-                                           call="its first call" if several else "the first recorded call",
-                                           recorded=segment.recorded_prefix_tokens)
+        planning, _, v_note = session_prefix(segment, settings, tokens, prices.max_context_tokens,
+                                             call="its first call" if several else "the first recorded call")
         v_note = f"segment {index + 1}: {v_note}" if several else v_note
         if v_note not in v_notes:
             v_notes.append(v_note)
-        planning = settings if v_tokens == settings.v else settings.model_copy(update={"v": v_tokens})
         cum = np.concatenate(([0], np.cumsum(tokens)))
         sent, contexts, usage = _points(segment, settings, cum)
         turns_in_segment = int(arrays.turn_index[-1]) if arrays.n else 0
@@ -189,9 +187,9 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
     None and why when the replay's calls (one per assistant message of the whole history) are
     not the timeline's (one per usage record placed on a message, else per assistant message)."""
     from dp_compact.planner import summary_tokens
-    from dp_compact.replay.meter import ReplayParams, replay
+    from dp_compact.replay.load import replay_params
+    from dp_compact.replay.meter import replay
     from dp_compact.replay.policies import PlannerPolicy
-    from dp_compact.replay.load import replay_v_tokens, warm_cache_tokens
     from dp_compact.replay.shell import load_recording
 
     recording, _ = load_recording(whole, settings, use_cache=use_cache)
@@ -201,8 +199,5 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
         return None, (f"the context had every advice been taken is not drawn: the replay has {recording.n_calls:,} calls (one per"
                       f" assistant message of the whole history) where the timeline plans {n_calls:,} ({ours}), so they cannot be paired"
                       " (dp-compact replay prices its own)")
-    v_tokens, v_source, _ = replay_v_tokens(recording, settings, prices.max_context_tokens,  # as dp-compact replay charges
-                                            whole.recorded_prefix_tokens)
-    params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=summary_tokens(settings), v_source=v_source,
-                          warm_tokens=warm_cache_tokens(whole, v_tokens)[0])
-    return replay(recording, PlannerPolicy(settings), params).counted_contexts, ""
+    params, _ = replay_params(whole, settings, None, recording=recording, prices=prices)  # V and warm cache as replay takes them
+    return replay(recording, PlannerPolicy(settings), replace(params, s_tokens=summary_tokens(settings))).counted_contexts, ""

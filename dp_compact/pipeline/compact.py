@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dp_compact.api import _scaled_tokens, choose_prices
-from dp_compact.estimation import estimate, fixed_prefix, measured_prefix, measuring_call
+from dp_compact.estimation import estimate, session_prefix
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.archive import preview_ref
@@ -211,10 +211,7 @@ def compact_session(
     prices, price_notes = choose_prices(settings, session)
     read_notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
     window = prices.max_context_tokens
-    v_tokens, v_source, v_note = fixed_prefix(settings, measured_prefix(session, tokens), window, call=measuring_call(session),
-                                              recorded=session.recorded_prefix_tokens)  # V as plan takes it
-    if v_tokens != settings.v:
-        settings = settings.model_copy(update={"v": v_tokens})
+    settings, v_source, v_note = session_prefix(session, settings, tokens, window)  # V as plan takes it
     price_notes = (*price_notes, v_note)
     cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force, requested)
     if decided is not None:
@@ -248,7 +245,7 @@ def compact_session(
             body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
             llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=after,
             model=session.model, window=window, avg_tokens=avg, token_ratio=measured_ratio,
-            prefix_tokens=v_tokens if v_source in ("measured", "recorded") else None,
+            prefix_tokens=settings.v if v_source in ("measured", "recorded") else None,
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 

@@ -244,7 +244,7 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     """
     from dp_compact.api import _scaled_tokens, choose_prices
     from dp_compact.errors import SettingsError, UnknownProfileError
-    from dp_compact.estimation import estimate, fixed_prefix, measured_prefix
+    from dp_compact.estimation import estimate, session_prefix
     from dp_compact.tokens import count_message_tokens
 
     try:
@@ -252,9 +252,8 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     except (SettingsError, UnknownProfileError):
         return None
     tokens, ratio, source = _scaled_tokens(session, settings, use_cache=True)
-    v_tokens, v_source, _ = fixed_prefix(settings, measured_prefix(session, tokens), prices.max_context_tokens,
-                                         recorded=session.recorded_prefix_tokens)
-    est = estimate(session, settings.model_copy(update={"v": v_tokens}), total_tokens=int(tokens.sum()), message_tokens=tokens)
+    planned, v_source, _ = session_prefix(session, settings, tokens, prices.max_context_tokens)
+    est = estimate(session, planned, total_tokens=int(tokens.sum()), message_tokens=tokens)
     after = count_message_tokens(shrunk, tokenizer=settings.tokenizer)
     after = after if ratio == 1.0 else np.rint(after * ratio).astype(np.int64)
     return shrunk_statement(
@@ -263,7 +262,7 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
         avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
         token_ratio=ratio if source in ("measured", "recorded") else None,
         totals=(session.user_turns, session.llm_calls, session.compactions),
-        prefix_tokens=v_tokens if v_source in ("measured", "recorded") else None,
+        prefix_tokens=planned.v if v_source in ("measured", "recorded") else None,
     )
 
 

@@ -31,15 +31,14 @@ from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Message, Session, Usage, recorded_history
 from dp_compact.cuts import message_arrays
 from dp_compact.errors import DpCompactError
-from dp_compact.estimation import MAX_MEASURED_V_SHARE, V_SOURCES, call_message_counts, first_calls_after, fixed_prefix
+from dp_compact.pricing import Prices
+from dp_compact.estimation import call_message_counts, first_calls_after, fixed_prefix
 from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
 from dp_compact.reuse import find_uses
 from dp_compact.sessions.source import read_source
 from dp_compact.settings import Settings
 
 __all__ = [
-    "MAX_MEASURED_V_SHARE",
-    "V_SOURCES",
     "call_times",
     "load_recording",
     "recorded_calls",
@@ -52,7 +51,6 @@ __all__ = [
 
 #: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
 replay_history = recorded_history
-
 
 
 def recorded_calls(
@@ -134,7 +132,8 @@ def load_recording(
 def replay_v_tokens(
     recording: Recording, settings: Settings, window_tokens: int, recorded: int | None = None
 ) -> tuple[int, str, str]:
-    """V charged to every call of ``recording``'s replay, tokens; its source (:data:`V_SOURCES`) and a note.
+    """V charged to every call of ``recording``'s replay, tokens; its source
+    (:data:`~dp_compact.estimation.V_SOURCES`) and a note.
 
     :func:`~dp_compact.estimation.fixed_prefix`, the rule ``dp-compact plan`` follows too, of
     ``recording.counted_v``: the first recorded call's prompt less our tokens of the messages it
@@ -147,16 +146,18 @@ def replay_v_tokens(
 
 
 def replay_params(
-    session: Session, settings: Settings, cache_ttl_s: float | None, loss: str = "refetch", *, recording: Recording
+    session: Session, settings: Settings, cache_ttl_s: float | None, loss: str = "refetch", *, recording: Recording,
+    prices: Prices | None = None,
 ) -> tuple[ReplayParams, tuple[str, ...]]:
     """The replay's parameters for ``session`` and their notes.
 
-    Prices ($/MTok) and window M (tokens) as :func:`~dp_compact.api.choose_prices` picks them;
+    Prices ($/MTok) and window M (tokens) as :func:`~dp_compact.api.choose_prices` picks them
+    (``prices`` when the caller has them already, their notes then left out);
     V (tokens) by :func:`replay_v_tokens` from ``recording`` (:func:`load_recording`), its source
     in ``v_source``; S = ``DP_S`` (tokens; each policy's own is set per policy); the cache TTL (s)
     and the loss mode. The notes say where prices, window and V come from.
     """
-    prices, notes = choose_prices(settings, session)
+    prices, notes = choose_prices(settings, session) if prices is None else (prices, ())
     v_tokens, v_source, v_note = replay_v_tokens(recording, settings, prices.max_context_tokens, session.recorded_prefix_tokens)
     warm, warm_note = warm_cache_tokens(session, v_tokens)
     params = ReplayParams(prices=prices, v_tokens=v_tokens, s_tokens=settings.s, cache_ttl_s=cache_ttl_s, loss=loss,

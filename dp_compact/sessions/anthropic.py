@@ -28,7 +28,8 @@ from typing import Any
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
 from dp_compact.sessions.common import build_session, dumps, summary_tool, text_and_images
 from dp_compact.conversation import (
-    MARKER_WORDS, Message, RecordedCompaction, message_kind, Session, ToolCall, ToolResult, Usage, new_message, not_marker, raw_value, shape_if_kept, unmarked,
+    LONGEST_MARKER, MARKER_WORDS, Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, message_kind, new_message,
+    not_marker, raw_value, shape_if_kept, unmarked,
 )
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
@@ -42,13 +43,11 @@ FORMAT = "anthropic"
 DESCRIPTION = "Anthropic messages (one {role, content} per line or a JSON array; Cline API history; seed agent)"
 
 _IMAGE_TYPES = frozenset({"image", "document", "input_image", "image_url"})
-#: The keys of the blocks whose every value :func:`message_from_anthropic` sees (a text, a tool
-#: call, a tool result given as a string): such a block holds a marker of an image or document
-#: only as one of those values (:func:`~dp_compact.conversation.shape_if_kept`).
-_TEXT_KEYS, _CALL_KEYS = frozenset({"type", "text"}), frozenset({"type", "id", "name", "input"})
-_RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
-#: Strings that may mark an image or document block, and the longest one's length (for not_marker inline).
-_MARKERS, _LONGEST = MARKER_WORDS, max(map(len, MARKER_WORDS))
+# A block whose every value message_from_anthropic sees holds a marker of an image or document
+# only as one of those values (conversation.shape_if_kept): a text with the keys {type, text}, a
+# tool call with {type, id, name, input}, a tool result given as a string with some of {type,
+# tool_use_id, content, is_error}. The reader checks the keys by counting them, and each string
+# against the markers inline (conversation.not_marker: longer than LONGEST_MARKER, or none of MARKER_WORDS).
 #: Tool calls the API runs itself and answers inside the same assistant message (Messages API
 #: "Server tools"; MCP connector ``mcp_tool_use`` / ``mcp_tool_result``): never answered by a user message.
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -127,7 +126,6 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
     # a {role, content} source whose blocks are all seen here keeps its shape without a search of
     # its JSON text for image and document markers (shape_if_kept; None when not keeping shapes).
-    # Inline below, for each string: not_marker(text) is ``len(text) > _LONGEST or text not in _MARKERS``.
     shape = shape_if_kept(content) if type(obj) is dict and len(obj) == 2 and type(content) in (str, list) else None
     if isinstance(content, str):
         raw = shape if shape is not None and not_marker(content) else obj
@@ -152,8 +150,10 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
             text = block.get("text", "")
             if type(text) is str:
                 texts.append(text)
-                # its keys are "type" and "text" only (_TEXT_KEYS: "type" is there, its value read above)
-                if shape is not None and not (len(block) == 2 and "text" in block and (len(text) > _LONGEST or text not in _MARKERS)):
+                # its keys are "type" and "text" only ("type" is there, its value read above)
+                if shape is not None and not (
+                    len(block) == 2 and "text" in block and (len(text) > LONGEST_MARKER or text not in MARKER_WORDS)
+                ):
                     shape = None
             else:
                 texts.append(str(text))
@@ -169,9 +169,10 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
             call_id, name, arguments = block.get("id", ""), block.get("name", ""), block.get("input", {})
             if type(call_id) is str and type(name) is str:
                 calls.append(ToolCall(call_id, name, arguments if type(arguments) is str else dumps(arguments)))
-                if shape is not None and not (  # its keys are _CALL_KEYS
+                if shape is not None and not (  # its keys are type, id, name, input
                     len(block) == 4 and "id" in block and "name" in block and "input" in block and kind == "tool_use"
-                    and (len(call_id) > _LONGEST or call_id not in _MARKERS) and (len(name) > _LONGEST or name not in _MARKERS)
+                    and (len(call_id) > LONGEST_MARKER or call_id not in MARKER_WORDS)
+                    and (len(name) > LONGEST_MARKER or name not in MARKER_WORDS)
                     and unmarked(arguments, 3)
                 ):
                     shape = None
@@ -182,10 +183,10 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
             answered, result, error = block.get("tool_use_id", ""), block.get("content"), block.get("is_error", False)
             if type(result) is str:
                 text = result
-                if shape is not None and not (  # its keys among _RESULT_KEYS ("type" is there)
+                if shape is not None and not (  # its keys among type, tool_use_id, content, is_error ("type" is there)
                     len(block) == 1 + ("tool_use_id" in block) + ("content" in block) + ("is_error" in block)
-                    and type(answered) is str and (len(answered) > _LONGEST or answered not in _MARKERS)
-                    and (len(result) > _LONGEST or result not in _MARKERS) and type(error) is bool
+                    and type(answered) is str and (len(answered) > LONGEST_MARKER or answered not in MARKER_WORDS)
+                    and (len(result) > LONGEST_MARKER or result not in MARKER_WORDS) and type(error) is bool
                 ):
                     shape = None
             else:
