@@ -36,7 +36,7 @@ from timing import SHARED_SESSIONS, machine_line
 
 PLAN_CHILD = """
 import json, sys, time
-import dp_compact.api, dp_compact.sessions, dp_compact.planner
+import dp_compact.api, dp_compact.sessions, dp_compact.core.planner
 from dp_compact.cli import app
 from dp_compact.pricing import get_prices
 get_prices("claude-sonnet-4-5-20250929")  # the model the Claude Code sessions name: genai-prices' data loads once per process

@@ -3,7 +3,7 @@
 Usage: ``python bench/bench_plan.py [--repeat 7] [--sessions ../shared/sessions]``
 
 Prints one table: session, messages, feasible cuts, read+tokenize ms (cold, no cache), plan ms
-(after tokens are known), per-cut reference ms (the plain loop of ``dp_compact._reference``,
+(after tokens are known), per-cut reference ms (the plain loop of ``dp_compact.core._reference``,
 estimated from a sample of cuts where the full loop would take too long) and the speedup; then
 end-to-end command timings on the largest real transcript, cold and warm token cache, and the
 number of messages re-tokenized after appending lines to it.
@@ -25,8 +25,8 @@ from timing import median_ms, machine_line, parse_args
 
 from dp_compact import _reference, tokens
 from dp_compact.api import resolve_prices
-from dp_compact.cuts import feasible_cut_mask, message_arrays
-from dp_compact.planner import plan
+from dp_compact.core.cuts import feasible_cut_mask, message_arrays
+from dp_compact.core.planner import plan
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, Session, ToolCall, ToolResult
 from dp_compact.settings import load_settings

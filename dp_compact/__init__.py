@@ -51,7 +51,7 @@ if TYPE_CHECKING:
         DpCompactError, MalformedLineError, NoFeasibleCutError, NotASessionError, SessionError,
         SettingsError, UnknownFormatError, UnknownProfileError,
     )
-    from dp_compact.planner import Plan, plan
+    from dp_compact.core.planner import Plan, plan
     from dp_compact.pricing import PROFILES, Prices, get_prices, list_profiles
     from dp_compact.sessions import Message, Session, read_session
     from dp_compact.settings import Settings, load_settings

@@ -1,6 +1,6 @@
 """The planner's shell: read a session file, count tokens, resolve prices, call :func:`plan`.
 
-This is the IO edge of the library (files, the token cache); :mod:`dp_compact.planner` stays pure.
+This is the IO edge of the library (files, the token cache); :mod:`dp_compact.core.planner` stays pure.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import message_arrays
+from dp_compact.core.cuts import message_arrays
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.io import bulk_allocation
-from dp_compact.estimation import measured_token_ratio, session_prefix
-from dp_compact.planner import Plan, plan
+from dp_compact.measure.estimation import measured_token_ratio, session_prefix
+from dp_compact.core.planner import Plan, plan
 from dp_compact.pricing import Prices, base_model_name, get_prices
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Session
 from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
-from dp_compact.tokens import (
+from dp_compact.measure.tokens import (
     REFERENCED_DOCUMENT_TOKENS,
     TokenCache,
     count_message_tokens,
@@ -32,10 +32,10 @@ from dp_compact.tokens import (
     referenced_documents,
     token_ratio,
 )
-from dp_compact.windows import context_window, known_windows, largest_accepted_prompt, window_note
+from dp_compact.measure.windows import context_window, known_windows, largest_accepted_prompt, window_note
 
 if TYPE_CHECKING:
-    from dp_compact.timeline import Timeline
+    from dp_compact.replay.timeline import Timeline
 
 __all__ = [
     "choose_prices",
@@ -58,7 +58,7 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     The profile is ``settings.provider`` when given by a flag, ``DP_PROVIDER`` or ``.env``;
     otherwise the model the session records, when a profile or genai-prices knows it; otherwise
     the default profile. ``DP_P_*`` override the profile's prices. The window is
-    :func:`dp_compact.windows.context_window` of the session, the profile's window standing for
+    :func:`dp_compact.measure.windows.context_window` of the session, the profile's window standing for
     the price database: ``DP_MAX_CONTEXT_TOKENS`` when given, else the session's evidence
     (recorded window, recorded auto-compaction, the tool's default, accepted prompts; DESIGN §6).
     Plan, curve, timeline, compact and replay all get their window here.
@@ -67,7 +67,7 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     -------
     (Prices, tuple[str, ...])
         The prices, and one sentence per choice a user should know about; always one
-        ``"context window N tokens: <source>"`` (:func:`~dp_compact.windows.window_note`).
+        ``"context window N tokens: <source>"`` (:func:`~dp_compact.measure.windows.window_note`).
 
     Raises
     ------
@@ -142,10 +142,10 @@ def token_scale(
     """Provider tokens per counted token for ``session``, and where the factor comes from.
 
     ``DP_TOKEN_RATIO`` when set; else the ratio measured from the session's own usage records
-    (:func:`~dp_compact.estimation.measured_token_ratio`, images taken off when
+    (:func:`~dp_compact.measure.estimation.measured_token_ratio`, images taken off when
     ``image_tokens`` gives them); else the one a summary of ours states was measured on the
     conversation it compacted (``Session.recorded_token_ratio``); else the calibrated factor of
-    its provider family (:func:`~dp_compact.tokens.token_ratio`, 1 for an unknown family).
+    its provider family (:func:`~dp_compact.measure.tokens.token_ratio`, 1 for an unknown family).
     ``bytes4`` counts are the seed's and never scaled. The factor applies to text: images are in
     provider tokens.
     """
@@ -164,7 +164,7 @@ def token_scale(
 
 def session_family(session: Session, settings: Settings) -> str:
     """The provider family whose tokens ``session``'s messages are in: its recorded model's (or its
-    format's, :func:`~dp_compact.tokens.provider_family`); for a session that records no model,
+    format's, :func:`~dp_compact.measure.tokens.provider_family`); for a session that records no model,
     the family of the provider given (``--provider``, ``DP_PROVIDER``); else ``"unknown"``."""
     family = provider_family(session.model, session.format)
     if family == "unknown" and not session.model and settings.explicit_provider():
@@ -174,11 +174,11 @@ def session_family(session: Session, settings: Settings) -> str:
 
 def _token_parts(session: Session, settings: Settings, use_cache: bool) -> tuple[npt.NDArray[np.int64], float, str, int]:
     """Counted tokens per live message scaled by :func:`token_scale`, with the factor, its source
-    and the documents given by reference (:func:`~dp_compact.tokens.referenced_documents`).
+    and the documents given by reference (:func:`~dp_compact.measure.tokens.referenced_documents`).
 
-    The images' tokens are priced by the session's provider (:func:`~dp_compact.tokens.image_token_counts`)
+    The images' tokens are priced by the session's provider (:func:`~dp_compact.measure.tokens.image_token_counts`)
     and left unscaled; the rest is scaled. With the cache, the session file's stored counts
-    answer its unchanged messages (:class:`~dp_compact.tokens.TokenCache`).
+    answer its unchanged messages (:class:`~dp_compact.measure.tokens.TokenCache`).
     """
     tiktoken = settings.tokenizer == "tiktoken"
     family = session_family(session, settings)
@@ -216,9 +216,9 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
 
     The fixed prefix V (tokens) is the session's own, measured from its usage records, unless
     ``DP_V`` / ``--v`` is given or the records measure none that makes sense
-    (:func:`~dp_compact.estimation.fixed_prefix`; ``Plan.v_source``). The plan's notes say how
+    (:func:`~dp_compact.measure.estimation.fixed_prefix`; ``Plan.v_source``). The plan's notes say how
     prices, window, token scale and V were chosen and how the current context was obtained
-    (:func:`~dp_compact.estimation.current_context`), and name a half-written last line left out
+    (:func:`~dp_compact.measure.estimation.current_context`), and name a half-written last line left out
     of the file (``Session.partial_line``).
     """
     with bulk_allocation():
@@ -244,7 +244,7 @@ def _plan_session(session: Session, settings: Settings, use_cache: bool) -> Plan
 
 def read_notes(session: Session, referenced: int | None = None) -> tuple[str, ...]:
     """What reading left out that a user should know: a half-written last line (``Session.partial_line``),
-    and documents given by reference, whose size is estimated (:func:`~dp_compact.tokens.referenced_documents`;
+    and documents given by reference, whose size is estimated (:func:`~dp_compact.measure.tokens.referenced_documents`;
     ``referenced`` when already counted)."""
     notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
     referenced = referenced_documents(session.messages) if referenced is None else referenced
@@ -385,7 +385,7 @@ def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False
     Returns
     -------
     (Timeline, tuple of str)
-        :func:`dp_compact.timeline.timeline` of the file, and the notes: reading (:func:`read_notes`
+        :func:`dp_compact.replay.timeline.timeline` of the file, and the notes: reading (:func:`read_notes`
         of its live segment), then why the line of the advice taken is not drawn, if it is not.
 
     Raises
@@ -394,7 +394,7 @@ def timeline_file(path: Path | str, settings: Settings, *, lenient: bool = False
         Unreadable session or unknown provider.
     """
     from dp_compact.calibration.history import read_history
-    from dp_compact.timeline import timeline
+    from dp_compact.replay.timeline import timeline
 
     history = read_history(path, lenient=lenient)
     line = timeline(history, settings, use_cache=use_cache)

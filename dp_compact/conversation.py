@@ -4,7 +4,7 @@ Value types (:class:`Message`, :class:`ToolCall`, :class:`ToolResult`, :class:`U
 :class:`Session`, :class:`RecordedCompaction`, :class:`SeedStats`) and the format-neutral rules
 over them: what a user turn is (:attr:`Message.is_user_turn`, from :attr:`Message.kind`) and the
 counts of user turns and LLM calls, carried over the summaries of ours (how a summary reads is
-:mod:`dp_compact.summary_text`, whose names are re-exported here).
+:mod:`dp_compact.text.summary_text`, whose names are re-exported here).
 A :class:`Session` holds the *live* conversation (the messages after the last compaction
 marker, which is what the model sees now), the usage records of the LLM calls, and counters over
 the whole file (user turns, LLM calls, compactions). Everything is immutable.
@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from dp_compact._slots import filler, rebuilt
-from dp_compact.patterns import is_injected_text
-from dp_compact.summary_text import (
+from dp_compact._fast import filler, rebuilt
+from dp_compact.text.patterns import is_injected_text
+from dp_compact.text.summary_text import (
     SUMMARY_PREFIXES,
     CompactingTool,
     is_summary_text,
@@ -93,7 +93,7 @@ class RawJSON(bytes):
 #: its whole JSON text, ``"shape"`` the whole JSON only where images or documents need it.
 _RAW_AS_JSON: ContextVar[str] = ContextVar("raw_as_json", default="")
 #: What the JSON text of any image or document block holds: the words of both patterns
-#: (:data:`~dp_compact.images.IMAGE_MARKERS`, :data:`~dp_compact.documents.DOCUMENT_MARKERS`)
+#: (:data:`~dp_compact.measure.images.IMAGE_MARKERS`, :data:`~dp_compact.measure.documents.DOCUMENT_MARKERS`)
 #: in one search, factored by their openings (half the time of the plain alternation); a test
 #: checks that it matches the same words.
 BLOCK_MARKERS = re.compile(rb'"(?:i(?:mage(?:_url)?|nput_(?:image|file)|nline(?:Data|_data))|document|file(?:Data|_data)?)"')
@@ -265,7 +265,7 @@ class ToolCall:
     name: str
     arguments: str = ""
 
-    def __new__(cls, id: str, name: str, arguments: str = "") -> ToolCall:  # filled as a plain object (dp_compact._slots)
+    def __new__(cls, id: str, name: str, arguments: str = "") -> ToolCall:  # filled as a plain object (dp_compact._fast)
         call = _CallSlots()
         call.id, call.name, call.arguments = id, name, arguments
         call.__class__ = cls
@@ -343,7 +343,7 @@ class Message:
 
         Not given (None), it follows from ``role`` and, for a user message, from the text
         (``"summary"`` when :func:`is_summary_text`, else ``"prompt"``). A ``"prompt"``, given or
-        inferred, whose text a client wrote (:func:`~dp_compact.patterns.is_injected_text`) is
+        inferred, whose text a client wrote (:func:`~dp_compact.text.patterns.is_injected_text`) is
         ``"injected"``, whatever the reader, so a file converted to another format keeps its
         user turns. For a tool or assistant
         message the role decides whatever is given, so a reader that turns a user message into
@@ -391,7 +391,7 @@ class Message:
         """True for a user turn: a prompt typed by a person (``kind == "prompt"``, DESIGN §1).
 
         The one rule the counters (``Session.user_turns``, :func:`count_user_turns`), the turn
-        index of the cuts and ages (:func:`dp_compact.cuts.message_arrays`), the estimates, the
+        index of the cuts and ages (:func:`dp_compact.core.cuts.message_arrays`), the estimates, the
         timeline and the pipeline share. Injected context and compaction summaries are user
         messages (a cut may start there, :attr:`is_user_message`) but not user turns.
 
@@ -405,7 +405,7 @@ class Message:
     @property
     def is_user_message(self) -> bool:
         """True for any message sent with the user role that carries no tool result: a prompt,
-        injected context or a summary (a tail may start there, :mod:`dp_compact.cuts`)."""
+        injected context or a summary (a tail may start there, :mod:`dp_compact.core.cuts`)."""
         return self.role == "user"
 
 
@@ -423,7 +423,7 @@ def new_message(
     message, the text for a user message without a user kind, and a ``"prompt"`` whose text a
     client wrote is ``"injected"``), then ``raw`` is kept as :func:`raw_as_json` asks; the
     fields are set on a plain object with the same slots, which then becomes a :class:`Message`
-    (:mod:`dp_compact._slots`).
+    (:mod:`dp_compact._fast`).
     """
     if role == "assistant":
         kind = "assistant"
@@ -476,7 +476,7 @@ class Usage:
     def __new__(
         cls, prompt_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0, output_tokens: int = 0,
         line: int = 0, convention: str = "",
-    ) -> Usage:  # filled as a plain object (dp_compact._slots; one per LLM call)
+    ) -> Usage:  # filled as a plain object (dp_compact._fast; one per LLM call)
         usage = _UsageSlots()
         usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens = prompt_tokens, cache_read_tokens, cache_write_tokens
         usage.output_tokens, usage.line, usage.convention = output_tokens, line, convention

@@ -15,6 +15,8 @@ The command line prints one line ``dp-compact: <message>`` and exits 2 for any o
     └── CompactionError                  a compaction aborted; input untouched, no output or temporary file left
         ├── SummaryTooShortError         the summarizer returned an empty or too short summary
         └── CircuitOpenError             3 consecutive summary failures for this session: compaction paused
+
+MissingExtraError(ImportError)       an adapter imported without its framework (names the extra to install)
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "SummaryTooShortError",
     "UnknownFormatError",
     "UnknownProfileError",
+    "MissingExtraError",
     "install_hint",
     "no_readable_session",
     "skip_reason",
@@ -221,3 +224,27 @@ def install_hint(extra: str) -> str:
     'pip install ".[dask]" in the dp-compact source folder'
     """
     return f'pip install ".[{extra}]" in the dp-compact source folder'
+
+
+class MissingExtraError(ImportError):
+    """An adapter imported without its framework: one line naming the extra to install.
+
+    Parameters
+    ----------
+    module : str
+        The adapter module (``"langchain"``, ``"pydantic_ai"``, ``"mcp_server"``).
+    extra : str
+        The extra of ``pyproject.toml`` that installs its framework.
+    missing : str or None
+        The top-level package that could not be imported, when known.
+
+    Examples
+    --------
+    >>> str(MissingExtraError("langchain", "langchain", "langgraph"))
+    'dp_compact.adapters.langchain needs the langchain extra (langgraph is not installed): pip install ".[langchain]" in the dp-compact source folder'
+    """
+
+    def __init__(self, module: str, extra: str, missing: str | None = None) -> None:
+        why = f" ({missing.split('.')[0]} is not installed)" if missing else ""
+        super().__init__(f"dp_compact.adapters.{module} needs the {extra} extra{why}: {install_hint(extra)}",
+                         name=missing)

@@ -99,7 +99,7 @@ class Prices:
         followed by ``"; "``-separated notes on any assumption made.
     window_source : str
         Where ``max_context_tokens`` comes from for a session (:func:`dp_compact.api.choose_prices`,
-        :func:`dp_compact.windows.context_window`); for a price-database model whose window is not
+        :func:`dp_compact.measure.windows.context_window`); for a price-database model whose window is not
         listed, that it is assumed; else "" for a bare profile. Ignored by equality.
 
     Raises

@@ -33,7 +33,7 @@ class Settings(BaseSettings):
 
     - ``recall_q0`` = 0.037, ``recall_tau`` = 1.99, ``recall_age`` = ``rounds``
       (``calibration/results.json``, ``recall.rounds``): q(a), the chance that a message of age
-      a is used later by the replay judge's own rule (:func:`dp_compact.reuse.find_uses`, DESIGN
+      a is used later by the replay judge's own rule (:func:`dp_compact.measure.reuse.find_uses`, DESIGN
       §6: ≥ 200 characters repeated verbatim, or an edit/write of a file it holds the latest read
       of), was fitted by q0 · exp(−a / τ) with a in API rounds divided by the session's own L,
       as the planner counts it (bootstrap 5–95 %: q0 0.024–0.047, τ 1.46–2.98). q0 is the
@@ -42,14 +42,14 @@ class Settings(BaseSettings):
     - ``v`` = 18,300 tokens: median of the first call's prompt minus its messages (5–95 %:
       11,300–21,900); DESIGN's 5,000 is below every agent measured. ``dp-compact plan`` and
       ``replay`` take each session's prefix as its own usage records measure it, and ``v`` only
-      when it is given or the session measures none (:func:`dp_compact.estimation.fixed_prefix`).
+      when it is given or the session measures none (:func:`dp_compact.measure.estimation.fixed_prefix`).
     - ``l`` = 0: L is measured per session (LLM calls / user turns), since it ranges from 3 to
       47 across the sessions; where it cannot be measured, the pooled 23 calls per user turn
-      (5–95 %: 16–29) replaces DESIGN's 5 (:data:`dp_compact.estimation.DEFAULT_CALLS_PER_TURN`).
+      (5–95 %: 16–29) replaces DESIGN's 5 (:data:`dp_compact.measure.estimation.DEFAULT_CALLS_PER_TURN`).
 
     ``token_ratio`` None scales cl100k counts by the ratio measured from the session's own usage
     records when it has them, else by the calibrated factor of its provider family
-    (:data:`dp_compact.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the
+    (:data:`dp_compact.measure.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the
     transcripts cannot measure E, β, r, QP or the ratios (no outcome of a compaction is
     recorded), and S is the size our summarizer is asked for.
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_compact import _reference
-from dp_compact.benefit import BenefitInputs, net_benefit, recall_costs
+from dp_compact.core import _reference
+from dp_compact.core.benefit import BenefitInputs, net_benefit, recall_costs
 from dp_compact.pricing import Prices
 
 SEED_PRICES = Prices("seed", 3.0, 0.30, 15.0, None, 200_000, "DESIGN §2")

@@ -12,17 +12,17 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dp_compact.api import session_tokens
-from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
+from dp_compact.measure.estimation import DEFAULT_CALLS_PER_TURN
 from dp_compact.calibration import AGE_UNITS, calibrate, env_lines, judged_messages, session_paths
 from dp_compact.cli import app
 from dp_compact.cli.render import render_calibration as format_report
-from dp_compact.cuts import message_ages, message_arrays
+from dp_compact.core.cuts import message_ages, message_arrays
 from dp_compact.calibration.fit import fit_survival, survival_estimates
 from dp_compact.calibration.recall import MAX_AGE_BINS, RecallCounts, fit_exponential, recall_counts
-from dp_compact.reuse import Uses
+from dp_compact.measure.reuse import Uses
 from dp_compact.sessions import Message, read_session
 from dp_compact.settings import load_settings
-from dp_compact.tokens import TOKEN_RATIOS, count_message_tokens, provider_family, token_ratio
+from dp_compact.measure.tokens import TOKEN_RATIOS, count_message_tokens, provider_family, token_ratio
 from tests.conftest import REPO, SESSIONS, need
 from tests.strategies import conversations
 

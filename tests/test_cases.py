@@ -16,7 +16,12 @@ from tests.conftest import CASES, need
 
 
 #: Cases whose fault is not fixed yet, each with what is wrong; they still run and report.
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    "27-advisor-tool-result-in-kept-tail": "the validator refuses a content block type it does not list (advisor_tool_result) instead of keeping it",
+    "28-compaction-grows-a-tiny-session": "compact writes a compaction whose summary is larger than the head it replaces",
+    "29-fixed-prefix-alone-over-forced-threshold": "--when-due compacts when the fixed prefix alone is over the forced threshold",
+    "31-empty-text-blocks-in-history": "empty text blocks are refused instead of dropped",
+}
 
 
 def _case_folders() -> list[Path]:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from dp_compact.estimation import measured_token_ratio
+from dp_compact.measure.estimation import measured_token_ratio
 from dp_compact.sessions import read_session
 from dp_compact.sessions.claude_code_attachments import attachment_text
-from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_text_tokens
+from dp_compact.measure.tokens import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_text_tokens
 from tests.conftest import SESSIONS
 
 

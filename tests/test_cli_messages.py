@@ -146,7 +146,7 @@ def test_options_that_cannot_go_together_name_the_command_and_its_help():
 def test_a_session_without_a_model_is_priced_and_counted_as_the_provider_given():
     """Without a recorded model: the default provider's prices, said so, and cl100k counts unscaled;
     with ``--provider``, that provider's prices and its family's token factor."""
-    from dp_compact.tokens import TOKEN_RATIOS
+    from dp_compact.measure.tokens import TOKEN_RATIOS
 
     session = need(SESSIONS / "openai_chat" / "taubench_gpt4o_airline_task46.jsonl")
     default = json.loads(runner.invoke(app, ["plan", str(session), "--json"]).stdout)

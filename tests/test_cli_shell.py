@@ -206,8 +206,8 @@ def test_help_and_import_load_no_matplotlib():
 
 
 def test_figures_only_draw_what_they_are_given():
-    forbidden = {"dp_compact.sessions", "dp_compact.settings", "dp_compact.tokens", "dp_compact.api",
-                 "dp_compact.timeline", "dp_compact.calibration"}
+    forbidden = {"dp_compact.sessions", "dp_compact.settings", "dp_compact.measure.tokens", "dp_compact.api",
+                 "dp_compact.replay.timeline", "dp_compact.calibration"}
     for path in (REPO / "dp_compact" / "figures").glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

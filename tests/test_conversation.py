@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from dp_compact.conversation import MESSAGE_KINDS, Message, ToolCall, ToolResult, Usage, count_user_turns, holds_no_blocks, raw_as_json
-from dp_compact.cuts import message_ages, message_arrays
+from dp_compact.core.cuts import message_ages, message_arrays
 from dp_compact.pipeline.extract import user_turn_texts
 from dp_compact.sessions import read_session
 from dp_compact.sessions.source import Record
@@ -73,7 +73,7 @@ def test_every_count_uses_the_one_rule(posthog) -> None:
 
 
 def test_a_cut_may_still_start_at_injected_context_and_summaries(posthog) -> None:
-    from dp_compact.cuts import ROLE_USER
+    from dp_compact.core.cuts import ROLE_USER
 
     arrays = message_arrays(posthog.history)
     user = np.flatnonzero(arrays.roles == ROLE_USER)
@@ -112,7 +112,7 @@ def test_no_other_user_turn_rule_in_the_package() -> None:
     ids=["prompt", "assistant", "tool", "call", "result", "usage", "record"],
 )
 def test_value_types_are_frozen_and_survive_pickle_copy_and_replace(value) -> None:
-    """The types filled as plain objects (dp_compact._slots) behave as the frozen dataclasses they are."""
+    """The types filled as plain objects (dp_compact._fast) behave as the frozen dataclasses they are."""
     assert type(value).__name__ in {"Message", "ToolCall", "ToolResult", "Usage", "Record"}
     name = fields(value)[0].name
     with pytest.raises(FrozenInstanceError):

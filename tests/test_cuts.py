@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 
-from dp_compact import _reference
-from dp_compact.cuts import feasible_cut_mask, message_arrays
+from dp_compact.core import _reference
+from dp_compact.core.cuts import feasible_cut_mask, message_arrays
 from dp_compact.conversation import Message, ToolCall, ToolResult
 from tests.strategies import conversations
 

@@ -1,4 +1,4 @@
-"""Document blocks (dp_compact.documents) and their tokens (tokens.document_tokens): a PDF counts by its pages."""
+"""Document blocks (dp_compact.measure.documents) and their tokens (tokens.document_tokens): a PDF counts by its pages."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from dp_compact import tokens
-from dp_compact.documents import PDF_MEDIA_TYPE, Document, PdfPage, count_pdf_pages, find_documents, pdf_pages
+from dp_compact.measure import tokens
+from dp_compact.measure.documents import PDF_MEDIA_TYPE, Document, PdfPage, count_pdf_pages, find_documents, pdf_pages
 from dp_compact.conversation import Message
 
 LOREM = ("Section {n}. The provider shall keep the service available {n}9.5 percent of each month; "

@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_compact.api import plan_session
-from dp_compact.estimation import (
+from dp_compact.measure.estimation import (
     CONTRADICTION_MIN_TOKENS, RATIO_BOUNDS, call_message_counts, current_context, estimate, first_calls_after, measured_token_ratio,
     prompt_growths,
 )
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, SeedStats, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
-from dp_compact.tokens import count_message_tokens
+from dp_compact.measure.tokens import count_message_tokens
 
 SETTINGS = load_settings()
 
@@ -266,7 +266,7 @@ def test_the_replayed_history_of_a_compacted_session_has_the_ratio_of_its_live_c
     from dataclasses import replace
 
     from dp_compact.conversation import recorded_history
-    from dp_compact.tokens import message_token_parts
+    from dp_compact.measure.tokens import message_token_parts
     from tests.conftest import SESSIONS, need, session_files
 
     checked = 0

@@ -16,7 +16,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 from dp_compact.calibration import calibrate  # noqa: E402
 from dp_compact.fleet.jobs import calibrate_fleet, replay_fleet  # noqa: E402
 from dp_compact.fleet.parquet import REPLAY_COLUMNS, replay_table, write_parquet  # noqa: E402
-from dp_compact.replay.shell import replay_directory  # noqa: E402
+from dp_compact.fleet.jobs import replay_directory  # noqa: E402
 from dp_compact.settings import Settings  # noqa: E402
 
 POLICIES = ["dp", "never", "claude-code", "threshold:0.8"]

@@ -1,4 +1,4 @@
-"""Image blocks (dp_compact.images): their size read from the header, priced by the provider,
+"""Image blocks (dp_compact.measure.images): their size read from the header, priced by the provider,
 and never scaled by the token ratio (which is for text)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp_compact import tokens
+from dp_compact.measure import tokens
 from dp_compact.api import session_tokens
-from dp_compact.images import Image, find_images, image_size, image_tokens
+from dp_compact.measure.images import Image, find_images, image_size, image_tokens
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message
 from dp_compact.settings import load_settings
@@ -122,7 +122,7 @@ def test_openai_session_prices_its_images_by_tiles(tmp_path: Path) -> None:
 
 
 def test_measured_token_ratio_takes_the_images_off_both_growths(tmp_path: Path) -> None:
-    from dp_compact.estimation import measured_token_ratio
+    from dp_compact.measure.estimation import measured_token_ratio
 
     png = make_png(1000, 750)  # 1,000 tokens on Anthropic's rule
     block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _b64(png)}}

@@ -47,7 +47,7 @@ Responder = Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]]]
 
 def _cl100k() -> Any:
     """The bundled cl100k_base encoding, loaded by tiktoken itself (the server's own counter)."""
-    from dp_compact.tokens import _encoding
+    from dp_compact.measure.tokens import _encoding
 
     return _encoding()
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-from dp_compact.benefit import compaction_request_cost
-from dp_compact.lookahead import FUTURE_TAIL_SHARES, Forecast, continuation, look_ahead
-from dp_compact.planner import RULE_FIXED_POINT, RULE_LOOKAHEAD, RULE_WAIT, growth_per_call, plan
+from dp_compact.core.benefit import compaction_request_cost
+from dp_compact.core.lookahead import FUTURE_TAIL_SHARES, Forecast, continuation, look_ahead
+from dp_compact.core.planner import RULE_FIXED_POINT, RULE_LOOKAHEAD, RULE_WAIT, growth_per_call, plan
 from dp_compact.pricing import Prices
 from dp_compact.conversation import Message, Usage
 from dp_compact.settings import load_settings
@@ -22,7 +22,7 @@ PRICES = Prices("test", 3.0, 0.30, 15.0, 3.75, 200_000, "DESIGN §2")
 
 def _brute_force(x0: float, heads: np.ndarray, calls: int, g: float, v: float, s: float, limit: float) -> tuple[float, np.ndarray]:
     """Every schedule over ``calls`` calls (exactly that many, no loss), cheapest by exhaustive recursion:
-    the model of :mod:`dp_compact.lookahead` written out call by call, without a grid."""
+    the model of :mod:`dp_compact.core.lookahead` written out call by call, without a grid."""
     pc, pw = PRICES.p_cache, PRICES.p_write
     least = float(np.min(x0 - heads))
 
@@ -78,7 +78,7 @@ def test_growth_per_call_is_the_recent_median_without_compactions():
 @given(st.lists(st.integers(0, 2_000_000), min_size=2, max_size=60))
 def test_growth_per_call_equals_numpy_median(prompts):
     """The median written out (even and odd counts, ties, compactions left out) is numpy's to the bit."""
-    from dp_compact.planner_lookahead import GROWTH_WINDOW_CALLS
+    from dp_compact.core.planner_lookahead import GROWTH_WINDOW_CALLS
 
     recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
     grown = recent[recent >= 0]

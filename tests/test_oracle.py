@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from dp_compact.cuts import message_arrays
+from dp_compact.core.cuts import message_arrays
 from dp_compact.pricing import Prices
 from dp_compact.replay.meter import Recording, ReplayParams, make_recording, replay, tail_cut_mask
 from dp_compact.replay.oracle import oracle_schedule

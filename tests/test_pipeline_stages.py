@@ -17,7 +17,7 @@ from dp_compact.pipeline.summarize import ExtractiveSummarizer, SummaryRequest, 
 from dp_compact.pipeline.texts import parse_sections, texts
 from dp_compact.sessions.anthropic import message_from_anthropic
 from dp_compact.conversation import Message, Session, ToolCall, ToolResult
-from dp_compact.tokens import count_text_tokens
+from dp_compact.measure.tokens import count_text_tokens
 
 USER = Message("user", "Fix src/app.py. Never push to main.", raw={"role": "user", "content": "Fix src/app.py. Never push to main."})
 

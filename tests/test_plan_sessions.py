@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dp_compact import _reference
+from dp_compact.core import _reference
 from dp_compact.api import plan_session, session_tokens
 from dp_compact.errors import NotASessionError
-from dp_compact.estimation import call_message_counts
+from dp_compact.measure.estimation import call_message_counts
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 from tests.conftest import SESSIONS, session_files
@@ -80,7 +80,7 @@ def test_real_session_plans_with_the_prefix_its_first_call_measures_as_replay_ch
     """V is the first recorded call's prompt less the messages it carried, where usage records give one that makes
     sense (positive, at most half the window), else DP_V; on a file without a recorded compaction (the replay
     judges its whole history then) it is the V the replay charges; DP_V given wins."""
-    from dp_compact.estimation import MAX_MEASURED_V_SHARE
+    from dp_compact.measure.estimation import MAX_MEASURED_V_SHARE
     from dp_compact.replay.shell import replay_file
 
     try:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_compact import _reference
-from dp_compact.planner import forced_cut, min_keep, plan
+from dp_compact.core import _reference
+from dp_compact.core.planner import forced_cut, min_keep, plan
 from dp_compact.pricing import Prices
 from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
@@ -174,7 +174,7 @@ def test_best_cut_ties_go_to_the_smaller_k():
     whatever order the candidates come in."""
     from types import SimpleNamespace
 
-    from dp_compact.planner import _pick_best
+    from dp_compact.core.planner import _pick_best
 
     keep = np.array([9, 3, 7, 5, 4], dtype=np.int64)
     net = np.array([2.0, 1.0, 2.0, 2.0, 0.5])  # k = 9, 7 and 5 tie at the best net

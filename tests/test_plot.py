@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from dp_compact.api import curve_plans, session_tokens
-from dp_compact.benefit import TERM_LABELS as TERMS
+from dp_compact.core.benefit import TERM_LABELS as TERMS
 from dp_compact.cli import app
 from dp_compact.figures import benefit_figure, plan_label, plan_values, save_figure, timeline_figure
 from dp_compact.calibration.history import read_history
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
-from dp_compact.timeline import timeline
+from dp_compact.replay.timeline import timeline
 from tests.conftest import REPO, SESSIONS, need
 
 EXAMPLE = REPO / "dp_compact" / "examples" / "session.jsonl"
@@ -214,7 +214,7 @@ def test_save_figure_rejects_other_formats(tmp_path: Path, example_plans):
 
 
 def test_cli_start_and_library_import_load_no_matplotlib():
-    code = "import sys, dp_compact.cli, dp_compact.figures, dp_compact.timeline; print('matplotlib' in sys.modules)"
+    code = "import sys, dp_compact.cli, dp_compact.figures, dp_compact.replay.timeline; print('matplotlib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_compact import tokens
+from dp_compact.measure import tokens
 from dp_compact.conversation import Message
-from dp_compact.documents import _document_of, find_documents
+from dp_compact.measure.documents import _document_of, find_documents
 from dp_compact.errors import MalformedLineError
-from dp_compact.images import _image_of, find_blocks, find_images
+from dp_compact.measure.images import _image_of, find_blocks, find_images
 from dp_compact.io import bulk_allocation
 from dp_compact.sessions import read_session
 from dp_compact.sessions.claude_code import _links, _order

@@ -19,17 +19,17 @@ from hypothesis import strategies as st
 
 import dp_compact.sessions.source as source_module
 from dp_compact.conversation import BLOCK_MARKERS, MARKER_WORDS, WALK_FROM_BYTES, Message, ToolCall, ToolResult, raw_as_json, raw_value, unmarked
-from dp_compact.documents import DOCUMENT_MARKERS
+from dp_compact.measure.documents import DOCUMENT_MARKERS
 from dp_compact.errors import MalformedLineError
-from dp_compact.images import IMAGE_MARKERS
-from dp_compact.patterns import INJECTED_PREFIXES, _CONTEXT_BLOCK, is_injected_text
+from dp_compact.measure.images import IMAGE_MARKERS
+from dp_compact.text.patterns import INJECTED_PREFIXES, _CONTEXT_BLOCK, is_injected_text
 from dp_compact.sessions import read_session
 from dp_compact.sessions.anthropic import answers_by_position, message_from_anthropic
 from dp_compact.sessions.claude_code import _links, _order
 from dp_compact.sessions.source import Records, read_source
 from dp_compact.sessions.usage import usage_from_api
-from dp_compact.summary_text import SUMMARY_PREFIXES, is_summary_text
-from dp_compact.tokens import _key
+from dp_compact.text.summary_text import SUMMARY_PREFIXES, is_summary_text
+from dp_compact.measure.tokens import _key
 
 # --- a file read in pieces -------------------------------------------------------------------
 
@@ -434,7 +434,7 @@ _MESSAGES = st.lists(st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(_TEXTS, _TEXTS, st.lists(st.tuples(_TEXTS, _TEXTS), max_size=2), st.lists(_TEXTS, max_size=2))
 def test_counted_text_is_the_non_empty_parts_joined(text, thinking, calls, results):
-    from dp_compact.tokens import message_token_text
+    from dp_compact.measure.tokens import message_token_text
 
     message = Message("assistant" if calls or not results else "tool", text, tuple(ToolCall("i", n, a) for n, a in calls),
                       tuple(ToolResult("i", r) for r in results), thinking)
@@ -472,7 +472,7 @@ def test_results_after_their_calls_keep_their_order_as_the_second_pass_would(mes
 @settings(max_examples=300, deadline=None)
 @given(_MESSAGES)
 def test_message_arrays_read_turns_and_roles_by_the_message_rules(messages):
-    from dp_compact.cuts import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, message_arrays
+    from dp_compact.core.cuts import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, message_arrays
 
     arrays = message_arrays(messages)
     roles = [ROLE_USER if m.is_user_message else ROLE_ASSISTANT if m.role == "assistant" else ROLE_TOOL for m in messages]

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp_compact import _reference
+from dp_compact.core import _reference
 from dp_compact.api import plan_session
-from dp_compact.benefit import BenefitInputs, net_benefit
+from dp_compact.core.benefit import BenefitInputs, net_benefit
 from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings

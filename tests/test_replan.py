@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dp_compact.api import plan_file
-from dp_compact.estimation import DEFAULT_AVG_TOKENS
+from dp_compact.measure.estimation import DEFAULT_AVG_TOKENS
 from dp_compact.pipeline import compact_file, shrink_file
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import shrunk_recorded, summary_usage

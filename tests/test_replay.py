@@ -13,7 +13,7 @@ from hypothesis import given, settings as hypothesis_settings, strategies as st
 from typer.testing import CliRunner
 
 from dp_compact.cli import app
-from dp_compact.cuts import message_arrays
+from dp_compact.core.cuts import message_arrays
 from dp_compact.errors import SettingsError
 from dp_compact.pricing import Prices
 from dp_compact.replay.meter import ReplayParams, counted_tokens_per_message, make_recording, prefix_floor_usd, replay
@@ -32,7 +32,8 @@ from dp_compact.replay.policies import (
     OpenHands,
     parse_policy,
 )
-from dp_compact.replay.shell import load_recording, replay_directory, replay_file, replay_history, replay_v_tokens
+from dp_compact.fleet.jobs import replay_directory
+from dp_compact.replay.shell import load_recording, replay_file, replay_history, replay_v_tokens
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, ToolCall, ToolResult
 from dp_compact.settings import load_settings

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_compact.reuse import (
+from dp_compact.measure.reuse import (
     BOILERPLATE_SHARE,
     KIND_FILE_EDIT,
     KIND_VERBATIM,

@@ -7,10 +7,10 @@ import base64
 import json
 from pathlib import Path
 
-from dp_compact.cuts import feasible_cut_mask, message_arrays
+from dp_compact.core.cuts import feasible_cut_mask, message_arrays
 from dp_compact.sessions import read_session
 from dp_compact.sessions.anthropic import message_from_anthropic
-from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_text_tokens
+from dp_compact.measure.tokens import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_text_tokens
 
 SEARCH = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "python 3.9 eol"}}
 RESULT = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [

@@ -10,7 +10,7 @@ import pytest
 
 from dp_compact.api import resolve_prices
 from dp_compact.errors import SettingsError, UnknownProfileError
-from dp_compact.estimation import DEFAULT_CALLS_PER_TURN
+from dp_compact.measure.estimation import DEFAULT_CALLS_PER_TURN
 from dp_compact.settings import Settings, load_settings
 from tests.conftest import REPO
 
@@ -57,7 +57,7 @@ def _calibrated_departures() -> dict[str, object]:
     curve in its chosen unit, V rounded to 100 tokens, L measured per session (0; the pooled L is
     the fallback, checked below), the survival curve of session lengths (DESIGN §7, which also
     makes the look-ahead planner the default), and no fixed token ratio (each family's calibrated
-    one, :data:`dp_compact.tokens.TOKEN_RATIOS`).
+    one, :data:`dp_compact.measure.tokens.TOKEN_RATIOS`).
     """
     results = json.loads((REPO / "calibration" / "results.json").read_text(encoding="utf-8"))
     unit = results["recall_age"]

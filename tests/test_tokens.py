@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dp_compact import tokens
+from dp_compact.measure import tokens
 from dp_compact.conversation import Message, ToolCall, ToolResult
 
 

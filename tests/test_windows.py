@@ -12,13 +12,13 @@ from typer.testing import CliRunner
 from dp_compact.api import choose_prices
 from dp_compact.cli import app
 from dp_compact.errors import SettingsError
-from dp_compact.evidence import recorded_summary_tokens
+from dp_compact.calibration.evidence import recorded_summary_tokens
 from dp_compact.calibration.history import read_history
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, RecordedCompaction, Session, Usage
 from dp_compact.settings import load_settings
-from dp_compact.timeline import timeline
-from dp_compact.windows import (
+from dp_compact.replay.timeline import timeline
+from dp_compact.measure.windows import (
     CLAUDE_CODE_BUFFER_TOKENS,
     CLAUDE_CODE_OUTPUT_RESERVE_TOKENS,
     CODEX_AUTO_COMPACT_RATIO,

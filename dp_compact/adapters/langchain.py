@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dp_compact.adapters import MissingExtraError
+from dp_compact.errors import MissingExtraError
 
 try:
     from langchain.agents.middleware.types import AgentMiddleware, AgentState

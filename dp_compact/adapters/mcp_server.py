@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.util import find_spec
 from typing import Any
 
-from dp_compact.adapters import MissingExtraError
+from dp_compact.errors import MissingExtraError
 from dp_compact.errors import DpCompactError
 
 if find_spec("mcp") is None:  # the SDK itself is imported when the server is built

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from dp_compact.adapters import MissingExtraError
+from dp_compact.errors import MissingExtraError
 
 try:
     from pydantic_ai.messages import (

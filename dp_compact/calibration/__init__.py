@@ -5,7 +5,7 @@ its messages), L (LLM calls per user turn), avg (prompt tokens per call), the su
 the compactions the file records, and the ratio of provider-reported prompt tokens to our cl100k
 estimate (per provider family). From every session file: the recall curve q(a) in both age units
 of ``DP_RECALL_AGE``, counted with the replay judge's own detector of later uses
-(:func:`dp_compact.reuse.find_uses`, DESIGN §6) and fitted by q0 · exp(−a / τ), and the
+(:func:`dp_compact.measure.reuse.find_uses`, DESIGN §6) and fitted by q0 · exp(−a / τ), and the
 survival of session lengths. Spreads are bootstraps over sessions.
 
 A wing beside the core: it reads the core (cuts, estimation, reuse, tokens) and the readers,

@@ -4,7 +4,7 @@ From a file's :class:`~dp_compact.calibration.history.History`: the fixed prefix
 call's prompt minus its messages), L (LLM calls per user turn), avg (prompt tokens per call),
 the summary sizes S of the compactions it records, the ratio of provider-reported prompt tokens
 to our cl100k estimate, and the recall counts in both age units of ``DP_RECALL_AGE``, counted
-with the replay judge's own detector of later uses (:func:`dp_compact.reuse.find_uses`,
+with the replay judge's own detector of later uses (:func:`dp_compact.measure.reuse.find_uses`,
 DESIGN §6).
 """
 
@@ -19,14 +19,14 @@ import numpy.typing as npt
 from dp_compact.calibration.history import History
 from dp_compact.calibration.recall import RecallCounts, recall_counts
 from dp_compact.conversation import Session, recorded_history
-from dp_compact.cuts import message_ages, message_arrays
-from dp_compact.estimation import DEFAULT_CALLS_PER_TURN, call_message_counts, prompt_growths
-from dp_compact.reuse import KIND_FILE_EDIT, KIND_VERBATIM, find_uses
-from dp_compact.tokens import count_message_tokens, count_text_tokens, provider_family
+from dp_compact.core.cuts import message_ages, message_arrays
+from dp_compact.measure.estimation import DEFAULT_CALLS_PER_TURN, call_message_counts, prompt_growths
+from dp_compact.measure.reuse import KIND_FILE_EDIT, KIND_VERBATIM, find_uses
+from dp_compact.measure.tokens import count_message_tokens, count_text_tokens, provider_family
 
 __all__ = ["AGE_UNITS", "SessionMeasures", "judged_messages", "measure_session", "planner_calls_per_turn"]
 
-#: The age units of ``DP_RECALL_AGE`` (:func:`dp_compact.cuts.message_ages`).
+#: The age units of ``DP_RECALL_AGE`` (:func:`dp_compact.core.cuts.message_ages`).
 AGE_UNITS = ("turns", "rounds")
 
 
@@ -53,7 +53,7 @@ class SessionMeasures:
         L that turned this session's API rounds into the ``rounds`` age unit.
     judged_messages, verbatim_uses, file_edit_uses : int
         Messages the replay judges (:func:`judged_messages`) and the uses
-        :func:`~dp_compact.reuse.find_uses` finds among them, by kind.
+        :func:`~dp_compact.measure.reuse.find_uses` finds among them, by kind.
     recall : dict[str, RecallCounts]
         Recall counts per age unit, over the messages the replay judges (:func:`judged_messages`).
     estimate_tokens, prompt_tokens : ndarray[int64]
@@ -94,7 +94,7 @@ class SessionMeasures:
 
 def _growth_ratio(history: History, tokens: list[npt.NDArray[np.int64]]) -> tuple[float | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Token ratio over the segments (the growths from call to call within each, as the planner
-    sums them: :func:`~dp_compact.estimation.prompt_growths`), and every placed call's
+    sums them: :func:`~dp_compact.measure.estimation.prompt_growths`), and every placed call's
     (estimate, prompt) pair."""
     xs, ys, dx, dy = [], [], 0, 0
     for segment, counts in zip(history.segments, tokens, strict=True):
@@ -119,7 +119,7 @@ judged_messages = recorded_history
 
 
 def planner_calls_per_turn(session: Session) -> float:
-    """L as the planner measures it with ``DP_L = 0`` (:func:`dp_compact.estimation.estimate`): calls / user turns, ≥ 1."""
+    """L as the planner measures it with ``DP_L = 0`` (:func:`dp_compact.measure.estimation.estimate`): calls / user turns, ≥ 1."""
     if session.llm_calls > 0 and session.user_turns > 0:
         return max(session.llm_calls / session.user_turns, 1.0)
     return DEFAULT_CALLS_PER_TURN

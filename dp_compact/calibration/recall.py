@@ -1,15 +1,15 @@
 """The recall curve q(a) of DESIGN §2, measured from transcripts, and its exponential fit.
 
 q(a) is the chance that a message of age ``a`` is *used later*: that a message after the point
-where it has age ``a`` uses it, by the judge's own rule (:func:`dp_compact.reuse.find_uses`,
+where it has age ``a`` uses it, by the judge's own rule (:func:`dp_compact.measure.reuse.find_uses`,
 DESIGN §6 "Lost information": ≥ 200 characters repeated verbatim, or an edit or write of a file
 whose latest read it holds). The points are the LLM calls: before assistant message ``p`` the
 planner sees messages ``[0, p)`` and gives message ``j`` the age ``a = age[p − 1] − age[j]``
-(:func:`dp_compact.planner.plan`); the judge charges a refetch when a message at or after ``p``
+(:func:`dp_compact.core.planner.plan`); the judge charges a refetch when a message at or after ``p``
 uses ``j``. So q(a) is directly the q_j of the recall term ④ (``q_j = q0 · exp(−a_j / τ)``):
 the planner expects on average what the replay charges.
 
-Ages use the planner's own units (``DP_RECALL_AGE``, :func:`dp_compact.cuts.message_ages`): ``turns`` (user turns between the two)
+Ages use the planner's own units (``DP_RECALL_AGE``, :func:`dp_compact.core.cuts.message_ages`): ``turns`` (user turns between the two)
 or ``rounds`` (API rounds between them divided by L). Uses after the end of the recording are
 not seen, by the judge either. The fit is weighted least squares on the pooled curve; its spread
 is a bootstrap over sessions.
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import ROLE_ASSISTANT, MessageArrays
-from dp_compact.reuse import Uses
+from dp_compact.core.cuts import ROLE_ASSISTANT, MessageArrays
+from dp_compact.measure.reuse import Uses
 
 __all__ = [
     "MAX_AGE_BINS",
@@ -70,11 +70,11 @@ def recall_counts(uses: Uses, arrays: MessageArrays, ages: npt.NDArray[np.float6
     Parameters
     ----------
     uses : Uses
-        :func:`dp_compact.reuse.find_uses` of the messages.
+        :func:`dp_compact.measure.reuse.find_uses` of the messages.
     arrays : MessageArrays
-        :func:`dp_compact.cuts.message_arrays` of the same messages (roles: the LLM calls).
+        :func:`dp_compact.core.cuts.message_arrays` of the same messages (roles: the LLM calls).
     ages : ndarray[float64], shape (N,)
-        :func:`dp_compact.cuts.message_ages` of those messages, non-decreasing.
+        :func:`dp_compact.core.cuts.message_ages` of those messages, non-decreasing.
 
     Returns
     -------
@@ -91,9 +91,9 @@ def recall_counts(uses: Uses, arrays: MessageArrays, ages: npt.NDArray[np.float6
     Message 0 below is seen at age 0 by call 1 and at age 1 by call 3, and used by message 3:
     it is needed in both bins; message 1 (age 1 at call 3) and message 2 (age 0) are not.
 
-    >>> from dp_compact.cuts import message_ages, message_arrays
+    >>> from dp_compact.core.cuts import message_ages, message_arrays
     >>> from dp_compact.conversation import Message
-    >>> from dp_compact.reuse import KIND_VERBATIM
+    >>> from dp_compact.measure.reuse import KIND_VERBATIM
     >>> messages = [Message("user", "u"), Message("assistant", "a"), Message("user", "v"), Message("assistant", "b")]
     >>> used = Uses(np.array([0]), np.array([3]), np.array([KIND_VERBATIM], dtype=np.int8))
     >>> arrays = message_arrays(messages)

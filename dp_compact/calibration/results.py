@@ -24,15 +24,15 @@ from dp_compact.calibration.history import History, read_history
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, measure_session
 from dp_compact.calibration.recall import MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential
 from dp_compact.errors import DpCompactError, no_readable_session, skip_reason
-from dp_compact.evidence import recorded_summary_tokens
+from dp_compact.calibration.evidence import recorded_summary_tokens
 from dp_compact.io import session_files as session_paths
-from dp_compact.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
+from dp_compact.measure.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
 
 __all__ = ["DEFAULT_BOOTSTRAP", "RECALL_DETECTOR", "Calibration", "calibrate", "env_lines", "pool_sessions", "session_paths"]
 
 #: Bootstrap resamples (over sessions) behind every spread.
 DEFAULT_BOOTSTRAP = 400
-#: How ``results.json`` says q(a) was counted (DESIGN §6 "Lost information", :mod:`dp_compact.reuse`).
+#: How ``results.json`` says q(a) was counted (DESIGN §6 "Lost information", :mod:`dp_compact.measure.reuse`).
 RECALL_DETECTOR = {
     "rule": "reuse.find_uses: a later assistant message repeats >= min_chars characters verbatim (windows held by more "
             "than boilerplate_share of the messages ignored), or edits/writes a file whose latest read result it holds",
@@ -70,7 +70,7 @@ class Calibration:
         Per unit: the bootstrap fits, shape (bootstrap, 2): columns q0 and τ (for bands).
     recorded_summaries : dict[str, tuple[int, ...]]
         Per tool (``claude-code``, ``codex``, ...): provider tokens of each compaction summary the
-        files record (:func:`dp_compact.evidence.recorded_summary_tokens`); the replay charges
+        files record (:func:`dp_compact.calibration.evidence.recorded_summary_tokens`); the replay charges
         each tool their mean (DESIGN §6).
     survival : (Estimate, Estimate) or None
         Lomax shape and scale (calls) of the sessions' lengths in LLM calls (:func:`~dp_compact.calibration.fit.fit_survival`;
@@ -249,7 +249,7 @@ def pool_sessions(
         ``path: reason`` of the files left out.
     summaries : dict[str, list[int]]
         Per tool, the recorded summary tokens of every file in file order
-        (:func:`dp_compact.evidence.recorded_summary_tokens` of each history's live segment).
+        (:func:`dp_compact.calibration.evidence.recorded_summary_tokens` of each history's live segment).
     bootstrap, seed, recall_l
         As :func:`calibrate`.
 

@@ -1,6 +1,6 @@
 """The fleet options of ``replay`` and ``calibrate`` (``--engine``, ``--scheduler``, ``--out``) and their runs.
 
-A folder replay on the local engine runs as before (:func:`~dp_compact.replay.shell.replay_directory`);
+A folder replay on the local engine runs as before (:func:`~dp_compact.fleet.jobs.replay_directory`);
 an fsspec URL or ``--engine dask`` runs through :mod:`dp_compact.fleet`. ``calibrate`` without
 these options runs :func:`~dp_compact.calibration.calibrate` in this process; with a URL,
 ``--engine dask`` or ``--out`` it runs :func:`~dp_compact.fleet.jobs.calibrate_fleet`, which skips a

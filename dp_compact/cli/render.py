@@ -12,12 +12,12 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dp_compact.benefit import TERM_LABELS
-from dp_compact.windows import window_note
+from dp_compact.core.benefit import TERM_LABELS
+from dp_compact.measure.windows import window_note
 
 if TYPE_CHECKING:
     from dp_compact.calibration import Calibration, Estimate
-    from dp_compact.planner import Plan
+    from dp_compact.core.planner import Plan
     from dp_compact.pricing import Prices
 
 __all__ = [

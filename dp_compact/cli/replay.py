@@ -19,7 +19,8 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
     """Replay every session under FOLDER, with a progress bar on stderr (rich) when it is a terminal."""
     from dp_compact.cli.fleet import fleet_progress
     from dp_compact.errors import no_session_file
-    from dp_compact.replay.shell import replay_directory, session_files
+    from dp_compact.fleet.jobs import replay_directory
+    from dp_compact.io import session_files
 
     if not session_files(folder):  # before the progress bar
         raise no_session_file(folder)
@@ -139,7 +140,7 @@ def timeline(
     """Replay SESSION call by call: its context, the window, and where the planner would compact."""
     from dp_compact.api import timeline_file
     from dp_compact.figures import save_figure, timeline_figure
-    from dp_compact.windows import window_note
+    from dp_compact.measure.windows import window_note
 
     target = figure_output(output, out)
     check_figure(target)

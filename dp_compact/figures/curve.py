@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import TERM_LABELS
+from dp_compact.core.benefit import TERM_LABELS
 from dp_compact.figures.base import COLORS, new_figure, thousands
-from dp_compact.planner import Plan
+from dp_compact.core.planner import Plan
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

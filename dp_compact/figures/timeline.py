@@ -1,7 +1,7 @@
 """A session's growth call by call and the planner's advice at each call (``dp-compact timeline``).
 
-Draws only what the :class:`~dp_compact.timeline.Timeline` holds (made by
-:func:`dp_compact.api.timeline_file` or :func:`dp_compact.timeline.timeline`). Artists carry a
+Draws only what the :class:`~dp_compact.replay.timeline.Timeline` holds (made by
+:func:`dp_compact.api.timeline_file` or :func:`dp_compact.replay.timeline.timeline`). Artists carry a
 ``gid``: ``context``, ``window``, ``force_threshold``, ``followed``, ``advised:<rule>``, ``compaction``.
 """
 
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dp_compact.figures.base import new_figure, thousands
-from dp_compact.planner import RULE_BENEFIT, RULE_FORCE, RULE_LOOKAHEAD
+from dp_compact.core.planner import RULE_BENEFIT, RULE_FORCE, RULE_LOOKAHEAD
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from dp_compact.timeline import Timeline
+    from dp_compact.replay.timeline import Timeline
 
 __all__ = ["timeline_figure"]
 
@@ -31,7 +31,7 @@ def timeline_figure(line: Timeline, *, title: str | None = None) -> Figure:
     Parameters
     ----------
     line : Timeline
-        From :func:`dp_compact.timeline.timeline`.
+        From :func:`dp_compact.replay.timeline.timeline`.
     title : str, optional
 
     Returns

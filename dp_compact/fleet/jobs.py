@@ -1,7 +1,7 @@
 """The per-session jobs of a fleet run and the pooling that turns them into one report.
 
 - Replay: each worker runs :func:`dp_compact.replay.shell.replay_or_skip` (the job
-  :func:`~dp_compact.replay.shell.replay_directory` maps) on one session and returns its
+  :func:`~dp_compact.fleet.jobs.replay_directory` maps) on one session and returns its
   :class:`~dp_compact.replay.shell.SessionReplay` or the reason it was skipped; the client
   builds the same :class:`~dp_compact.replay.shell.DirectoryReplay` (sessions in path order).
 - Calibration: each worker reads one history and measures it
@@ -11,7 +11,7 @@
   ends with, so the numbers (bootstrap draws included) are those of one machine.
 
 A session that fails is skipped with its reason and does not stop the run, as
-:func:`~dp_compact.calibration.calibrate` and :func:`~dp_compact.replay.shell.replay_directory`
+:func:`~dp_compact.calibration.calibrate` and :func:`~dp_compact.fleet.jobs.replay_directory`
 skip it (``path: reason``, :func:`~dp_compact.errors.skip_reason`; an error that is not
 dp-compact's own, such as a fetch that fails, by its type and message). Results name the input
 as given (a URL stays a URL).
@@ -29,10 +29,11 @@ from dp_compact.calibration import DEFAULT_BOOTSTRAP, Calibration, SessionMeasur
 from dp_compact.errors import DpCompactError, no_readable_session, no_session_file, skip_reason
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
+from dp_compact.io import session_files
 from dp_compact.replay.shell import DirectoryReplay, SessionReplay, parse_policies, replay_or_skip
 from dp_compact.settings import Settings
 
-__all__ = ["MeasuredSession", "calibrate_fleet", "measure_input", "replay_fleet", "replay_input"]
+__all__ = ["MeasuredSession", "calibrate_fleet", "measure_input", "replay_directory", "replay_fleet", "replay_input"]
 
 
 def _reason(exc: BaseException, local: str, item: str) -> str:
@@ -76,14 +77,14 @@ def replay_fleet(
     paths : str, Path or iterable of them
         As :func:`dp_compact.fleet.inputs.list_inputs`.
     settings, policies, cache_ttl_s, lenient, use_cache, loss
-        As :func:`dp_compact.replay.shell.replay_directory`.
+        As :func:`dp_compact.fleet.jobs.replay_directory`.
     engine, workers, scheduler, progress, processes
         As :func:`dp_compact.fleet.engine.map_sessions`.
 
     Returns
     -------
     DirectoryReplay
-        As :func:`~dp_compact.replay.shell.replay_directory` gives for the same files.
+        As :func:`~dp_compact.fleet.jobs.replay_directory` gives for the same files.
 
     Raises
     ------
@@ -118,7 +119,7 @@ class MeasuredSession:
     measures : SessionMeasures
     summaries : tuple[tuple[str, int], ...]
         ``(tool, provider tokens)`` of each compaction summary the live segment records
-        (:func:`dp_compact.evidence.recorded_summary_tokens`).
+        (:func:`dp_compact.calibration.evidence.recorded_summary_tokens`).
     """
 
     measures: SessionMeasures
@@ -127,7 +128,7 @@ class MeasuredSession:
 
 def measure_input(item: str, recall_l: float | None) -> MeasuredSession | str:
     """A worker's calibration job: one session read and measured, or ``"path: reason"``."""
-    from dp_compact.evidence import recorded_summary_tokens
+    from dp_compact.calibration.evidence import recorded_summary_tokens
     from dp_compact.calibration.history import read_history
 
     local = item
@@ -186,3 +187,56 @@ def calibrate_fleet(
     calibration = pool_sessions([m.measures for m in measured], skipped, summaries, bootstrap=bootstrap, seed=seed,
                                 recall_l=recall_l)
     return calibration, failures
+
+
+def replay_directory(
+    folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
+    lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
+    loss: str = "refetch",
+) -> DirectoryReplay:
+    """Replay every session file under ``folder`` in parallel processes: a fleet run on the local engine.
+
+    Parameters
+    ----------
+    folder : Path or str
+        Searched recursively (:func:`session_files`).
+    settings : Settings
+    policies : sequence of str
+        Policy specs, parsed once before any work starts.
+    cache_ttl_s : float, optional
+        Cache TTL in seconds (calls with timestamps only).
+    lenient, use_cache : bool
+        As :func:`replay_file`.
+    workers : int, optional
+        Processes (default: CPU count, at most one per file); 1 runs in this process.
+    progress : callable, optional
+        ``progress(done, total, path)`` after each file, in this process.
+    loss : {"refetch", "none"}
+        The lost-information charge (DESIGN §6).
+
+    Returns
+    -------
+    DirectoryReplay
+        Sessions in path order; files that are not sessions (any DpCompactError) in ``skipped``.
+
+    Raises
+    ------
+    SettingsError
+        An unknown policy spec.
+    SessionError
+        When the folder holds no session file, or no file under it is read as a session (the
+        message gives the first reasons).
+    """
+    specs = tuple(policies)
+    parsed = parse_policies(specs, settings)
+    files = session_files(folder)
+    if not files:
+        raise no_session_file(folder)
+    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
+    results = map_sessions(replay_or_skip, [str(p) for p in files], (settings, parsed, options), workers=workers, progress=progress)
+    done = dict(zip(files, results, strict=True))
+    sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
+    skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
+    if not sessions:  # files, none read as a session: the first reasons (the file's own error when it is the only one)
+        raise no_readable_session(str(folder), skipped, len(files))
+    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)

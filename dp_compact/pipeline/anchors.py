@@ -26,7 +26,7 @@ from dp_compact.pipeline.extract import (
 from dp_compact.pipeline.texts import parse_sections
 from dp_compact.pipeline.types import Anchor
 from dp_compact.conversation import Message, is_summary_text
-from dp_compact.summary_text import summary_body
+from dp_compact.text.summary_text import summary_body
 
 __all__ = [
     "ANCHOR_LIMIT",

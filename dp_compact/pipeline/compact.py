@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dp_compact.api import _scaled_tokens, choose_prices
-from dp_compact.estimation import estimate, session_prefix
+from dp_compact.measure.estimation import estimate, session_prefix
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.archive import preview_ref
@@ -31,14 +31,14 @@ from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
-from dp_compact.planner import RULE_WAIT, Plan, forced_cut, plan
+from dp_compact.core.planner import RULE_WAIT, Plan, forced_cut, plan
 from dp_compact.pricing import Prices
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.conversation import Message, Session
 from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
-from dp_compact.tokens import count_text_tokens
+from dp_compact.measure.tokens import count_text_tokens
 
 __all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "CompactionResult", "compact_file", "compact_session"]
 

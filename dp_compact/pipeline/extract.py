@@ -1,7 +1,7 @@
 """Text signals the anchors and the extractive summary look for (DESIGN §5.4, §5.5).
 
 File paths, identifiers, error lines, user instructions and shell commands, found with
-regular expressions over message text (the shared ones in :mod:`dp_compact.patterns`). Pure
+regular expressions over message text (the shared ones in :mod:`dp_compact.text.patterns`). Pure
 functions over strings and messages.
 """
 
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from dp_compact.conversation import Message, ToolCall
-from dp_compact.patterns import (
+from dp_compact.text.patterns import (
     ERROR,
     HAS_EXTENSION,
     IDENTIFIER,

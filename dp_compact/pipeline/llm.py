@@ -33,7 +33,7 @@ from dp_compact.pipeline.summarize import SummaryRequest, check_summary
 from dp_compact.pipeline.types import Api
 from dp_compact.sessions.common import text_and_images
 from dp_compact.conversation import Message
-from dp_compact.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
+from dp_compact.measure.tokens import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 
 __all__ = ["CLIPPED_RESULT_CHARS", "LLMSummarizer", "SUMMARY_INSTRUCTION", "count_request_tokens", "summary_context_window"]
 
@@ -108,7 +108,7 @@ def summary_context_window(api: Api, model: str, explicit: int | None = None) ->
         The window in tokens and one sentence naming its source: the price database's window
         for ``model`` (:func:`dp_compact.pricing.get_prices`), or the smallest window the model
         runs with when that one is offered on request only (Claude: 200,000 without the 1M
-        opt-in; GPT-5: 272,000 input tokens; :func:`dp_compact.windows.known_windows`); for a
+        opt-in; GPT-5: 272,000 input tokens; :func:`dp_compact.measure.windows.known_windows`); for a
         model the database does not know, ``DEFAULT_CONTEXT_WINDOWS[api]``.
 
     Raises
@@ -124,7 +124,7 @@ def summary_context_window(api: Api, model: str, explicit: int | None = None) ->
     128000
     """
     from dp_compact.pricing import get_prices
-    from dp_compact.windows import known_windows
+    from dp_compact.measure.windows import known_windows
 
     if explicit is not None:
         if explicit <= 0:

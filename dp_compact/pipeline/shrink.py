@@ -244,8 +244,8 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     """
     from dp_compact.api import _scaled_tokens, choose_prices
     from dp_compact.errors import SettingsError, UnknownProfileError
-    from dp_compact.estimation import estimate, session_prefix
-    from dp_compact.tokens import count_message_tokens
+    from dp_compact.measure.estimation import estimate, session_prefix
+    from dp_compact.measure.tokens import count_message_tokens
 
     try:
         prices, _ = choose_prices(settings, session)

@@ -1,6 +1,6 @@
-"""Split and align (DESIGN §5.2): carry out a cut on the feasible-cut rules of :mod:`dp_compact.cuts`.
+"""Split and align (DESIGN §5.2): carry out a cut on the feasible-cut rules of :mod:`dp_compact.core.cuts`.
 
-Nothing here re-states a cut rule: :func:`dp_compact.cuts.feasible_cut_mask` decides which
+Nothing here re-states a cut rule: :func:`dp_compact.core.cuts.feasible_cut_mask` decides which
 cuts are feasible, and this module only picks one (``--keep K``, forced) and splits there.
 When a ``--keep K`` cannot be met exactly, :func:`cut_blocker` names the message that the mask
 rejected the cut for (its ``path:line`` and tool call id), and :func:`nearest_feasible_keeps`
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import ROLE_TOOL, feasible_cut_mask, message_arrays
+from dp_compact.core.cuts import ROLE_TOOL, feasible_cut_mask, message_arrays
 from dp_compact.errors import NoFeasibleCutError
 from dp_compact.conversation import Message
 
@@ -60,7 +60,7 @@ def _where(messages: Sequence[Message], index: int, path: str) -> str:
 def cut_blocker(
     messages: Sequence[Message], cut: int, *, path: str = "", user_turns_only: bool = False
 ) -> CutBlocker | None:
-    """The message that makes ``cut`` infeasible, and why (the rules of :mod:`dp_compact.cuts`).
+    """The message that makes ``cut`` infeasible, and why (the rules of :mod:`dp_compact.core.cuts`).
 
     Parameters
     ----------
@@ -225,7 +225,7 @@ def split(messages: Sequence[Message], cut: int) -> tuple[tuple[Message, ...], t
     Raises
     ------
     NoFeasibleCutError
-        If ``cut`` is not a feasible cut of ``messages`` (DESIGN §1, :mod:`dp_compact.cuts`).
+        If ``cut`` is not a feasible cut of ``messages`` (DESIGN §1, :mod:`dp_compact.core.cuts`).
     """
     mask = feasible_cut_mask(message_arrays(messages))
     if not 0 <= cut < mask.shape[0] or not mask[cut]:

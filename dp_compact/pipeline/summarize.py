@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dp_compact.errors import SummaryTooShortError
-from dp_compact.patterns import EDIT_TOOL_NAME, PATH_ARGUMENT_NAME, SHELL_ARGUMENT_KEYS
+from dp_compact.text.patterns import EDIT_TOOL_NAME, PATH_ARGUMENT_NAME, SHELL_ARGUMENT_KEYS
 from dp_compact.pipeline.extract import (
     call_names,
     call_paths,
@@ -36,7 +36,7 @@ from dp_compact.pipeline.extract import (
 )
 from dp_compact.pipeline.texts import parse_sections, render_sections
 from dp_compact.conversation import Message
-from dp_compact.tokens import count_text_tokens
+from dp_compact.measure.tokens import count_text_tokens
 
 __all__ = [
     "MIN_SUMMARY_CHARS",

@@ -3,7 +3,7 @@
 The live conversation (:class:`Live`), the call about to be made (:class:`CallContext`), the
 policy interface (:class:`Policy`) and its answer (:class:`Compaction`: where the new tail
 starts, the block carried over), and the fallback every policy shares: a hard truncation at a
-feasible cut (:func:`truncation`, the cut rules of :mod:`dp_compact.cuts`).
+feasible cut (:func:`truncation`, the cut rules of :mod:`dp_compact.core.cuts`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.cuts import feasible_cut_mask
+from dp_compact.core.cuts import feasible_cut_mask
 from dp_compact.replay.recording import Recording, ReplayParams
 
 __all__ = ["CallContext", "Compaction", "Live", "Policy", "tail_cut_mask", "truncation"]

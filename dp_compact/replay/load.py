@@ -29,12 +29,12 @@ import numpy.typing as npt
 
 from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Message, Session, Usage, recorded_history
-from dp_compact.cuts import message_arrays
+from dp_compact.core.cuts import message_arrays
 from dp_compact.errors import DpCompactError
 from dp_compact.pricing import Prices
-from dp_compact.estimation import call_message_counts, first_calls_after, fixed_prefix
+from dp_compact.measure.estimation import call_message_counts, first_calls_after, fixed_prefix
 from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
-from dp_compact.reuse import find_uses
+from dp_compact.measure.reuse import find_uses
 from dp_compact.sessions.source import read_source
 from dp_compact.settings import Settings
 
@@ -59,7 +59,7 @@ def recorded_calls(
     """Positions (index of each assistant message) and output tokens of the calls, their source,
     and the recorded prompt of each call.
 
-    Usage records are placed on assistant messages by :func:`~dp_compact.estimation.call_message_counts`
+    Usage records are placed on assistant messages by :func:`~dp_compact.measure.estimation.call_message_counts`
     (when every record has a source line). Returns ``(positions, output_tokens, source, prompts)``,
     arrays of shape (C,); source ``"usage"`` when a record was placed, else ``"messages"``;
     ``prompts`` is the placed record's ``prompt_tokens``, ``-1`` for a call without one.
@@ -133,9 +133,9 @@ def replay_v_tokens(
     recording: Recording, settings: Settings, window_tokens: int, recorded: int | None = None
 ) -> tuple[int, str, str]:
     """V charged to every call of ``recording``'s replay, tokens; its source
-    (:data:`~dp_compact.estimation.V_SOURCES`) and a note.
+    (:data:`~dp_compact.measure.estimation.V_SOURCES`) and a note.
 
-    :func:`~dp_compact.estimation.fixed_prefix`, the rule ``dp-compact plan`` follows too, of
+    :func:`~dp_compact.measure.estimation.fixed_prefix`, the rule ``dp-compact plan`` follows too, of
     ``recording.counted_v``: the first recorded call's prompt less our tokens of the messages it
     carried (:func:`~dp_compact.replay.recording.counted_tokens_per_message`), in provider tokens,
     the unit of every prompt the replay charges; None without usage records. ``window_tokens``: M;

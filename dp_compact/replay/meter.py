@@ -23,7 +23,7 @@ The replay model (README "Replay"):
    then the policy's forced fallback applies, and a hard truncation (drop the oldest messages at
    a feasible cut; no summary, no request) when it has none or it is not enough.
 6. Lost information (DESIGN §6, ``loss="refetch"``, the default): the recording is fixed, so a
-   message that a later call *uses* (:mod:`dp_compact.reuse`) but that the policy dropped must be
+   message that a later call *uses* (:mod:`dp_compact.measure.reuse`) but that the policy dropped must be
    fetched again. Before that call: one extra call (the prompt about to be sent, read from
    cache, and ``REFETCH_OUTPUT_TOKENS`` of output), the message's tokens written fresh
    (``P_write``), and those tokens carried, read from cache, by every later call and by the next
@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import compaction_request_cost
+from dp_compact.core.benefit import compaction_request_cost
 from dp_compact.replay.context import CallContext, Compaction, Live, Policy, tail_cut_mask, truncation
 from dp_compact.replay.recording import (
     FIXED_RECORDING,

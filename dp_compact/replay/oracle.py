@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import L_INSTR_TOKENS
-from dp_compact.cuts import ROLE_TOOL
+from dp_compact.core.benefit import L_INSTR_TOKENS
+from dp_compact.core.cuts import ROLE_TOOL
 from dp_compact.replay.meter import REFETCH_OUTPUT_TOKENS, Recording, ReplayParams
 
 __all__ = ["OracleSchedule", "oracle_schedule"]

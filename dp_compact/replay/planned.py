@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dp_compact.conversation import Message, Session, Usage
-from dp_compact.cuts import ROLE_USER, MessageArrays
-from dp_compact.planner import plan
+from dp_compact.core.cuts import ROLE_USER, MessageArrays
+from dp_compact.core.planner import plan
 from dp_compact.replay.meter import CallContext, Compaction
 from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.settings import Settings
@@ -39,7 +39,7 @@ class PlannerPolicy:
     the settings' ``v`` (``DP_V``: the file records no usage yet); from the first call on, the
     session's own prefix that the first call's usage record measures, as the replay charges it
     (``ReplayParams.v_tokens`` with ``v_source == "measured"``,
-    :func:`~dp_compact.estimation.fixed_prefix`); ``DP_V`` / ``--v`` given, that value throughout.
+    :func:`~dp_compact.measure.estimation.fixed_prefix`); ``DP_V`` / ``--v`` given, that value throughout.
     """
 
     settings: Settings

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dp_compact.cuts import ROLE_USER
+from dp_compact.core.cuts import ROLE_USER
 from dp_compact.errors import SettingsError
-from dp_compact.planner import EXTRACTIVE_SUMMARY_TOKENS
+from dp_compact.core.planner import EXTRACTIVE_SUMMARY_TOKENS
 from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
 from dp_compact.replay.planned import ORACLE, Oracle, PlannerPolicy, Schedule
 from dp_compact.settings import Settings
-from dp_compact.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
+from dp_compact.measure.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
 
 __all__ = [
     "ALL_POLICIES",
@@ -61,7 +61,7 @@ __all__ = [
     "parse_policy",
 ]
 
-# Claude Code's and Codex's triggers live with the window rules that read them (dp_compact.windows).
+# Claude Code's and Codex's triggers live with the window rules that read them (dp_compact.measure.windows).
 #: Codex ``COMPACT_USER_MESSAGE_MAX_TOKENS`` (codex-rs/core/src/compact.rs).
 CODEX_USER_MESSAGE_MAX_TOKENS = 20_000
 #: OpenHands ``LLMSummarizingCondenser`` defaults ``max_size`` and ``keep_first`` (events).

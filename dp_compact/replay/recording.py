@@ -2,7 +2,7 @@
 
 A :class:`Recording` holds the recorded messages with their tokens and structure, the recorded
 calls (position, prompt and output tokens, time) and the uses of earlier messages
-(:mod:`dp_compact.reuse`); :func:`counted_tokens_per_message` spreads the usage records over the
+(:mod:`dp_compact.measure.reuse`); :func:`counted_tokens_per_message` spreads the usage records over the
 messages, so that a preset standing for a tool that triggers on the provider's usage sees the
 prompt as the provider counted it. Pure: files are read in :mod:`dp_compact.replay.shell`.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Message
-from dp_compact.cuts import ROLE_USER, MessageArrays
+from dp_compact.core.cuts import ROLE_USER, MessageArrays
 from dp_compact.pricing import Prices
 
 __all__ = [

@@ -8,7 +8,7 @@ whose names are re-exported here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import numpy as np
 
 from dp_compact.api import read_notes
 from dp_compact.conversation import Session
-from dp_compact.errors import DpCompactError, no_readable_session, no_session_file, skip_reason
+from dp_compact.errors import DpCompactError, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.replay.load import (
     call_times,
@@ -50,7 +50,6 @@ __all__ = [
     "call_times",
     "load_recording",
     "recorded_calls",
-    "replay_directory",
     "replay_file",
     "replay_history",
     "replay_or_skip",
@@ -60,7 +59,6 @@ __all__ = [
     "session_files",
 ]
 
-Progress = Callable[[int, int, str], None]
 
 
 def summary_tokens(tool: str, settings: Settings) -> int:
@@ -269,58 +267,3 @@ def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...]
 
 #: The per-file job :func:`replay_directory` maps (public for :mod:`dp_compact.fleet`).
 replay_or_skip = _replay_or_skip
-
-
-def replay_directory(
-    folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
-    lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
-    loss: str = "refetch",
-) -> DirectoryReplay:
-    """Replay every session file under ``folder`` in parallel processes.
-
-    Parameters
-    ----------
-    folder : Path or str
-        Searched recursively (:func:`session_files`).
-    settings : Settings
-    policies : sequence of str
-        Policy specs, parsed once before any work starts.
-    cache_ttl_s : float, optional
-        Cache TTL in seconds (calls with timestamps only).
-    lenient, use_cache : bool
-        As :func:`replay_file`.
-    workers : int, optional
-        Processes (default: CPU count, at most one per file); 1 runs in this process.
-    progress : callable, optional
-        ``progress(done, total, path)`` after each file, in this process.
-    loss : {"refetch", "none"}
-        The lost-information charge (DESIGN §6).
-
-    Returns
-    -------
-    DirectoryReplay
-        Sessions in path order; files that are not sessions (any DpCompactError) in ``skipped``.
-
-    Raises
-    ------
-    SettingsError
-        An unknown policy spec.
-    SessionError
-        When the folder holds no session file, or no file under it is read as a session (the
-        message gives the first reasons).
-    """
-    specs = tuple(policies)
-    parsed = parse_policies(specs, settings)
-    files = session_files(folder)
-    if not files:
-        raise no_session_file(folder)
-    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
-    from dp_compact.fleet.engine import map_sessions
-
-    results = map_sessions(replay_or_skip, [str(p) for p in files], (settings, parsed, options), workers=workers, progress=progress)
-    done = dict(zip(files, results, strict=True))
-    sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
-    skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
-    if not sessions:  # files, none read as a session: the first reasons (the file's own error when it is the only one)
-        raise no_readable_session(str(folder), skipped, len(files))
-    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)

@@ -16,7 +16,7 @@ message, which is then a complete API round (Anthropic refuses a client ``tool_r
 as compact JSON, without the fields the API keeps opaque (``encrypted_content``,
 ``encrypted_index``: the encrypted page content is billed by the provider but has no size we
 can read, so the measured token ratio absorbs it). A fetched document inside it is counted as a
-document (:mod:`dp_compact.documents`).
+document (:mod:`dp_compact.measure.documents`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from dataclasses import replace
 from itertools import chain
 from typing import Any
 
-from dp_compact.patterns import is_injected_text
+from dp_compact.text.patterns import is_injected_text
 from dp_compact.sessions.anthropic import anthropic_message
 from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink

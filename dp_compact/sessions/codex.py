@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dp_compact.patterns import is_injected_text
+from dp_compact.text.patterns import is_injected_text
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
 from dp_compact.sessions.source import Source, each_record

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from dp_compact.images import find_blocks
-from dp_compact.summary_text import recorded_prefix, recorded_usage, summary_prefix, summary_usage
+from dp_compact.measure.images import find_blocks
+from dp_compact.text.summary_text import recorded_prefix, recorded_usage, summary_prefix, summary_usage
 from dp_compact.conversation import (
     SUMMARY_PREFIXES,
     Message,

@@ -27,7 +27,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import orjson
 
-from dp_compact._slots import filler, rebuilt
+from dp_compact._fast import filler, rebuilt
 from dp_compact.errors import MalformedLineError, SessionError
 
 __all__ = [
@@ -87,7 +87,7 @@ class Record:
     value: Any
     nbytes: int
 
-    def __new__(cls, line: int, value: Any, nbytes: int) -> Record:  # filled as a plain object (dp_compact._slots; one per line)
+    def __new__(cls, line: int, value: Any, nbytes: int) -> Record:  # filled as a plain object (dp_compact._fast; one per line)
         record = _RecordSlots()
         record.line, record.value, record.nbytes = line, value, nbytes
         record.__class__ = cls

@@ -34,8 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Message
-from dp_compact.file_operations import argument_text, file_operations, first_string, operations, parsed_arguments
-from dp_compact.patterns import WORKDIR_KEYS
+from dp_compact.measure.file_operations import argument_text, file_operations, first_string, operations, parsed_arguments
+from dp_compact.text.patterns import WORKDIR_KEYS
 
 __all__ = [
     "BOILERPLATE_SHARE",

@@ -174,7 +174,7 @@ def message_ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt
 
     ``turns``: user turns so far (``turn_index``); ``rounds``: API rounds so far divided by
     ``calls_per_turn`` (L). The age of message j seen from message m is ``ages[m] - ages[j]``,
-    as :func:`dp_compact.planner.plan` measures ``a_j`` (DESIGN §2) and the recall calibration
+    as :func:`dp_compact.core.planner.plan` measures ``a_j`` (DESIGN §2) and the recall calibration
     bins it.
 
     Raises

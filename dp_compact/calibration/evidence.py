@@ -3,7 +3,7 @@
 :func:`recorded_summary_tokens` measures the hand-over summaries that Claude Code, Codex and
 converted sessions recorded (``Session.compaction_records``), in provider tokens, so that the
 replay can charge each tool's policy the summary it really writes. The window evidence lives in
-:mod:`dp_compact.windows`.
+:mod:`dp_compact.measure.windows`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def recorded_summary_tokens(
 ) -> tuple[tuple[str, int], ...]:
     """Size of each hand-over summary the session records, in provider tokens.
 
-    Each summary is counted as the user message it is sent as (:mod:`dp_compact.tokens`: text
+    Each summary is counted as the user message it is sent as (:mod:`dp_compact.measure.tokens`: text
     tokens plus the per-message overhead), then scaled to the provider's tokens with the factor
     :func:`dp_compact.api.token_scale` gives for this session (measured from its usage records,
     else its provider family's calibrated factor), and rounded.
@@ -53,7 +53,7 @@ def recorded_summary_tokens(
     """
     from dp_compact.api import token_scale
     from dp_compact.settings import load_settings
-    from dp_compact.tokens import count_message_tokens
+    from dp_compact.measure.tokens import count_message_tokens
 
     records = [r for r in session.compaction_records if r.summary_text]
     if not records:

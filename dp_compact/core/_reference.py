@@ -1,7 +1,7 @@
 """A plain per-cut reference of DESIGN §1–§2, for tests and the benchmark only.
 
 Every quantity is recomputed from scratch for one cut with Python loops and floats, the way
-the seed's original planner does; the vectorized :mod:`dp_compact.benefit` must agree with it.
+the seed's original planner does; the vectorized :mod:`dp_compact.core.benefit` must agree with it.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dp_compact.benefit import L_INSTR_TOKENS, RETENTION_FLOOR
+from dp_compact.core.benefit import L_INSTR_TOKENS, RETENTION_FLOOR
 from dp_compact.pricing import Prices
 from dp_compact.conversation import Message
 

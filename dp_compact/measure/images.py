@@ -4,7 +4,7 @@ A provider does not bill an image by its base64 length but by its size in pixels
 own rule (:func:`image_tokens`). The size is read from the header of the encoded image (PNG
 ``IHDR``, JPEG ``SOF``, GIF and WebP headers) without decoding the picture; an image given by
 URL or file id, or in a format not read here, has no known size and is charged the flat
-:data:`~dp_compact.tokens.IMAGE_TOKENS`.
+:data:`~dp_compact.measure.tokens.IMAGE_TOKENS`.
 
 Shapes recognised (a block is a dict at any depth of the message, tool results included):
 
@@ -275,7 +275,7 @@ def image_tokens(image: Image, family: str, unknown: int) -> int:
     ----------
     image : Image
     family : str
-        :func:`~dp_compact.tokens.provider_family`: ``"openai"`` (tiles), ``"google"`` (258-token
+        :func:`~dp_compact.measure.tokens.provider_family`: ``"openai"`` (tiles), ``"google"`` (258-token
         tiles), anything else Anthropic's rule (width·height / 750 after scaling, at most 1,600).
     unknown : int
         Tokens of an image of unknown size (the flat cost), and of a low-detail one for no provider

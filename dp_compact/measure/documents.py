@@ -5,7 +5,7 @@ count an image. A provider does not bill a document so: Anthropic's PDF support 
 that each page of a PDF is sent as the text extracted from it *and* as an image of the page,
 and a plain-text document is its text. :func:`find_documents` finds the documents in a
 message as the source wrote it (``Message.raw``), and :func:`pdf_pages` reads a PDF's pages
-(text and size) with pypdf; :mod:`dp_compact.tokens` turns them into tokens.
+(text and size) with pypdf; :mod:`dp_compact.measure.tokens` turns them into tokens.
 
 Shapes recognised (a block is a dict at any depth of the message, tool results included):
 
@@ -20,7 +20,7 @@ A document given by reference has no bytes here and cannot be fetched (no networ
 ``source.type`` ``"url"`` (its ``url``) or ``"file"`` (its ``file_id``), OpenAI Chat
 ``{"type": "file", "file": {"file_id": ...}}``, Responses ``input_file`` with ``file_id`` or
 ``file_url``, Gemini ``fileData`` with a PDF ``mimeType``. It is a :class:`Document` whose
-``reference`` names it, and its size is estimated (:func:`dp_compact.tokens.document_tokens`).
+``reference`` names it, and its size is estimated (:func:`dp_compact.measure.tokens.document_tokens`).
 Nothing here raises on a broken document: an undecodable PDF is a :class:`Document` with no
 bytes, a PDF pypdf cannot open gives None from :func:`pdf_pages`, a page whose text cannot be
 extracted has ``text=None``; the token count then falls back to the provider's per-page estimate.
@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from dp_compact.images import decode_base64, find_blocks
+from dp_compact.measure.images import decode_base64, find_blocks
 
 __all__ = ["DOCUMENT_MARKERS", "PDF_MEDIA_TYPE", "Document", "PdfPage", "count_pdf_pages", "find_documents", "pdf_pages"]
 

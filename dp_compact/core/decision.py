@@ -1,7 +1,7 @@
 """A planning decision (DESIGN §2 "Decision", §7): the :class:`Plan` and the names of the rules that decide.
 
-The value :func:`dp_compact.planner.plan` returns, built by the myopic rules
-(:mod:`dp_compact.planner`) and by the look-ahead (:mod:`dp_compact.planner_lookahead`).
+The value :func:`dp_compact.core.planner.plan` returns, built by the myopic rules
+(:mod:`dp_compact.core.planner`) and by the look-ahead (:mod:`dp_compact.core.planner_lookahead`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import BenefitTerms
-from dp_compact.estimation import Estimates
+from dp_compact.core.benefit import BenefitTerms
+from dp_compact.measure.estimation import Estimates
 from dp_compact.pricing import Prices
 
 __all__ = [
@@ -91,10 +91,10 @@ class Plan:
         The prompt right after the decision (V + S + K when compacting, the context otherwise), tokens.
     v_source : {"measured", "recorded", "setting", "default", ""}
         Where ``settings["v"]``, the fixed prefix V in tokens, comes from
-        (:func:`~dp_compact.estimation.fixed_prefix`): the session's usage records, the statement
+        (:func:`~dp_compact.measure.estimation.fixed_prefix`): the session's usage records, the statement
         of an earlier dp-compact compaction or shrink in the file, ``DP_V`` / ``--v`` given, or
         ``DP_V``'s default; ``""`` when the caller gave the settings as they are
-        (:func:`~dp_compact.planner.plan` called directly).
+        (:func:`~dp_compact.core.planner.plan` called directly).
     lookahead_usd : ndarray or None
         Expected cost of compacting now at every feasible cut (for curves), $; not serialized.
     """

@@ -4,8 +4,8 @@ Recognised by tool name (case-insensitive) and arguments across formats: read to
 (``Read``, ``read_file``, ``view``), editors (``str_replace_editor`` commands), write tools,
 Codex's ``apply_patch`` bodies and shell commands (``cat``/``head``/``sed -n``/``nl`` reads,
 redirections and here-documents as writes), Windows paths included; the tool and program names
-come from :mod:`dp_compact.patterns`. Used by the judge's rule (b) of DESIGN §6 "Lost information"
-(:mod:`dp_compact.reuse`). Pure: no IO.
+come from :mod:`dp_compact.text.patterns`. Used by the judge's rule (b) of DESIGN §6 "Lost information"
+(:mod:`dp_compact.measure.reuse`). Pure: no IO.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dp_compact.conversation import ToolCall
-from dp_compact.patterns import (
+from dp_compact.text.patterns import (
     EDITOR_TOOLS,
     EDITOR_WRITES,
     PATCH_PATH,

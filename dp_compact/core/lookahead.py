@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import compaction_request_cost
+from dp_compact.core.benefit import compaction_request_cost
 from dp_compact.pricing import Prices
 
 __all__ = [

@@ -1,8 +1,8 @@
 """The look-ahead decision of DESIGN §7: compact now only when it costs less than the best schedule that waits.
 
-:func:`plan_ahead` is the ``DP_PLANNER=lookahead`` path of :func:`dp_compact.planner.plan` (with
+:func:`plan_ahead` is the ``DP_PLANNER=lookahead`` path of :func:`dp_compact.core.planner.plan` (with
 ``DP_MODEL=recall``): over the feasible cuts keeping at least one API round (:func:`round_keep`),
-it prices compacting now and every schedule that waits with :func:`dp_compact.lookahead.look_ahead`,
+it prices compacting now and every schedule that waits with :func:`dp_compact.core.lookahead.look_ahead`,
 from the growth per call (:func:`growth_per_call`) and the summary size it expects
 (:func:`summary_tokens`). Pure.
 """
@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.benefit import BenefitInputs, BenefitTerms, recall_costs
+from dp_compact.core.benefit import BenefitInputs, BenefitTerms, recall_costs
 from dp_compact.conversation import Session
-from dp_compact.decision import NO_TERMS, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT, RULE_WAIT, Plan
-from dp_compact.estimation import Estimates
-from dp_compact.lookahead import Forecast, look_ahead
+from dp_compact.core.decision import NO_TERMS, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT, RULE_WAIT, Plan
+from dp_compact.measure.estimation import Estimates
+from dp_compact.core.lookahead import Forecast, look_ahead
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 

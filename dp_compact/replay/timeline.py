@@ -16,10 +16,10 @@ import numpy.typing as npt
 
 from dp_compact.api import choose_prices, session_tokens
 from dp_compact.conversation import Session, Usage
-from dp_compact.cuts import message_arrays
-from dp_compact.estimation import call_message_counts, session_prefix
+from dp_compact.core.cuts import message_arrays
+from dp_compact.measure.estimation import call_message_counts, session_prefix
 from dp_compact.calibration.history import CompactionMarker, History
-from dp_compact.planner import plan
+from dp_compact.core.planner import plan
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
@@ -61,7 +61,7 @@ class Timeline:
         S, tokens (the context after an advised compaction is about context − H + S).
     window_source : str
         Where the window ``prices.max_context_tokens`` came from
-        (:func:`~dp_compact.windows.context_window`).
+        (:func:`~dp_compact.measure.windows.context_window`).
     followed_context_tokens : ndarray[int64] or None
         The context each call would have had had the advice been taken at every call (the
         replay of the planner, :mod:`dp_compact.replay`, counted as the provider counts);
@@ -70,7 +70,7 @@ class Timeline:
         Why ``followed_context_tokens`` is None, in one sentence a command prints (``""`` when it is not).
     v_notes : tuple[str, ...]
         Where the fixed prefix V each segment was planned with came from
-        (:func:`~dp_compact.estimation.fixed_prefix`), one sentence per segment, repeats left out.
+        (:func:`~dp_compact.measure.estimation.fixed_prefix`), one sentence per segment, repeats left out.
     """
 
     path: str
@@ -186,7 +186,7 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
     (``whole``: the live segment, which keeps the file's history, with every segment's usage);
     None and why when the replay's calls (one per assistant message of the whole history) are
     not the timeline's (one per usage record placed on a message, else per assistant message)."""
-    from dp_compact.planner import summary_tokens
+    from dp_compact.core.planner import summary_tokens
     from dp_compact.replay.load import replay_params
     from dp_compact.replay.meter import replay
     from dp_compact.replay.policies import PlannerPolicy
