@@ -5,8 +5,10 @@ folder of files, so that two versions of the code can be compared byte for byte.
 ``plan --json``, ``compact --dry-run --json``, ``compact --force -o`` (the written conversation and
 its ``--json``) and ``replay --json``; ``calibrate --json`` over the folder; and every case of
 ``../shared/cases`` with its own command (exit code, stdout, stderr and the files it wrote).
-Temporary paths and archive keys are replaced by placeholders. Compare two snapshots with
-``diff -r BEFORE AFTER``; an empty diff means the behaviour did not change.
+Temporary paths and archive keys are replaced by placeholders, and archive ids are made
+deterministic (a ``dp-compact`` launcher that numbers them instead of drawing random digits, so
+that summaries which name their archive key have the same size in every run). Compare two
+snapshots with ``diff -r BEFORE AFTER``; an empty diff means the behaviour did not change.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from pathlib import Path
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SESSIONS = SHARED / "sessions"
 CASES = SHARED / "cases"
-COMMAND = shutil.which("dp-compact") or "dp-compact"
+#: A ``dp-compact`` that numbers archive ids (same length as the real ones) instead of drawing them.
+LAUNCHER = f"""#!{sys.executable}
+import itertools, sys
+import dp_compact.pipeline.archive as archive
+_count = itertools.count()
+archive._new_id = lambda now: f"20260101T000000{{next(_count):06d}}Z-00000000"
+from dp_compact.cli import main
+sys.argv[0] = "dp-compact"
+main()
+"""
 
 
 def _environment(home: Path) -> dict[str, str]:
@@ -46,16 +57,26 @@ def _normalize(text: str, run_dir: Path) -> str:
 def _run(name: str, out: Path, *, args: list[str] = (), cwd: Path | None = None, shell: str | None = None,
          extra_env: dict[str, str] | None = None, files: tuple[str, ...] = ()) -> None:
     """Run one command in a fresh folder and write its exit code, output and files under ``out/name``."""
-    with tempfile.TemporaryDirectory(prefix="dpsnap-") as tmp:
+    # A fixed folder per run (not a random one): summaries may name paths, and their token counts
+    # must not depend on random letters.
+    tmp = Path(tempfile.gettempdir()) / "dp-snapshot" / re.sub(r"[^A-Za-z0-9]+", "-", name)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
         run_dir = Path(tmp) / "run"
         if cwd is not None:
             shutil.copytree(cwd, run_dir)
         else:
             run_dir.mkdir()
         env = _environment(Path(tmp) / "home")
+        launcher = Path(tmp) / "bin" / "dp-compact"
+        launcher.parent.mkdir()
+        launcher.write_text(LAUNCHER)
+        launcher.chmod(0o755)
+        env["PATH"] = f"{launcher.parent}{os.pathsep}{env.get('PATH', '')}"
         env.update(extra_env or {})
         proc = subprocess.run(
-            ["bash", "-c", shell] if shell else [COMMAND, *args], cwd=run_dir, env=env,
+            ["bash", "-c", shell] if shell else [str(launcher), *args], cwd=run_dir, env=env,
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
         )
         target = out / name
@@ -67,6 +88,19 @@ def _run(name: str, out: Path, *, args: list[str] = (), cwd: Path | None = None,
             path = run_dir / file
             if path.is_file():
                 (target / file.replace("/", "_")).write_text(_normalize(path.read_text(errors="replace"), run_dir))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _guarded(job: tuple[str, dict], out: Path) -> str | None:
+    """Run one job; the reason it could not run (written beside its outputs too), else None."""
+    try:
+        _run(job[0], out=out, **job[1])
+    except (OSError, subprocess.SubprocessError) as exc:
+        (out / job[0]).mkdir(parents=True, exist_ok=True)
+        (out / job[0] / "error").write_text(f"{type(exc).__name__}: {exc}\n")
+        return f"{job[0]}: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _jobs() -> list[tuple[str, dict]]:
@@ -103,9 +137,11 @@ def main() -> int:
     args.out.mkdir(parents=True)
     jobs = _jobs()
     with ThreadPoolExecutor(args.workers) as pool:
-        list(pool.map(lambda job: _run(job[0], out=args.out, **job[1]), jobs))
-    print(f"{len(jobs)} runs written to {args.out}")
-    return 0
+        failures = [f for f in pool.map(lambda job: _guarded(job, args.out), jobs) if f]
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    print(f"{len(jobs)} runs written to {args.out}, {len(failures)} could not run")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import numpy as np
 
 from timing import median_ms, machine_line, parse_args
 
-from dp_compact import _reference, tokens
+from dp_compact.core import _reference
+from dp_compact.measure import tokens
 from dp_compact.api import resolve_prices
 from dp_compact.core.cuts import feasible_cut_mask, message_arrays
 from dp_compact.core.planner import plan

@@ -36,7 +36,8 @@ from dp_compact.errors import DpCompactError
 from dp_compact.replay.meter import replay
 from dp_compact.replay.policies import DEFAULT_POLICIES, parse_policy
 from dp_compact.cli.render import render_directory
-from dp_compact.replay.shell import load_recording, replay_directory, replay_file, replay_params, session_files
+from dp_compact.fleet.jobs import replay_directory
+from dp_compact.replay.shell import load_recording, replay_file, replay_params, session_files
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 

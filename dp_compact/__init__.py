@@ -39,7 +39,7 @@ _WHERE = {
     "DpCompactError": "errors", "MalformedLineError": "errors", "NoFeasibleCutError": "errors",
     "NotASessionError": "errors", "SessionError": "errors", "SettingsError": "errors",
     "UnknownFormatError": "errors", "UnknownProfileError": "errors",
-    "Plan": "planner", "plan": "planner",
+    "Plan": "core.planner", "plan": "core.planner",
     "PROFILES": "pricing", "Prices": "pricing", "get_prices": "pricing", "list_profiles": "pricing",
     "Message": "sessions", "Session": "sessions", "read_session": "sessions",
     "Settings": "settings", "load_settings": "settings",
