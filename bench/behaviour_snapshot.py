@@ -59,7 +59,9 @@ def _run(name: str, out: Path, *, args: list[str] = (), cwd: Path | None = None,
     """Run one command in a fresh folder and write its exit code, output and files under ``out/name``."""
     # A fixed folder per run (not a random one): summaries may name paths, and their token counts
     # must not depend on random letters.
-    tmp = Path(tempfile.gettempdir()) / "dp-snapshot" / re.sub(r"[^A-Za-z0-9]+", "-", name)
+    # Digits of one length are the same number of tokens whatever they are, so the process id
+    # (padded) keeps concurrent snapshots apart without changing any count.
+    tmp = Path(tempfile.gettempdir()) / f"dp-snapshot-{os.getpid():08d}" / re.sub(r"[^A-Za-z0-9]+", "-", name)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -138,6 +140,7 @@ def main() -> int:
     jobs = _jobs()
     with ThreadPoolExecutor(args.workers) as pool:
         failures = [f for f in pool.map(lambda job: _guarded(job, args.out), jobs) if f]
+    shutil.rmtree(Path(tempfile.gettempdir()) / f"dp-snapshot-{os.getpid():08d}", ignore_errors=True)
     for failure in failures:
         print(failure, file=sys.stderr)
     print(f"{len(jobs)} runs written to {args.out}, {len(failures)} could not run")

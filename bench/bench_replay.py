@@ -37,7 +37,8 @@ from dp_compact.replay.meter import replay
 from dp_compact.replay.policies import DEFAULT_POLICIES, parse_policy
 from dp_compact.cli.render import render_directory
 from dp_compact.fleet.jobs import replay_directory
-from dp_compact.replay.shell import load_recording, replay_file, replay_params, session_files
+from dp_compact.prepare import prepare
+from dp_compact.replay.shell import prepared_recording, replay_file, replay_params, session_files
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 
@@ -55,8 +56,12 @@ def largest_session(path: Path, repeat: int) -> list[str]:
     """Reading, tokenizing, and each policy's replay time on one session."""
     settings = load_settings()
     read_ms, session = runs_ms(lambda: read_session(path), repeat)
-    tokens_ms, (recording, _) = runs_ms(lambda: load_recording(session, settings, use_cache=False), max(1, repeat // 2))
-    params, _ = replay_params(session, settings, None, recording=recording)
+    def load() -> tuple[object, tuple[object, str]]:  # preparation (tokens, V, placement) and the recording
+        prepared = prepare(session, settings, use_cache=False, history=True)
+        return prepared, prepared_recording(prepared)
+
+    tokens_ms, (prepared, (recording, _)) = runs_ms(load, max(1, repeat // 2))
+    params, _ = replay_params(prepared)
     lines = [
         f"largest session {path.name} ({path.stat().st_size / 1e6:.1f} MB): {len(recording.messages)} messages, "
         f"{recording.n_calls} calls; read {read_ms:.0f} ms, tokenize + recording {tokens_ms:.0f} ms (no token cache)",

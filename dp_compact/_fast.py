@@ -1,35 +1,84 @@
-"""Fast construction of the frozen, slotted value types made once per line or message.
+"""The package's one speed trick: making a frozen dataclass instance without its ``__init__``.
 
-A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__``; one
-that calls each slot's descriptor is faster, but each such call still costs about as much as a
-small Python function. Readers make one :class:`~dp_compact.sessions.source.Record` per line and
-one :class:`~dp_compact.conversation.Message` per message (sessions hold millions), so these
-types fill an instance of a plain class with the same slots (plain attribute stores) and then
-give it the frozen class: the same object layout, so Python allows the ``__class__`` change,
-and from then on the instance is as frozen as one made by the dataclass.
+Why
+---
+A frozen dataclass's generated ``__init__`` must store each field through
+``object.__setattr__`` (its own ``__setattr__`` refuses), and calling a class costs more than
+calling a function. Readers make one :class:`~dp_compact.sessions.source.Record` per line and
+one :class:`~dp_compact.conversation.Message` per message, and sessions hold millions of them.
+
+The trick
+---------
+:func:`maker` writes, once per class, a function taking the value of every field in field
+order. It stores them on an instance of a plain class with the same ``__slots__`` (ordinary
+attribute stores) and then gives that instance the frozen class (``obj.__class__ = cls``), which
+Python allows because both classes have the same layout. From then on the object is an ordinary
+instance of the frozen class: equality, hashing, ``repr``, :func:`dataclasses.replace`,
+:mod:`copy` and :mod:`pickle` are the dataclass's own, and the class keeps its ``__init__`` for
+every other construction.
+
+Measured gain
+-------------
+CPU instructions (valgrind's callgrind) on CPython 3.11, 2026-12-06. Per object: a
+:class:`~dp_compact.sessions.source.Record` costs 5,500 by its ``__init__`` and 1,900 by its
+maker; a :class:`~dp_compact.conversation.Message` about 23,400 by ``Message(...)`` and 5,500 by
+:func:`~dp_compact.conversation.new_message`. Per message read (``bench/bench_instructions.py
+--stages read``, small-message sessions), the record maker saves about 3,500 instructions
+(5–7 % of the read) and ``new_message`` about 20,000 (30–40 %). The same trick on
+``ToolCall``, ``ToolResult`` and ``Usage`` saved 2–4 % each and was removed: those are plain
+dataclasses (bench/README.md, run of 2026-12-06).
+
+Rules for callers
+-----------------
+1. Only for a ``@dataclass(frozen=True, slots=True)`` class without base classes;
+   :func:`maker` refuses any other at import time.
+2. The maker runs neither ``__init__`` nor ``__post_init__``: a class whose ``__post_init__``
+   decides or checks fields has one builder that applies the same rules first and then calls
+   the maker (:func:`~dp_compact.conversation.new_message`), and a test checks the two agree.
+3. Every field is given, positionally and in field order: no defaults, no checks of types.
+4. Use it only where one object is made per line or message; make anything else with the class.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["filler", "rebuilt"]
+__all__ = ["maker"]
 
 T = TypeVar("T")
 
+#: Names the generated function uses besides the fields (a field may not be called so).
+_OWN_NAMES = frozenset({"_fast_filler", "_fast_cls", "_fast_obj"})
 
-def filler(cls: type) -> type:
-    """A plain class with the slots of ``cls`` (a ``slots=True`` dataclass), in the same order.
 
-    An instance of it, its slots set, becomes an instance of ``cls`` by ``obj.__class__ = cls``.
+def maker(cls: type[T]) -> Callable[..., T]:
+    """A function making an instance of ``cls`` from the values of all its fields, in field
+    order, without running ``__init__`` or ``__post_init__`` (module docstring: rules 1–4).
+
+    >>> @dataclasses.dataclass(frozen=True, slots=True)
+    ... class Point:
+    ...     x: int
+    ...     y: int = 0
+    >>> make_point = maker(Point)
+    >>> make_point(1, 2), make_point(1, 2) == Point(1, 2), type(make_point(1, 2)) is Point
+    (Point(x=1, y=2), True, True)
     """
-    return type(f"_{cls.__name__}Slots", (), {"__slots__": cls.__slots__, "__module__": cls.__module__})
-
-
-def rebuilt(cls: type[T], values: tuple[Any, ...]) -> T:
-    """An instance of ``cls`` whose slots hold ``values`` in slot order, set as they are (no
-    constructor rules): what unpickling and :mod:`copy` use (the types' ``__reduce__``)."""
-    obj = object.__new__(cls)
-    for name, value in zip(cls.__slots__, values, strict=True):  # type: ignore[attr-defined]
-        object.__setattr__(obj, name, value)
-    return obj
+    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen or cls.__dict__.get("__slots__") != names or cls.__bases__ != (object,):
+        raise TypeError(f"{cls.__name__} is not a frozen dataclass with slots=True and no base class")
+    if _OWN_NAMES & set(names):
+        raise TypeError(f"{cls.__name__} has a field named like a name of the maker ({sorted(_OWN_NAMES)})")
+    filler = type(f"_{cls.__name__}Filler", (), {"__slots__": names, "__module__": cls.__module__})
+    stores = "".join(f"    _fast_obj.{name} = {name}\n" for name in names)
+    source = (f"def make_{cls.__name__}({', '.join(names)}, /):\n    _fast_obj = _fast_filler()\n{stores}"
+              "    _fast_obj.__class__ = _fast_cls\n    return _fast_obj\n")
+    namespace: dict[str, Any] = {"_fast_filler": filler, "_fast_cls": cls}
+    exec(source, namespace)  # noqa: S102  as dataclasses writes __init__: our own text, one plain store per field
+    make = namespace[f"make_{cls.__name__}"]
+    make.__module__, make.__qualname__ = cls.__module__, f"make_{cls.__name__}"
+    make.__doc__ = f"A {cls.__name__} from all its fields' values in order, without __init__ (dp_compact._fast)."
+    filler().__class__ = cls  # raises TypeError now, at import, if the layouts differ
+    return make

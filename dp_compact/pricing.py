@@ -98,7 +98,7 @@ class Prices:
         Where the numbers come from: a provider's pricing-page URL, or ``"genai-prices <version>"``
         followed by ``"; "``-separated notes on any assumption made.
     window_source : str
-        Where ``max_context_tokens`` comes from for a session (:func:`dp_compact.api.choose_prices`,
+        Where ``max_context_tokens`` comes from for a session (:func:`dp_compact.prepare.choose_prices`,
         :func:`dp_compact.measure.windows.context_window`); for a price-database model whose window is not
         listed, that it is assumed; else "" for a bare profile. Ignored by equality.
 

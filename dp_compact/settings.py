@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dp_compact.errors import SettingsError
 
-__all__ = ["DEFAULT_PROVIDER", "Settings", "load_settings", "variable_notes"]
+__all__ = ["DEFAULT_PROVIDER", "Settings", "default_settings", "load_settings", "variable_notes"]
 
 #: DESIGN §3: the default pricing profile.
 DEFAULT_PROVIDER = "claude-sonnet-4"
@@ -147,6 +147,17 @@ def load_settings(**flags: Any) -> Settings:
         raise SettingsError(name, error.get("input"), error["msg"], where) from None
 
 
+def default_settings() -> Settings:
+    """:class:`Settings` with every default of DESIGN §3 and none given: no flag, ``DP_*`` variable
+    or ``.env`` file is read (for library functions called without settings, such as
+    :func:`dp_compact.calibration.calibrate`, which measure files, not a configuration).
+
+    >>> default_settings().v, default_settings().model_fields_set
+    (18300, set())
+    """
+    return Settings.model_construct()  # the declared defaults, which are valid; no settings source is read
+
+
 def variable_notes(environ: Mapping[str, str], env_file: Mapping[str, str | None]) -> list[str]:
     """Notes on the ``DP_*`` variables a run sees: unknown names (ignored, so a typo would pass
     silently), and the settings whose value comes from the ``.env`` file (a value the user may
@@ -162,14 +173,14 @@ def variable_notes(environ: Mapping[str, str], env_file: Mapping[str, str | None
     >>> for note in variable_notes({"DP_VV": "1"}, {"DP_V": "5000"}):
     ...     print(note)
     DP_V=5000 comes from the .env file
-    DP_VV is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)
+    DP_VV is not a dp-compact setting and is ignored (see 'dp-compact --help' and docs/settings.md)
     """
     known = {f"DP_{name.upper()}" for name in Settings.model_fields}
     notes = []
     for name in sorted({n for n in (*environ, *env_file) if n.upper().startswith("DP_")}):
         if name.upper() not in known:
             where = " (in the .env file)" if name in env_file and name not in environ else ""
-            notes.append(f"{name}{where} is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)")
+            notes.append(f"{name}{where} is not a dp-compact setting and is ignored (see 'dp-compact --help' and docs/settings.md)")
         elif name in env_file and name not in environ:
             notes.append(f"{name}={env_file[name]} comes from the .env file")
     return notes

@@ -307,6 +307,7 @@ def test_local_and_fleet_calibration_skip_the_same_files_for_the_same_reasons(tm
     assert [f"{path}: {reason}" for path, reason in failures] == list(local.skipped)
 
 
+@pytest.mark.slow
 def test_calibrate_real_sessions_runs_and_reports():
     result = calibrate([need(SESSIONS)], bootstrap=20)
     assert len(result.sessions) >= 10
@@ -352,6 +353,7 @@ def test_shipped_defaults_match_committed_calibration_results():
         assert ratio == pytest.approx(results["token_ratio"][family]["value"], abs=0.005)
 
 
+@pytest.mark.slow
 def test_cli_calibrate_env_json_and_figure(synthetic, tmp_path: Path):
     folder, _ = synthetic
     runner = CliRunner()
@@ -397,6 +399,7 @@ def test_calibrate_one_session_never_prints_nan(tmp_path: Path):
 
 
 @pytest.mark.parametrize(("name", "fitted"), [("codex/codex_raze.jsonl", False), ("claude_code/cc_task43_develop.jsonl", True)])
+@pytest.mark.slow
 def test_cli_calibrate_one_real_session_is_weak_and_never_nan(name: str, fitted: bool):
     """One real session, through the command: text, JSON and --env say the values are weak and print no NaN.
 
@@ -426,6 +429,7 @@ def test_cli_calibrate_one_real_session_is_weak_and_never_nan(name: str, fitted:
     assert any(line.startswith("export DP_RECALL_Q0=") for line in lines) is fitted
 
 
+@pytest.mark.slow
 def test_cli_calibrate_real_folder_never_prints_nan():
     """The shared sessions as a folder: no NaN in text, JSON (strict) or --env; no weak-estimate note."""
     folder = str(need(SESSIONS))

@@ -5,18 +5,23 @@ from __future__ import annotations
 import ast
 import copy
 import pickle
-from dataclasses import FrozenInstanceError, fields, replace
+from dataclasses import FrozenInstanceError, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dp_compact.conversation import MESSAGE_KINDS, Message, ToolCall, ToolResult, Usage, count_user_turns, holds_no_blocks, raw_as_json
+from dp_compact import _fast
+from dp_compact.conversation import (
+    MESSAGE_KINDS, Message, ToolCall, ToolResult, Usage, count_user_turns, holds_no_blocks, new_message, raw_as_json,
+)
 from dp_compact.core.cuts import message_ages, message_arrays
 from dp_compact.pipeline.extract import user_turn_texts
 from dp_compact.sessions import read_session
-from dp_compact.sessions.source import Record
+from dp_compact.sessions.source import Record, _make_record
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "sessions"
 POSTHOG = SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"
@@ -108,11 +113,13 @@ def test_no_other_user_turn_rule_in_the_package() -> None:
         ToolResult("c1", "out"),
         Usage(1200, 1000, 100, 40, line=7, convention="anthropic"),
         Record(4, {"type": "user"}, 120),
+        new_message("user", "fix the bug", line=3, source_bytes=40, raw={"content": "fix the bug"}),
+        _make_record(4, {"type": "user"}, 120),
     ],
-    ids=["prompt", "assistant", "tool", "call", "result", "usage", "record"],
+    ids=["prompt", "assistant", "tool", "call", "result", "usage", "record", "reader-message", "reader-record"],
 )
 def test_value_types_are_frozen_and_survive_pickle_copy_and_replace(value) -> None:
-    """The types filled as plain objects (dp_compact._fast) behave as the frozen dataclasses they are."""
+    """The value types, made by their class or by the readers' makers (dp_compact._fast), are frozen dataclasses."""
     assert type(value).__name__ in {"Message", "ToolCall", "ToolResult", "Usage", "Record"}
     name = fields(value)[0].name
     with pytest.raises(FrozenInstanceError):
@@ -142,3 +149,39 @@ def test_the_constructor_keeps_its_rules_and_errors() -> None:
     with raw_as_json():
         kept = Message("user", "hi", raw={"content": "hi"})
     assert holds_no_blocks(kept.raw) and pickle.loads(pickle.dumps(kept)).raw is not None
+
+
+_ROLES = st.sampled_from(["user", "assistant", "tool"])
+_KINDS = st.sampled_from([None, *MESSAGE_KINDS])
+_TEXTS = st.sampled_from(["", "fix the bug", "<task-notification>done</task-notification>", "[summary] earlier", "x" * 3000])
+_RAWS = st.sampled_from([None, {"content": "hi"}, {"role": "user", "content": [{"type": "image"}]}, {"content": "y" * 3000}])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ROLES, _TEXTS, _KINDS, _RAWS, st.integers(0, 5000), st.sampled_from(["", "shape", "whole"]))
+def test_new_message_is_the_message_the_class_makes(role, text, kind, raw, source_bytes, keeping) -> None:
+    """Rule 2 of dp_compact._fast: the readers' builder applies Message.__post_init__'s rules (kind, raw kept)."""
+    arguments = {"role": role, "text": text, "images": 1, "line": 7, "source_bytes": source_bytes, "raw": raw, "kind": kind}
+    if keeping:
+        with raw_as_json(whole=keeping == "whole"):
+            made, built = new_message(**arguments), Message(**arguments)
+    else:
+        made, built = new_message(**arguments), Message(**arguments)
+    assert type(made) is Message and made == built and made.kind == built.kind and made.raw == built.raw
+    assert [getattr(made, f.name) for f in fields(Message)] == [getattr(built, f.name) for f in fields(Message)]
+
+
+def test_the_maker_takes_only_frozen_slotted_dataclasses() -> None:
+    """Rule 1 of dp_compact._fast, checked when the maker is made (at import)."""
+
+    @dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    @dataclass(slots=True)
+    class NotFrozen:
+        x: int
+
+    for cls in (NoSlots, NotFrozen, dict):
+        with pytest.raises(TypeError):
+            _fast.maker(cls)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from dp_compact.core import _reference
@@ -109,3 +110,23 @@ def test_seed_rule_skips_injected_context_with_a_string_content():
     ]
     seed = np.flatnonzero(feasible_cut_mask(message_arrays(messages), user_turns_only=True)).tolist()
     assert seed == [4] == [i for i in range(7) if _reference.is_feasible_cut(messages, i, user_turns_only=True)]
+
+
+_CALL = Message("assistant", "", tool_calls=(ToolCall("x", "bash"),))
+_RESULT = Message("tool", tool_results=(ToolResult("x", "ok"),))
+
+
+@pytest.mark.parametrize("between", [
+    Message("assistant", "still running, one moment"),
+    Message("user", "also check ci.yml", raw={"role": "user", "content": "also check ci.yml"}),
+], ids=["assistant_text", "user_turn"])
+def test_feasible_cuts_message_between_a_call_and_its_result_is_no_cut(between):
+    """DESIGN §1: every tool result in the tail has its call in the tail. A message that arrives
+    between a call (1) and its result (3) opens no feasible tail; the call's own message does."""
+    messages = [Message("user", "fix it", raw={"role": "user", "content": "fix it"}), _CALL, between, _RESULT,
+                Message("assistant", "done"), Message("user", "next", raw={"role": "user", "content": "next"}),
+                Message("assistant", "ok")]
+    # cut 1: tail [call, between, result, ...] ✓; cut 2: result 3 without call 1 ✗; cut 3: a tool result ✗;
+    # cuts 4, 5, 6: nothing open ✓; cuts 0 and 7 never
+    assert np.flatnonzero(feasible_cut_mask(message_arrays(messages))).tolist() == [1, 4, 5, 6]
+    assert [_reference.is_feasible_cut(messages, i) for i in range(8)] == [i in (1, 4, 5, 6) for i in range(8)]

@@ -32,6 +32,7 @@ def cluster():
         yield running.scheduler_address
 
 
+@pytest.mark.slow
 def test_calibration_on_a_two_worker_cluster_equals_the_local_engine(cluster):
     need(SESSIONS)
     local = calibrate([SESSIONS], bootstrap=60, seed=3).to_dict()
@@ -40,6 +41,7 @@ def test_calibration_on_a_two_worker_cluster_equals_the_local_engine(cluster):
     assert [Path(p).name for p, _ in failures] == ["cline_ui_messages_cardgame.json"]
 
 
+@pytest.mark.slow
 def test_replay_on_a_two_worker_cluster_equals_the_local_pool(cluster):
     need(SESSIONS)
     settings = Settings()
@@ -63,7 +65,7 @@ def _memory_fleet(root: str) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("engine", ["local", "dask"])
+@pytest.mark.parametrize("engine", ["local", pytest.param("dask", marks=pytest.mark.slow)])
 def test_memory_urls_replay_like_local_files_and_a_broken_file_is_a_row(engine):
     root = f"memory://fleet-{engine}"
     names = _memory_fleet(root)
@@ -119,6 +121,7 @@ def test_parquet_has_one_row_per_session_and_policy_and_sums_to_the_totals(tmp_p
     assert sources["cc_raze_hooks.jsonl"] == "measured" and sources["miniswe_github_issue.traj.json"] == "default"
 
 
+@pytest.mark.slow
 def test_a_given_v_reaches_the_cluster_workers_and_wins_for_every_session(cluster):
     """Settings cross to the workers with what the user set: DP_V given is charged to every session."""
     paths = [need(SESSIONS / name) for name in SMALL]
@@ -152,6 +155,7 @@ def test_cli_replay_and_calibrate_write_parquet_and_print_the_usual_report(tmp_p
     assert bad.exit_code == 2 and "--engine dask" in bad.output
 
 
+@pytest.mark.slow
 def test_import_and_help_load_no_fleet_extra():
     import subprocess
     import sys
@@ -194,6 +198,7 @@ def test_resampled_blocks_keep_tool_pairing():
     assert first["parentUuid"] == "last" and second["parentUuid"] == first["uuid"] == "u2~7"
 
 
+@pytest.mark.slow
 def test_one_session_file_on_the_fleet_engines_reads_as_on_the_local_engine():
     """A lone file (a path on Dask, or one fsspec URL) gets its own report, the same as the local
     engine's, not a folder table of one row."""

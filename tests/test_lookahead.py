@@ -62,6 +62,33 @@ def test_values_equal_a_brute_force_over_every_schedule(context, calls, growth, 
     np.testing.assert_allclose(ahead.compact_usd, compacts, rtol=5e-3)
 
 
+@pytest.mark.parametrize(("calls", "x0", "kept_throughout"), [
+    (39, 74_000, True),  # call 38 at V + x0 + 38·g = 132,000: exactly the threshold, allowed (a single call)
+    (40, 73_000, True),  # call 39 at 132,000: exactly the threshold, the second call of the block (38, 2)
+    (40, 74_000, False),  # call 39 at 133,000: above it, though the block's first call (38) is not
+])
+def test_values_a_block_may_not_outgrow_the_forced_threshold(calls, x0, kept_throughout):
+    """Keeping is not allowed once V + x *exceeds* the forced threshold (module docstring), at any call
+    of a block, not only its first. Calls 32-39 are planned in blocks of two calls; the context grows
+    by g = 1,000 a call from x0, and call n sends V + x0 + n·g (threshold 132,000). When no call
+    exceeds it, the schedule that waits keeps every call; when the last one does, it must compact
+    once, and every compaction here loses $1,000 (no tail it may keep reaches the last 64,000
+    tokens, which hold that worth). The grid (127,000 / 127: 1,000 tokens a step) holds every context."""
+    v, s, g, limit, window = 20_000, 800, 1_000, 132_000, 147_000
+    forecast = Forecast(growth_tokens=g, calls_so_far=10, survival_alpha=1.5, survival_scale=50.0, remaining_calls=calls,
+                        loss_tail_tokens=np.array([63_999.0, 64_000.0]), loss_tail_usd=np.array([0.0, 1_000.0]))
+    ahead = look_ahead(v + x0, np.array([x0 - 10_000]), np.zeros(1), forecast, replace(PRICES, max_context_tokens=window),
+                       v_tokens=v, s_tokens=s, limit_tokens=limit, window_tokens=window)
+    # call n keeps: V + x0 + (n − 1)·g read from cache at 0.30, g written at 3.75
+    keep_every_call = sum(0.30 * (v + x0 + (n - 1) * g) + 3.75 * g for n in range(calls)) / 1e6  # about $1.5
+    if kept_throughout:
+        assert ahead.keep_usd == pytest.approx(keep_every_call, rel=1e-9)
+        assert ahead.next_compaction_calls is None
+    else:
+        assert ahead.keep_usd > 1_000 > keep_every_call  # about $1.5 would mean call 39 was kept above the threshold
+        assert ahead.next_compaction_calls is not None
+
+
 def test_continuation_is_the_conditioned_lomax_survival():
     alive = continuation(100, 1.5, 50.0, 4)
     assert alive[0] == 1.0 and np.all(np.diff(alive) < 0)
@@ -96,6 +123,31 @@ def test_expected_loss_makes_the_planner_keep_more():
     priced = plan(session, tokens, load_settings(recall_q0=0.9, recall_tau=50.0), PRICES)
     assert free.decision == "compact" and free.rule == RULE_LOOKAHEAD
     assert priced.decision == "keep" or priced.k > free.k
+
+
+@pytest.mark.parametrize("e_fixed", [1.0, 0.5])
+def test_plan_refetch_carry_is_capped_by_the_calls_left_and_at_least_one(e_fixed):
+    """DESIGN §2 recall term: a refetched message is read at P_input by the refetch and then carried,
+    from cache, by the calls that remain, R − 1 of them; the look-ahead carries it for
+    min(calls left, (context − V) / g) calls, never fewer than 1 (the refetching call itself). Here the
+    context has grown for (21,000 − V) / 2,000 = 10 calls but only R = E · L = e_fixed ≤ 1 call is
+    left: no carrying. With one call left there is no future either, so compacting at cut c costs
+    its request, the rewritten prompt of the call, and the recall term of its head, all by hand:"""
+    messages = _loop(rounds=10)  # 21 messages of 1,000 tokens; one user turn (age 0: q_j = q0 = 1)
+    tokens = np.full(len(messages), 1_000, dtype=np.int64)
+    usage = tuple(Usage(1_000 + 2_000 * i) for i in range(1, 11))  # g = 2,000; avg = 12,000; context 21,000
+    session = replace(session_of(messages), usage=usage, llm_calls=10)
+    settings = load_settings(v=1_000, s=100, e_fixed=e_fixed, l=1, recall_q0=1.0, recall_age="turns")
+    result = plan(session, tokens, settings, PRICES)
+    assert result.estimates.context_tokens == 21_000 and result.estimates.avg_tokens == 12_000
+    assert result.benefit.cut.tolist() == list(range(1, 20, 2))  # every assistant message; the last round kept
+    v, s, context, avg = 1_000, 100, 21_000, 12_000
+    cuts = np.arange(1, 20, 2)
+    head = 1_000 * cuts
+    request = ((v + head) * 0.30 + 70 * 3.0 + s * 15.0) / 1e6  # V + H from cache, L_instr at P_input, S at P_out
+    rewrite = (v * 0.30 + (s + context - v - head) * 3.75) / 1e6  # the next call: V read, S + tail written
+    recall = cuts * (1_000 * 3.0 + avg * 0.30 + s * 15.0) / 1e6  # Σ_head q_j (tok_j · P_input + avg · P_cache + S · P_out)
+    np.testing.assert_allclose(result.lookahead_usd, request + rewrite + recall, rtol=1e-12)
 
 
 def _loop(rounds: int) -> list[Message]:

@@ -25,6 +25,7 @@ def test_notebook_is_stored_without_outputs(path: Path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.slow
 def test_notebook_executes_without_error(path: Path, monkeypatch: pytest.MonkeyPatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -49,6 +49,25 @@ def test_to_api_turns_orphan_result_into_text_and_answers_lost_calls():
     assert not sdk_errors(openai, "openai") and not sdk_errors(anthropic, "anthropic")
 
 
+def test_to_api_drops_blank_text_blocks_and_messages_left_empty():
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    rows = [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": [{"type": "text", "text": "\n\n"}, call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": " "}]},  # nothing but white space
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+    ]
+    written = to_api(_messages(rows), "anthropic")
+    assert not validate_messages(written, "anthropic"), validate_messages(written, "anthropic")
+    assert written[1]["content"] == [call]  # the blank block goes, the call stays as it was
+    assert [m["role"] for m in written] == ["user", "assistant", "user", "assistant"]  # the empty reply went; users merged
+    assert written[2]["content"][0]["tool_use_id"] == "t1" and written[2]["content"][-1] == {"type": "text", "text": "thanks"}
+    assert written[-1] == rows[-1]
+    assert not sdk_errors(written, "anthropic")
+
+
 def test_validate_flags_unknown_keys_blocks_and_parts():
     rules = [v.rule for v in validate_messages([{"role": "user", "content": [{"type": "weird"}], "usage": {}}], "anthropic")]
     assert rules == ["unknown-key", "unknown-block"]

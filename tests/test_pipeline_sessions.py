@@ -68,6 +68,7 @@ def _check_output(result, tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("path", _sessions(), ids=lambda p: p.name)
+@pytest.mark.slow
 def test_real_session_compacts_and_validates_at_planned_and_forced_cuts(path: Path, tmp_path: Path) -> None:
     session = _read(path)
     settings = load_settings()
@@ -87,6 +88,7 @@ def test_real_session_compacts_and_validates_at_planned_and_forced_cuts(path: Pa
 
 
 @pytest.mark.parametrize("path", _sessions(), ids=lambda p: p.name)
+@pytest.mark.slow
 def test_compaction_is_a_fixed_point_of_the_planner(path: Path, tmp_path: Path) -> None:
     """Planning the file a planned compaction wrote, with nothing new, keeps it; c and N carry over."""
     session = _read(path)
@@ -131,6 +133,7 @@ def _head_facts(head: tuple[Message, ...]) -> tuple[set[str], set[str]]:
     return paths, instructions
 
 
+@pytest.mark.slow
 def test_summary_keeps_paths_and_instructions_of_real_sessions(capsys: pytest.CaptureFixture[str]) -> None:
     files = [p for p in session_files() if p.name != "cline_ui_messages_cardgame.json"]
     if not files:

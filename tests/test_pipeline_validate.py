@@ -98,3 +98,20 @@ def test_cli_validate_exit_codes_ok_violations_unreadable(tmp_path: Path):
     assert result.exit_code == 2 and "broken.jsonl:2" in result.output
     result = runner.invoke(app, ["validate", str(good), "--api", "gemini"])
     assert result.exit_code == 2
+
+
+def test_validate_server_tool_result_of_any_name_is_a_block_of_its_assistant_message():
+    # An advisor's result (a server tool the block list does not name) sits beside its
+    # server_tool_use in the assistant message the API returned: valid, as web_search_tool_result is.
+    call = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "advisor", "input": {}}
+    result = {"type": "advisor_tool_result", "tool_use_id": "srvtoolu_1", "content": {"type": "advisor_result", "text": "full jitter"}}
+    messages = [
+        {"role": "user", "content": "ask the advisor"},
+        {"role": "assistant", "content": [call, result, {"type": "text", "text": "Full jitter it is."}]},
+    ]
+    assert validate_messages(messages, "anthropic") == ()
+    # In a user message it is still no Messages API block, and an unknown type stays unknown.
+    as_user = [{"role": "user", "content": [result]}]
+    assert [v.rule for v in validate_messages(as_user, "anthropic")] == ["unknown-block"]
+    odd = [{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "advisor_result", "text": "y"}]}]
+    assert [v.rule for v in validate_messages(odd, "anthropic")] == ["unknown-block"]

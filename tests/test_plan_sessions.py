@@ -18,6 +18,7 @@ FILES = session_files()
 @pytest.mark.skipif(not FILES, reason="../shared/sessions is absent")
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 @pytest.mark.parametrize("model", ["recall", "seed"])
+@pytest.mark.slow
 def test_real_session_plans_and_context_is_last_prompt_plus_what_followed(path, model):
     try:
         session = read_session(path)
@@ -76,6 +77,7 @@ def _first_call_prefix(session, tokens) -> int | None:
 
 @pytest.mark.skipif(not FILES, reason="../shared/sessions is absent")
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.slow
 def test_real_session_plans_with_the_prefix_its_first_call_measures_as_replay_charges_it(path):
     """V is the first recorded call's prompt less the messages it carried, where usage records give one that makes
     sense (positive, at most half the window), else DP_V; on a file without a recorded compaction (the replay

@@ -42,8 +42,11 @@ def test_plan_chosen_cut_is_feasible_and_keeps_at_least_min_keep(messages, model
         assert 1 <= result.k < n
         if result.rule == "benefit":
             assert result.k >= min_keep(n, ratio) and result.terms["net"] > 0
-        else:
-            assert result.rule == "force" and result.estimates.context_tokens > 0.9 * window
+        elif result.rule == "lookahead":  # DESIGN §7 (the default planner with the recall model): it pays now
+            assert result.k >= result.min_keep and result.lookahead["saves_usd"] > 0
+        else:  # above the threshold, or (look-ahead) the next call's growth takes it past the window
+            assert result.rule == "force"
+            assert result.estimates.context_tokens > 0.9 * window or result.lookahead["keep_usd"] is None
 
 
 @settings(max_examples=120, deadline=None)

@@ -193,6 +193,7 @@ def test_timeline_without_usage_estimates_context_from_messages():
     assert line.context_tokens[0] == settings.v + tokens[: line.n_messages[0]].sum()
 
 
+@pytest.mark.slow
 def test_timeline_real_session_marks_recorded_compactions(tmp_path: Path):
     path = need(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl")
     line = timeline(read_history(path), load_settings(), use_cache=False)

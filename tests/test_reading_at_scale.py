@@ -235,6 +235,7 @@ def _shared_sessions():
 
 @pytest.mark.skipif(not _shared_sessions(), reason="../shared/sessions is absent")
 @pytest.mark.parametrize("path", _shared_sessions(), ids=lambda p: p.name)
+@pytest.mark.slow
 def test_raw_kept_as_json_plans_as_the_parsed_raw(path, tmp_path, monkeypatch):
     """Reading to plan keeps each message's source as JSON text; the plan is the same to the digit."""
     from dp_compact.api import plan_session
@@ -311,6 +312,7 @@ def _claude_code_sessions():
 
 @pytest.mark.skipif(not _claude_code_sessions(), reason="../shared/sessions/claude_code is absent")
 @pytest.mark.parametrize("path", _claude_code_sessions(), ids=lambda p: p.name)
+@pytest.mark.slow
 def test_real_claude_code_transcripts_read_as_the_two_pass_rule_searching_on_only_for_a_far_parent(path, monkeypatch):
     """Each real transcript reads as the plain two-pass rule reads it. Where every held-back
     record's parent is a uuid in the bytes just after it (a tool result written a few lines before

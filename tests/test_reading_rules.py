@@ -496,6 +496,7 @@ def _shared_jsonl():
 
 @pytest.mark.skipif(not _shared_jsonl(), reason="../shared/sessions is absent")
 @pytest.mark.parametrize("path", _shared_jsonl(), ids=lambda p: p.name)
+@pytest.mark.slow
 def test_a_real_transcript_read_in_pieces_reads_as_held_whole(path, monkeypatch):
     """Every shared JSONL transcript, read 64 KB at a time, gives the same session (its messages,
     usage, counts, history) as read whole; Claude Code files in one pass as in two."""

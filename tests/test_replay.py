@@ -1,4 +1,4 @@
-"""Replay (README "Replay"): hand-computed costs per policy, invariants, real sessions, CLI."""
+"""Replay (docs/replay.md): hand-computed costs per policy, invariants, real sessions, CLI."""
 
 from __future__ import annotations
 
@@ -119,6 +119,16 @@ def test_replay_cache_ttl_empties_the_cache_after_a_long_gap():
     result = replay(_recording([0, 10, 400, 410]), parse_policy("never", _settings()), _params(ttl=300))
     # call 2 comes 390 s after call 1: its 2,370 tokens are all new (7,110) instead of 645 + 660
     assert _total(result) == 16986 - 645 - 660 + 7110
+
+
+def test_replay_cache_ttl_silence_exactly_the_ttl_keeps_the_cache():
+    """DESIGN §8: the cache is cold after silence *longer* than the TTL; a gap of exactly the TTL still hits."""
+    result = replay(_recording([0, 10, 310, 320]), parse_policy("never", _settings()), _params(ttl=300))
+    # call 2 comes 300 s after call 1: 2,150 read · 0.3 = 645, 220 new · 3 = 660, as without a TTL
+    assert _total(result) == 16986
+    assert round(result.cache_read_usd * 1e6, 6) == 330 + 645 + 711
+    longer = replay(_recording([0, 10, 310.5, 320.5]), parse_policy("never", _settings()), _params(ttl=300))
+    assert _total(longer) == 16986 - 645 - 660 + 7110  # half a second more: all 2,370 tokens new
 
 
 def test_replay_threshold_summary_only_keeps_the_last_round_and_restarts_from_v():
@@ -275,6 +285,7 @@ def _readable(path: Path) -> bool:
 
 
 @pytest.mark.parametrize("path", [p for p in session_files() if _readable(p)] or [SESSIONS / "absent"], ids=lambda p: p.name)
+@pytest.mark.slow
 def test_replay_real_session_every_policy_runs(path):
     need(path)
     report = replay_file(path, load_settings(), [*DEFAULT_POLICIES, "threshold:0.8:0.3"], use_cache=False)
@@ -293,6 +304,7 @@ def test_replay_history_drops_what_recorded_compactions_inserted():
     assert len(replay_history(claude)) == len(claude.history) - 1 > len(claude.messages)
 
 
+@pytest.mark.slow
 def test_replay_directory_lists_every_session_and_skips_non_sessions():
     folder = need(SESSIONS)
     policies = ["never", "threshold:0.8:0.3", "dp"]
@@ -370,6 +382,7 @@ def test_cli_replay_plot_writes_an_image(tmp_path):
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cli_replay_folder_in_worker_processes_prints_rows_and_totals(tmp_path):
     folder = tmp_path / "runs"
     folder.mkdir()
@@ -381,6 +394,7 @@ def test_cli_replay_folder_in_worker_processes_prints_rows_and_totals(tmp_path):
     assert "a.jsonl" in done.output and "b.jsonl" in done.output and "total" in done.output
 
 
+@pytest.mark.slow
 def test_cli_replay_folder_shows_each_sessions_v_and_marks_the_ones_charged_dp_v():
     """A row per session with the V it is charged: the measured prefix as measured, ``DP_V`` marked ``*``."""
     folder = need(SESSIONS / "claude_code")
@@ -447,6 +461,7 @@ def test_loss_mode_is_checked():
 
 
 @pytest.mark.parametrize("loss", ["refetch", "none"])
+@pytest.mark.slow
 def test_oracle_is_at_most_every_policy_on_every_shared_session(loss):
     report = replay_directory(need(SESSIONS), load_settings(), DEFAULT_POLICIES, workers=2, loss=loss)
     assert len(report.sessions) >= 10
@@ -463,6 +478,7 @@ def test_oracle_is_at_most_every_policy_on_every_shared_session(loss):
     # two recorded compactions since) replaced: 1.07 given as the setting
     ("codex/codex_pharma_2compactions.jsonl", {"max_context_tokens": 258_400, "provider": "claude-sonnet-4", "token_ratio": 1.07}, 8.14),
 ])
+@pytest.mark.slow
 def test_oracle_agrees_with_an_independent_computation_to_the_cent(name, flags, expected):
     """Figures computed independently with the accounting before lost information (issue record), which
     started on an empty cache: the part of V the first call found cached is charged back as written."""
@@ -650,7 +666,8 @@ def test_replay_planner_plans_with_the_v_a_live_plan_would_measure_by_then(monke
     real = planned.plan
 
     def spy(session, tokens, settings, prices, **options):
-        seen.append(settings.v)
+        assert "v" not in settings.model_fields_set or settings.v == options["v_tokens"]  # V is handed over, never set in the settings
+        seen.append(options["v_tokens"])
         return real(session, tokens, settings, prices, **options)
 
     monkeypatch.setattr(planned, "plan", spy)
@@ -665,6 +682,7 @@ def test_replay_planner_plans_with_the_v_a_live_plan_would_measure_by_then(monke
         assert seen and set(seen) == {settings.v}
 
 
+@pytest.mark.slow
 def test_replay_directory_applies_the_v_rule_per_session_in_worker_processes(monkeypatch):
     folder = need(SESSIONS)
     report = replay_directory(folder, load_settings(), ["never"], workers=2)

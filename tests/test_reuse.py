@@ -292,6 +292,7 @@ def test_find_uses_arrays_sorted_unique_read_only(messages: list[Message], width
 # -- real transcripts ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_find_uses_real_sessions_point_backwards_from_assistant_messages():
     files = session_files()
     if not files:
@@ -312,6 +313,7 @@ def test_find_uses_real_sessions_point_backwards_from_assistant_messages():
 
 
 @pytest.mark.parametrize("name", ["claude_code/cc_task43_develop.jsonl", "codex/codex_pharma_2compactions.jsonl"])
+@pytest.mark.slow
 def test_find_uses_real_coding_sessions_have_edit_after_read_uses(name: str):
     session = read_session(need(SESSIONS / name))
     messages = session.history or session.messages

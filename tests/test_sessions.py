@@ -869,6 +869,7 @@ def _set_everywhere(value: Any, key: str, new: Any) -> int:
 
 
 @pytest.mark.parametrize("path", _real_files() or [SESSIONS / "absent"], ids=lambda p: p.name)
+@pytest.mark.slow
 def test_a_type_or_id_that_is_not_a_string_is_read_or_named_never_a_crash(path: Path, tmp_path: Path) -> None:
     """A block type, role or call id written as a list or an object (not hashable) in one line of
     a real transcript: the file is read (the value names nothing), or the error names the file

@@ -207,8 +207,8 @@ def test_unknown_dp_names_and_values_from_the_env_file_are_named(tmp_path, monke
 
     notes = variable_notes({"DP_PLANER": "myopic", "DP_V": "4000", "HOME": "/"}, {"DP_V": "5000", "DP_S": "600", "DP_MINKEEP": "1"})
     assert notes == [
-        "DP_MINKEEP (in the .env file) is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)",
-        "DP_PLANER is not a dp-compact setting and is ignored (see 'dp-compact --help' and the README's settings)",
+        "DP_MINKEEP (in the .env file) is not a dp-compact setting and is ignored (see 'dp-compact --help' and docs/settings.md)",
+        "DP_PLANER is not a dp-compact setting and is ignored (see 'dp-compact --help' and docs/settings.md)",
         "DP_S=600 comes from the .env file",  # DP_V is set in the environment, which wins over .env
     ]
     assert variable_notes({"DP_ARCHIVE_DIR": "/tmp/a"}, {}) == []

@@ -16,6 +16,7 @@ from dp_compact.calibration.evidence import recorded_summary_tokens
 from dp_compact.calibration.history import read_history
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, RecordedCompaction, Session, Usage
+from dp_compact.prepare import prepare
 from dp_compact.settings import load_settings
 from dp_compact.replay.timeline import timeline
 from dp_compact.measure.windows import (
@@ -251,9 +252,13 @@ def test_recorded_summary_tokens_scale_counted_tokens_by_the_session_ratio():
     ((tool, scaled),) = recorded_summary_tokens(session, settings=load_settings(token_ratio=2.0))
     (plain,) = [n for _, n in recorded_summary_tokens(session, settings=load_settings(token_ratio=1.0))]
     assert tool == "claude-code" and scaled == 2 * plain and 200 < plain < 210  # 200 words + message overhead
-    ((_, bytes4),) = recorded_summary_tokens(session, "bytes4")
+    ((_, bytes4),) = recorded_summary_tokens(session, load_settings(tokenizer="bytes4"))
     assert bytes4 == -(-len(summary) // 4) + 1  # the seed's estimate, never scaled
-    assert recorded_summary_tokens(_session()) == ()
+    assert recorded_summary_tokens(_session(), load_settings()) == ()
+    prepared = prepare(session, load_settings(token_ratio=2.0), use_cache=False)  # a prepared session gives its own scale
+    assert recorded_summary_tokens(prepared) == recorded_summary_tokens(session, load_settings(token_ratio=2.0))
+    with pytest.raises(TypeError):  # the settings are the caller's: never read from the environment here
+        recorded_summary_tokens(session)
 
 
 # --------------------------------------------------------------------------- the shared sessions
@@ -289,7 +294,7 @@ def test_shared_posthog_window_comes_from_its_auto_compaction():
 def test_shared_sessions_recorded_summary_sizes():
     posthog = read_session(need(SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl"))
     pharma = read_session(need(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl"))
-    ((tool, tokens),) = recorded_summary_tokens(posthog)
+    ((tool, tokens),) = recorded_summary_tokens(posthog, load_settings())
     assert tool == "claude-code" and 3_000 < tokens < 10_000  # 3,234 cl100k tokens, scaled by the session's ratio
-    assert [t for t, _ in recorded_summary_tokens(pharma)] == ["codex", "codex"]
-    assert all(1_500 < n < 2_500 for _, n in recorded_summary_tokens(pharma))
+    assert [t for t, _ in recorded_summary_tokens(pharma, load_settings())] == ["codex", "codex"]
+    assert all(1_500 < n < 2_500 for _, n in recorded_summary_tokens(pharma, load_settings()))

@@ -22,7 +22,7 @@ Everything here is a function of the files it is given; nothing is written.
 from __future__ import annotations
 
 from dp_compact.calibration.fit import Estimate, fit_survival
-from dp_compact.calibration.history import CompactionMarker, History, read_history
+from dp_compact.calibration.history import CompactionMarker, History, history_of, read_history
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, judged_messages, measure_session, planner_calls_per_turn
 from dp_compact.calibration.recall import MAX_AGE_BINS, MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential, recall_counts
 from dp_compact.calibration.results import DEFAULT_BOOTSTRAP, Calibration, calibrate, env_lines, pool_sessions, session_paths
@@ -44,6 +44,7 @@ __all__ = [
     "env_lines",
     "fit_exponential",
     "fit_survival",
+    "history_of",
     "judged_messages",
     "measure_session",
     "planner_calls_per_turn",

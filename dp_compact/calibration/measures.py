@@ -131,7 +131,7 @@ def measure_session(history: History, *, recall_l: float | None = None) -> Sessi
     Parameters
     ----------
     history : History
-        From :func:`~dp_compact.calibration.history.read_history`.
+        From :func:`~dp_compact.calibration.history.read_history` (or :func:`~dp_compact.calibration.history.history_of` of a read session).
     recall_l : float, optional
         L turning API rounds into the ``rounds`` age unit; default: the session's own L as the
         planner measures it (:func:`planner_calls_per_turn`).

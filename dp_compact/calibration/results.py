@@ -20,13 +20,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.calibration.fit import Estimate, bootstrap_draws, bootstrap_estimate, survival_estimates
-from dp_compact.calibration.history import History, read_history
+from dp_compact.calibration.history import History, history_of
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, measure_session
 from dp_compact.calibration.recall import MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential
 from dp_compact.errors import DpCompactError, no_readable_session, skip_reason
 from dp_compact.calibration.evidence import recorded_summary_tokens
 from dp_compact.io import session_files as session_paths
 from dp_compact.measure.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
+from dp_compact.sessions import read_session
+from dp_compact.settings import Settings, default_settings
 
 __all__ = ["DEFAULT_BOOTSTRAP", "RECALL_DETECTOR", "Calibration", "calibrate", "env_lines", "pool_sessions", "session_paths"]
 
@@ -182,7 +184,8 @@ def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.ra
 
 
 def calibrate(
-    paths: Iterable[Path | str], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recall_l: float | None = None
+    paths: Iterable[Path | str], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recall_l: float | None = None,
+    settings: Settings | None = None,
 ) -> Calibration:
     """Calibrate V, L, avg, S, token ratios and the recall curve from session files.
 
@@ -198,6 +201,11 @@ def calibrate(
         L that turns API rounds into the ``rounds`` age unit in every session (what the planner
         does with ``DP_L`` set); default: each session's own L, as the planner measures it with
         the shipped ``DP_L = 0`` (:func:`~dp_compact.calibration.measures.planner_calls_per_turn`).
+    settings : Settings, optional
+        The tokenizer and ``DP_TOKEN_RATIO`` that scale the recorded summaries to provider tokens
+        (:func:`~dp_compact.calibration.evidence.recorded_summary_tokens`); default: every default,
+        no environment read (:func:`~dp_compact.settings.default_settings`). ``dp-compact calibrate``
+        passes the environment's.
 
     Returns
     -------
@@ -212,6 +220,7 @@ def calibrate(
         If no file is a readable session, a SessionError naming the inputs and the first
         reasons (:func:`~dp_compact.errors.no_readable_session`).
     """
+    chosen = settings if settings is not None else default_settings()
     given = [paths] if isinstance(paths, (str, Path)) else list(paths)
     files = session_paths(given)
     histories: list[History] = []
@@ -219,13 +228,14 @@ def calibrate(
     summaries: dict[str, list[int]] = {}
     for path in files:
         try:
-            histories.append(read_history(path))
+            session = read_session(path, raw_json=True)  # read once: its history's segments come from this read
         except DpCompactError as exc:
             if len(files) == 1:
                 raise
             failed.append((str(path), skip_reason(exc)))
             continue
-        for tool, tokens in recorded_summary_tokens(histories[-1].live):  # the live segment keeps the file's records
+        histories.append(history_of(session))
+        for tool, tokens in recorded_summary_tokens(histories[-1].live, chosen):  # the live segment keeps the file's records
             summaries.setdefault(tool, []).append(tokens)
     if not histories:
         raise no_readable_session(", ".join(map(str, given)), failed, len(files))

@@ -30,9 +30,11 @@ def calibrate(
     from dp_compact.calibration import calibrate as run
     from dp_compact.calibration import env_lines
     from dp_compact.cli.render import render_calibration
+    from dp_compact.settings import load_settings
 
     if figure is not None:
         check_figure(figure)
+    settings = load_settings(tokenizer="tiktoken")  # DP_TOKEN_RATIO scales the recorded summaries (cl100k counts)
     # fleet hook (dp_compact.cli.fleet): URLs, --engine dask or --out run per session on workers
     from dp_compact.cli.fleet import check_fleet, fleet_progress, write_table
 
@@ -43,13 +45,13 @@ def calibrate(
 
             with fleet_progress("measuring") as tick:
                 result, failures = calibrate_fleet(paths, bootstrap=bootstrap, engine=engine, workers=workers,  # type: ignore[arg-type]
-                                                   scheduler=scheduler, progress=tick)
+                                                   scheduler=scheduler, progress=tick, settings=settings)
             if out is not None:
                 from dp_compact.fleet.parquet import calibration_table
 
                 write_table(calibration_table(result, failures), out)
         else:
-            result = run(paths, bootstrap=bootstrap)
+            result = run(paths, bootstrap=bootstrap, settings=settings)
         # end of the fleet hook
     except ValueError as exc:  # no readable session among the files
         if isinstance(exc, DpCompactError):

@@ -68,7 +68,8 @@ class Plan:
         DP_FORCE_RATIO · M.
     prices : Prices
     settings : dict
-        The settings used.
+        The settings used (``Settings.model_dump()``), with ``v`` the fixed prefix V the plan used,
+        tokens (the session's own when measured: :func:`dp_compact.prepare.prepare`).
     path, format : str
         The session file and its format.
     skipped_lines : int

@@ -29,7 +29,7 @@ from dp_compact.core.decision import (
     RULE_WAIT,
     Plan,
 )
-from dp_compact.measure.estimation import Estimates, estimate
+from dp_compact.measure.estimation import CallPlacement, Estimates, estimate
 from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
@@ -127,6 +127,8 @@ def plan(
     prices: Prices,
     *,
     arrays: MessageArrays | None = None,
+    v_tokens: int | None = None,
+    placement: CallPlacement | None = None,
 ) -> Plan:
     """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2, §7).
 
@@ -137,12 +139,19 @@ def plan(
     message_tokens : ndarray[int64], shape (N,)
         Tokens of each live message.
     settings : Settings
-        Model, V, S, β, r, QP, ratios and the recall parameters.
+        Model, S, β, r, QP, ratios and the recall parameters, as the user gave them.
     prices : Prices
         $/MTok and the window M (overrides already applied).
     arrays : MessageArrays, optional
         The session's per-message structure from :func:`~dp_compact.core.cuts.message_arrays`, when
         the caller keeps it (as it keeps token counts); computed here otherwise.
+    v_tokens : int, optional
+        The fixed prefix V, tokens: the session's own as :func:`dp_compact.prepare.prepare` chose it
+        (``PreparedSession.v_tokens``); default ``settings.v`` (``DP_V``). The plan's ``settings``
+        record it as ``v``.
+    placement : CallPlacement, optional
+        The session's usage records placed on its messages
+        (:func:`~dp_compact.measure.estimation.place_calls`), when the caller has it; placed here otherwise.
 
     Returns
     -------
@@ -182,14 +191,15 @@ def plan(
         raise ValueError(f"message_tokens must have shape ({n},) and be non-negative")
     prefix = np.concatenate(([0], np.cumsum(tokens)))
     total = int(prefix[-1])
-    est = estimate(session, settings, total_tokens=total, message_tokens=tokens)
+    v = settings.v if v_tokens is None else int(v_tokens)
+    est = estimate(session, settings, total_tokens=total, message_tokens=tokens, v_tokens=v, placement=placement)
     threshold = settings.force_ratio * prices.max_context_tokens
     least = min_keep(n, settings.min_keep_ratio, session.earlier_messages) if n else 0
     if settings.planner == "lookahead" and settings.model == "recall":
         least = round_keep(session)
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
-        prices=prices, settings=settings.model_dump(), path=session.path, format=session.format,
+        prices=prices, settings={**settings.model_dump(), "v": v}, path=session.path, format=session.format,
         skipped_lines=session.skipped_lines, skipped_line_numbers=session.skipped_line_numbers,
         planner="seed" if settings.model == "seed" else settings.planner,  # DP_PLANNER=seed set the model above
     )
@@ -204,7 +214,7 @@ def plan(
         raise ValueError(f"arrays describe {arrays.n} messages, the session has {n}")
     cuts = np.flatnonzero(feasible_cut_mask(arrays, user_turns_only=settings.model == "seed")).astype(np.int64)
     inputs = BenefitInputs(
-        v_tokens=settings.v, s_tokens=settings.s, m_tokens=prices.max_context_tokens, total_tokens=total,
+        v_tokens=v, s_tokens=settings.s, m_tokens=prices.max_context_tokens, total_tokens=total,
         remaining_calls=est.remaining_calls, avg_tokens=est.avg_tokens, compactions=est.compactions,
         beta=settings.beta, retention=settings.r, quality_penalty=settings.quality_penalty,
     )
@@ -244,5 +254,5 @@ def plan(
     return Plan(
         "compact", rule, why, int(keep[chosen]), int(cuts[chosen]), tail_tokens=int(terms.tail_tokens[chosen]),
         head_tokens=int(terms.head_tokens[chosen]), terms=terms.at(chosen), best_candidate=best_info,
-        context_after_tokens=settings.v + settings.s + int(terms.tail_tokens[chosen]), **common,
+        context_after_tokens=v + settings.s + int(terms.tail_tokens[chosen]), **common,
     )

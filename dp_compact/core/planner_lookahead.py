@@ -75,7 +75,7 @@ def plan_ahead(
 ) -> Plan:
     """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round."""
     n, total = len(session.messages), int(common["total_tokens"])
-    s, v, window = summary_tokens(settings), settings.v, prices.max_context_tokens
+    s, v, window = summary_tokens(settings), inputs.v_tokens, prices.max_context_tokens
     threshold = float(common["force_threshold_tokens"])
     context = est.context_tokens
     prompts = [u.prompt_tokens for u in session.usage]

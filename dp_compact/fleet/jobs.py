@@ -126,16 +126,19 @@ class MeasuredSession:
     summaries: tuple[tuple[str, int], ...]
 
 
-def measure_input(item: str, recall_l: float | None) -> MeasuredSession | str:
-    """A worker's calibration job: one session read and measured, or ``"path: reason"``."""
+def measure_input(item: str, recall_l: float | None, settings: Settings | None = None) -> MeasuredSession | str:
+    """A worker's calibration job: one session read once and measured, or ``"path: reason"``
+    (``settings`` scale the recorded summaries, as :func:`dp_compact.calibration.calibrate` takes them)."""
     from dp_compact.calibration.evidence import recorded_summary_tokens
-    from dp_compact.calibration.history import read_history
+    from dp_compact.calibration.history import history_of
+    from dp_compact.sessions import read_session
+    from dp_compact.settings import default_settings
 
     local = item
     try:
         with local_file(item) as local:
-            history = read_history(local)
-            summaries = tuple(recorded_summary_tokens(history.live))
+            history = history_of(read_session(local, raw_json=True))
+            summaries = tuple(recorded_summary_tokens(history.live, settings if settings is not None else default_settings()))
             measures = measure_session(history, recall_l=recall_l)
     except Exception as exc:  # a malformed file, a fetch that fails, a defect: skipped, the fleet goes on
         return f"{item}: {_reason(exc, local, item)}"
@@ -145,7 +148,7 @@ def measure_input(item: str, recall_l: float | None) -> MeasuredSession | str:
 def calibrate_fleet(
     paths: str | Path | Iterable[str | Path], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
     recall_l: float | None = None, engine: Engine = "local", workers: int | None = None,
-    scheduler: str | None = None, progress: Progress | None = None, processes: bool = True,
+    scheduler: str | None = None, progress: Progress | None = None, processes: bool = True, settings: Settings | None = None,
 ) -> tuple[Calibration, tuple[tuple[str, str], ...]]:
     """Calibrate from every session of ``paths`` (local or fsspec URLs) on ``engine``.
 
@@ -153,7 +156,7 @@ def calibrate_fleet(
     ----------
     paths : str, Path or iterable of them
         As :func:`dp_compact.fleet.inputs.list_inputs`.
-    bootstrap, seed, recall_l
+    bootstrap, seed, recall_l, settings
         As :func:`dp_compact.calibration.calibrate`.
     engine, workers, scheduler, progress, processes
         As :func:`dp_compact.fleet.engine.map_sessions`.
@@ -173,7 +176,7 @@ def calibrate_fleet(
     where = ", ".join(map(str, given))
     items = list_inputs(given)
     l_used = float(recall_l) if recall_l else None
-    done = map_sessions(measure_input, items, (l_used,), engine=engine, workers=workers, scheduler=scheduler,
+    done = map_sessions(measure_input, items, (l_used, settings), engine=engine, workers=workers, scheduler=scheduler,
                         progress=progress, processes=processes)
     measured = [r for r in done if isinstance(r, MeasuredSession)]
     failures = tuple((item, r[len(item) + 2:]) for item, r in zip(items, done, strict=True) if isinstance(r, str))

@@ -28,6 +28,7 @@ __all__ = [
     "MIN_RATIO_GROWTH_TOKENS",
     "RATIO_BOUNDS",
     "V_SOURCES",
+    "CallPlacement",
     "CurrentContext",
     "Estimates",
     "call_message_counts",
@@ -37,8 +38,8 @@ __all__ = [
     "fixed_prefix",
     "measured_prefix",
     "measured_token_ratio",
+    "place_calls",
     "prompt_growths",
-    "session_prefix",
 ]
 
 #: DESIGN §2: avg when the session has no usage records (tokens per call).
@@ -196,73 +197,92 @@ def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> 
     return counts
 
 
-def _live_usage(session: Session) -> list[Usage]:
-    """The usage records of the calls made in the live conversation (at or after its first line)."""
-    first_line = session.messages[0].line
-    return [u for u in session.usage if u.line >= first_line]
+@dataclass(frozen=True, slots=True)
+class CallPlacement:
+    """The usage records of a session's calls placed on its messages, once (:func:`place_calls`).
+
+    Every measurement from usage records (V, :func:`measured_prefix`; the token ratio,
+    :func:`measured_token_ratio`; the current context, :func:`current_context`; the replay's
+    recorded calls) reads this one placement.
+
+    Attributes
+    ----------
+    usage : tuple[Usage, ...]
+        The usage records of the calls made in the conversation (at or after the line of its
+        first message), in call order.
+    sent : ndarray[int64], shape (len(usage),)
+        Messages each call was sent (:func:`call_message_counts`: the index of the assistant
+        message answering it); ``-1`` for a call that cannot be placed, among them every record
+        without a source line (``Usage.line == 0``). Read-only.
+    """
+
+    usage: tuple[Usage, ...]
+    sent: npt.NDArray[np.int64]
+
+    def __post_init__(self) -> None:
+        self.sent.setflags(write=False)
+
+    @property
+    def placed(self) -> npt.NDArray[np.intp]:
+        """Indices (into ``usage``) of the calls placed on a message, ascending."""
+        return np.flatnonzero(self.sent >= 0)
 
 
-def measured_prefix(session: Session, message_tokens: npt.NDArray[np.int64]) -> int | None:
-    """The fixed prefix V (system prompt, tool definitions) the session's own usage records
-    measure, tokens: the prompt of the first live call placed among the messages
-    (:func:`call_message_counts`) less the tokens of the messages it carried.
+def place_calls(session: Session) -> CallPlacement:
+    """Place the usage records of ``session``'s calls on its messages (:class:`CallPlacement`).
 
     Parameters
     ----------
     session : Session
-        The live messages, with their source lines, and the usage records.
+        The messages (with their source lines) and the usage records.
+
+    Returns
+    -------
+    CallPlacement
+        The records at or after the first message's line, each with the messages its call was
+        sent (:func:`call_message_counts` of the records that have a source line; a record
+        without one cannot be placed, ``Usage.line``).
+    """
+    if not session.messages:
+        return CallPlacement((), np.zeros(0, dtype=np.int64))
+    first_line = session.messages[0].line
+    usage = tuple(u for u in session.usage if u.line >= first_line)
+    sent = np.full(len(usage), -1, dtype=np.int64)
+    lined = [i for i, u in enumerate(usage) if u.line > 0]
+    if lined:
+        sent[lined] = call_message_counts(session.messages, [usage[i] for i in lined])
+    return CallPlacement(usage, sent)
+
+
+def measured_prefix(
+    session: Session, message_tokens: npt.NDArray[np.int64], placement: CallPlacement | None = None
+) -> int | None:
+    """The fixed prefix V (system prompt, tool definitions) the session's own usage records
+    measure, tokens: the prompt of the first placed call with a prompt (:func:`place_calls`) less
+    the tokens of the messages it carried.
+
+    Parameters
+    ----------
+    session : Session
+        The messages, with their source lines, and the usage records.
     message_tokens : ndarray[int64], shape (N,)
-        Tokens per live message on the provider's scale (what the prompts are counted in).
+        Tokens per message on the provider's scale (what the prompts are counted in).
+    placement : CallPlacement, optional
+        ``place_calls(session)`` when the caller has it; placed here otherwise.
 
     Returns
     -------
     int or None
-        None when no usage record with a prompt is placed on a live message. It may be zero or
-        below when the messages as counted exceed what the provider counted: :func:`fixed_prefix`
-        does not take such a measurement.
+        None when no usage record with a prompt is placed on a message. It may be zero or below
+        when the messages as counted exceed what the provider counted: :func:`fixed_prefix` does
+        not take such a measurement.
     """
-    if not session.messages or not session.usage:
-        return None
-    usage = [u for u in _live_usage(session) if u.prompt_tokens > 0]
-    if not usage:
-        return None
-    counts = call_message_counts(session.messages, usage)
-    placed = np.flatnonzero(counts >= 0)
-    if not placed.size:
-        return None
-    first = int(placed[0])
-    carried = int(np.asarray(message_tokens, dtype=np.int64)[: int(counts[first])].sum())
-    return int(usage[first].prompt_tokens) - carried
-
-
-def session_prefix(
-    session: Session, settings: Settings, message_tokens: npt.NDArray[np.int64], window_tokens: int, *, call: str | None = None
-) -> tuple[Settings, str, str]:
-    """``settings`` with the fixed prefix V that ``session`` is planned with, where V comes from
-    (:data:`V_SOURCES`) and the note that says so: :func:`fixed_prefix` of the prefix its usage
-    records measure (:func:`measured_prefix`) and of the one an earlier dp-compact compaction or
-    shrink in it states (``Session.recorded_prefix_tokens``). The one rule of ``plan``,
-    ``compact``, ``shrink`` and ``timeline``.
-
-    Parameters
-    ----------
-    session : Session
-        The live messages, usage records and recorded prefix.
-    settings : Settings
-        Returned as it is when V does not change, else a copy with ``v`` = V (tokens).
-    message_tokens : ndarray[int64], shape (N,)
-        Tokens per live message on the provider's scale.
-    window_tokens : int
-        The window M, tokens.
-    call : str, optional
-        How the note names the measuring call; default: the first recorded call, or the first
-        since the last compaction when the file records one (its live conversation starts later).
-    """
-    if call is None:
-        call = "the first call since the last compaction" if len(session.history) > len(session.messages) else "the first recorded call"
-    v_tokens, source, note = fixed_prefix(settings, measured_prefix(session, message_tokens), window_tokens, call=call,
-                                          recorded=session.recorded_prefix_tokens)
-    return (settings if v_tokens == settings.v else settings.model_copy(update={"v": v_tokens})), source, note
+    placement = place_calls(session) if placement is None else placement
+    for index in placement.placed.tolist():
+        if placement.usage[index].prompt_tokens > 0:
+            carried = int(np.asarray(message_tokens, dtype=np.int64)[: int(placement.sent[index])].sum())
+            return int(placement.usage[index].prompt_tokens) - carried
+    return None
 
 
 def fixed_prefix(
@@ -319,13 +339,12 @@ def fixed_prefix(
     return measured, "measured", f"V {measured:,} tokens: this session's own fixed prefix, measured from its usage records ({first})"
 
 
-def _answered_by(session: Session) -> int | None:
+def _answered_by(session: Session, placement: CallPlacement) -> int | None:
     """Index of the live message that answers the call of the last usage record, None when unplaced."""
     last = session.usage[-1]
-    if last.line <= 0 or not session.messages:
+    if last.line <= 0 or not session.messages or not placement.usage:
         return None
-    usage = _live_usage(session)
-    index = int(call_message_counts(session.messages, usage)[-1]) if usage else -1
+    index = int(placement.sent[-1])
     return index if index >= 0 and session.messages[index].line > 0 else None
 
 
@@ -356,7 +375,8 @@ def _conventions_note(session: Session) -> str:
 
 
 def current_context(
-    session: Session, settings: Settings, *, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None = None
+    session: Session, settings: Settings, *, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None = None,
+    v_tokens: int | None = None, placement: CallPlacement | None = None,
 ) -> CurrentContext:
     """The current context: the size of the prompt the next call will send (DESIGN §2).
 
@@ -369,8 +389,7 @@ def current_context(
     3. when the last record predates the live conversation (its line is before the first
        live message: a compaction since): V + T;
     4. when it cannot be placed among the messages (no source line, or no assistant message
-       of its own at or before its line, as :func:`:func:`call_message_counts``
-       places calls): its prompt as reported;
+       of its own at or before its line, as :func:`place_calls` places calls): its prompt as reported;
     5. when its prompt is below ``CONTRADICTION_SHARE`` of the tokens counted in the messages
        that call was sent (at least ``CONTRADICTION_MIN_TOKENS``): the record contradicts the
        messages and V + T is used, with a note;
@@ -381,12 +400,17 @@ def current_context(
     session : Session
         Live messages (with source lines) and usage records.
     settings : Settings
-        V, tokens, and the tokenizer (used only without ``message_tokens``).
+        The tokenizer (used only without ``message_tokens``), and V (``DP_V``, tokens) when
+        ``v_tokens`` is not given.
     total_tokens : int
         T, tokens of the live messages on the scale the planner uses.
     message_tokens : ndarray[int64], shape (N,), optional
         Tokens per live message summing to T. Without it the messages are counted here
         (:func:`_sent_tokens`) and the split is taken as a share of T.
+    v_tokens : int, optional
+        V, tokens: the session's fixed prefix as :func:`dp_compact.prepare.prepare` chose it; default ``settings.v``.
+    placement : CallPlacement, optional
+        ``place_calls(session)`` when the caller has it; placed here otherwise.
 
     Returns
     -------
@@ -397,7 +421,7 @@ def current_context(
     stats = session.stats
     if stats and stats.current_context_tokens is not None:
         return CurrentContext(stats.current_context_tokens, "stats")
-    estimated = settings.v + total_tokens
+    estimated = (settings.v if v_tokens is None else v_tokens) + total_tokens
     if not session.usage and session.recorded_context is not None:  # a shrunk file: its context when written
         tokens, count = session.recorded_context
         n = len(session.messages)
@@ -417,7 +441,7 @@ def current_context(
         note = (f"the last usage record (line {last.line}) predates the live conversation (a compaction since):"
                 f" the current context is V + T = {estimated:,} tokens")
         return CurrentContext(estimated, "estimate", note=note)
-    n = _answered_by(session)
+    n = _answered_by(session, place_calls(session) if placement is None else placement)
     if n is None:
         return CurrentContext(last.prompt_tokens, "usage", note=mixed)
     sent = _sent_tokens(session, settings, n, total_tokens, message_tokens)
@@ -435,7 +459,8 @@ def current_context(
 
 
 def estimate(
-    session: Session, settings: Settings, *, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None = None
+    session: Session, settings: Settings, *, total_tokens: int, message_tokens: npt.NDArray[np.int64] | None = None,
+    v_tokens: int | None = None, placement: CallPlacement | None = None,
 ) -> Estimates:
     """Estimate E, L, R, avg, c and the current context (DESIGN §2).
 
@@ -448,6 +473,10 @@ def estimate(
     message_tokens : ndarray[int64], shape (N,), optional
         Tokens per live message (summing to T), for the current context
         (:func:`current_context`); counted there when not given.
+    v_tokens : int, optional
+        V, tokens, for the current context without usage (V + T); default ``settings.v``.
+    placement : CallPlacement, optional
+        The usage records placed on the messages (:func:`place_calls`); placed here when not given.
 
     Returns
     -------
@@ -475,7 +504,8 @@ def estimate(
     else:
         avg, avg_source = DEFAULT_AVG_TOKENS, "default"
 
-    context = current_context(session, settings, total_tokens=total_tokens, message_tokens=message_tokens)
+    context = current_context(session, settings, total_tokens=total_tokens, message_tokens=message_tokens, v_tokens=v_tokens,
+                              placement=placement)
     compactions = stats.compact_request_count if stats and stats.compact_request_count is not None else session.compactions
     return Estimates(
         user_turns=int(user_turns),
@@ -527,7 +557,7 @@ def prompt_growths(
     Parameters
     ----------
     sent : ndarray[int64], shape (C,)
-        Messages each call was sent (:func:`call_message_counts`, placed calls only), in call order.
+        Messages each call was sent (:attr:`CallPlacement.sent`, placed calls only), in call order.
     prompts : ndarray[int64], shape (C,)
         Those calls' reported prompts, tokens.
     message_tokens, image_tokens : ndarray[int64], shape (N,)
@@ -556,7 +586,8 @@ def prompt_growths(
 
 
 def measured_token_ratio(
-    session: Session, message_tokens: npt.NDArray[np.int64], image_tokens: npt.NDArray[np.int64] | None = None
+    session: Session, message_tokens: npt.NDArray[np.int64], image_tokens: npt.NDArray[np.int64] | None = None,
+    placement: CallPlacement | None = None,
 ) -> float | None:
     """Provider tokens per counted token, from the session's own usage records.
 
@@ -579,6 +610,8 @@ def measured_token_ratio(
     image_tokens : ndarray[int64], shape (N,), optional
         The part of ``message_tokens`` that is images (:func:`~dp_compact.measure.tokens.image_token_counts`);
         none when not given.
+    placement : CallPlacement, optional
+        ``place_calls(session)`` when the caller has it; placed here otherwise.
 
     Returns
     -------
@@ -588,9 +621,8 @@ def measured_token_ratio(
     """
     if not session.messages or len(session.usage) < 2:
         return None
-    usage = _live_usage(session)
-    counts = call_message_counts(session.messages, usage)
-    placed = np.flatnonzero(counts >= 0)
+    placement = place_calls(session) if placement is None else placement
+    usage, counts, placed = placement.usage, placement.sent, placement.placed
     if placed.size < 2:
         return None
     prompts = np.fromiter((usage[int(j)].prompt_tokens for j in placed), np.int64, placed.size)

@@ -404,7 +404,7 @@ def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDA
     -------
     ndarray[int64]
         Tokens per message. They are provider tokens already: a token scale (provider tokens per
-        cl100k token) must not be applied to them (:func:`dp_compact.api.token_scale`).
+        cl100k token) must not be applied to them (:func:`dp_compact.prepare.token_scale`).
     """
     blocks = np.zeros(len(messages), dtype=np.int64)
     for i in _may_hold_blocks(messages):

@@ -1,7 +1,7 @@
 """The context window M of a session, from evidence (DESIGN §6 "Window per session, from evidence").
 
 One function, :func:`context_window`, gives the window that plan, curve, timeline and replay use
-(through :func:`dp_compact.api.choose_prices`), with one sentence saying where it came from.
+(through :func:`dp_compact.prepare.choose_prices`), with one sentence saying where it came from.
 Precedence, first that applies:
 
 1. the explicit setting (``DP_MAX_CONTEXT_TOKENS`` / ``--max-context-tokens``);
@@ -22,7 +22,7 @@ the recorded size overshoots the trigger by whatever the last call added (Claude
 session fired at 167,766 tokens, 766 above its 200,000-token trigger). A manual compaction says
 nothing about the window (only about a lower bound, which the accepted prompts already give).
 A window rounded up from a prompt is only a lower bound: for a model no price list has,
-:func:`dp_compact.api.choose_prices` asks for the window instead of planning on it (shared case 25).
+:func:`dp_compact.prepare.choose_prices` asks for the window instead of planning on it (shared case 25).
 
 Pure: values in, values out; no files, settings or printing.
 """

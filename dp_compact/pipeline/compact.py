@@ -14,10 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dp_compact.api import _scaled_tokens, choose_prices
-from dp_compact.measure.estimation import estimate, session_prefix
+from dp_compact.measure.estimation import estimate
 from dp_compact.errors import CompactionError, NoFeasibleCutError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.archive import preview_ref
@@ -31,12 +28,11 @@ from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
 from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
-from dp_compact.core.planner import RULE_WAIT, Plan, forced_cut, plan
-from dp_compact.pricing import Prices
+from dp_compact.core.planner import RULE_WAIT, Plan, forced_cut
+from dp_compact.prepare import PreparedSession, plan_prepared, prepare
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.conversation import Message, Session
-from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 from dp_compact.measure.tokens import count_text_tokens
 
@@ -103,19 +99,19 @@ class CompactionResult:
 
 
 def _choose_cut(
-    session: Session, tokens: np.ndarray, settings: Settings, prices: Prices, keep: int | None, force: bool,
-    requested: bool = False,
+    prepared: PreparedSession, keep: int | None, force: bool, requested: bool = False,
 ) -> tuple[int | None, str, str, Plan | None]:
     """(cut or None, rule, explanation, plan) from ``--keep``, the planner, a request, or ``--force``."""
+    session = prepared.session
     messages = session.messages
     if not messages:
         return None, "empty", "the session has no messages: nothing to compact", None
     if keep is not None:
-        seed = settings.model == "seed"
+        seed = prepared.settings.model == "seed"
         cut = cut_for_keep(messages, keep, user_turns_only=seed, path=session.path)
         moved = keep_moved_note(messages, keep, cut, path=session.path, user_turns_only=seed)
         return cut, RULE_KEEP_FLAG, moved or f"--keep {keep}", None
-    decided = plan(session, tokens, settings, prices)
+    decided = plan_prepared(prepared)
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
     scheduled = decided.rule == RULE_WAIT and (decided.lookahead or {}).get("next_compaction_calls") is not None
@@ -130,9 +126,9 @@ def _choose_cut(
     return None, decided.rule, decided.explanation, decided
 
 
-def _summary_budget(settings: Settings, window: int, tail_tokens: int) -> tuple[int, int]:
+def _summary_budget(settings: Settings, window: int, v_tokens: int, tail_tokens: int) -> tuple[int, int]:
     """(target, max) summary tokens: S and 2·S, lowered so that V + summary + tail fits DP_FORCE_RATIO·M."""
-    room = int(settings.force_ratio * window - settings.v - TAIL_FRAMING_FACTOR * tail_tokens)
+    room = int(settings.force_ratio * window - v_tokens - TAIL_FRAMING_FACTOR * tail_tokens)
     limit = max(min(2 * settings.s, room), MIN_SUMMARY_BUDGET_TOKENS)
     return min(settings.s, limit), limit
 
@@ -168,9 +164,10 @@ def _summarize(request: SummaryRequest, summarizer: Summarizer, breaker: Circuit
     return with_instructions(body, request.instructions)
 
 
-def _request(session: Session, head: tuple[Message, ...], settings: Settings, window: int, tail_tokens: int) -> SummaryRequest:
+def _request(prepared: PreparedSession, head: tuple[Message, ...], tail_tokens: int) -> SummaryRequest:
     """The summary request for ``head``: shrunk copy, previous summary, instructions, token budget."""
-    target, limit = _summary_budget(settings, window, tail_tokens)
+    session = prepared.session
+    target, limit = _summary_budget(prepared.settings, prepared.window_tokens, prepared.v_tokens, tail_tokens)
     return SummaryRequest(
         head=head, shrunk_head=shrink_messages(head), previous_summary=head[0].text if is_summary_text(head[0].text) else None,
         target_tokens=target, max_tokens=limit, instructions=tuple(head_instructions(head)), system_text=session.system_text,
@@ -178,14 +175,15 @@ def _request(session: Session, head: tuple[Message, ...], settings: Settings, wi
     )
 
 
-def _notes(session: Session, api: Api, settings: Settings, window: int, output_tokens: int, archived: bool) -> tuple[str, ...]:
+def _notes(prepared: PreparedSession, api: Api, output_tokens: int, archived: bool) -> tuple[str, ...]:
     """Warnings for the user: head not archived; system prompt not written; output still above DP_FORCE_RATIO·M."""
+    session, settings, window = prepared.session, prepared.settings, prepared.window_tokens
     notes = [] if archived else ["no archive store: the head was not archived"]
     if api == "anthropic" and (session.system_messages or session.system_text):
         notes.append("the system prompt is not written: Anthropic takes it as the request's `system` parameter")
-    if settings.v + output_tokens > settings.force_ratio * window:
+    if prepared.v_tokens + output_tokens > settings.force_ratio * window:
         notes.append(
-            f"V + output ≈ {settings.v + output_tokens:,} tokens stays above {settings.force_ratio:g} x {window:,}: "
+            f"V + output ≈ {prepared.v_tokens + output_tokens:,} tokens stays above {settings.force_ratio:g} x {window:,}: "
             "the kept tail alone is too large"
         )
     return tuple(notes)
@@ -205,26 +203,26 @@ def compact_session(
     dry_run: bool = False,
     use_cache: bool = True,
 ) -> CompactionResult:
-    """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output)."""
+    """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output).
+
+    The session is prepared as every command prepares it (:func:`~dp_compact.prepare.prepare`): the
+    plan, the summary's budget and what the summary states (avg, token ratio, V) come from there,
+    and the result's notes open with the prepared notes (reading, prices and window, token
+    scale, V), as ``plan`` prints them.
+    """
     api = target_api(session, to)
-    tokens, ratio, ratio_source = _scaled_tokens(session, settings, use_cache)
-    prices, price_notes = choose_prices(settings, session)
-    read_notes = () if session.partial_line is None else (partial_line_note(session.path, session.partial_line),)
-    window = prices.max_context_tokens
-    settings, v_source, v_note = session_prefix(session, settings, tokens, window)  # V as plan takes it
-    price_notes = (*price_notes, v_note)
-    cut, rule, why, decided = _choose_cut(session, tokens, settings, prices, keep, force, requested)
-    if decided is not None:
-        decided = replace(decided, v_source=v_source)
+    prepared = prepare(session, settings, use_cache=use_cache)
+    tokens, window = prepared.message_tokens, prepared.window_tokens
+    cut, rule, why, decided = _choose_cut(prepared, keep, force, requested)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
-        return CompactionResult(decision="keep", k=len(session.messages), notes=read_notes, **base)
+        return CompactionResult(decision="keep", k=len(session.messages), notes=prepared.notes, **base)
     head, tail = split(session.messages, cut)
     head_tokens, tail_tokens = int(tokens[:cut].sum()), int(tokens[cut:].sum())
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
     # The breaker guards model requests: an offline summarizer and a dry run neither wait for it nor move it.
     guard = None if dry_run or getattr(summarizer, "offline", False) else breaker
-    body = _summarize(_request(session, head, settings, window, tail_tokens), summarizer, guard, session.path)
+    body = _summarize(_request(prepared, head, tail_tokens), summarizer, guard, session.path)
     anchors = select_anchors(head)
     # What the head stands for, as the session counts it (its reader's user turns; its calls from usage
     # records): the compacted file then adds its tail the way a reader counts it, and t and L carry over.
@@ -236,16 +234,18 @@ def compact_session(
 
     # The usage evidence the session was planned with (its avg and measured token scale), stated in the
     # summary: the compacted file has no usage records, and re-plans with the same avg and scale.
-    evidence = decided.estimates if decided is not None else estimate(session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens)
+    evidence = decided.estimates if decided is not None else estimate(
+        session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens, v_tokens=prepared.v_tokens, placement=prepared.placement,
+    )
     avg = None if evidence.avg_source == "default" else evidence.avg_tokens
-    measured_ratio = ratio if ratio_source in ("measured", "recorded") else None
+    measured_ratio = prepared.token_ratio if prepared.token_ratio_source in ("measured", "recorded") else None
 
     def assemble(ref: str | None) -> tuple[str, list[dict[str, Any]]]:
         text = summary_message_text(
             body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
             llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=after,
             model=session.model, window=window, avg_tokens=avg, token_ratio=measured_ratio,
-            prefix_tokens=settings.v if v_source in ("measured", "recorded") else None,
+            prefix_tokens=prepared.v_tokens if prepared.v_source in ("measured", "recorded") else None,
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 
@@ -265,7 +265,7 @@ def compact_session(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
         summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
         archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
-        notes=read_notes + price_notes + _notes(session, api, settings, window, summary_tokens + tail_tokens, archiver is not None),
+        notes=prepared.notes + _notes(prepared, api, summary_tokens + tail_tokens, archiver is not None),
         messages=tuple(messages), **base,
     )
 

@@ -32,6 +32,7 @@ from dp_compact.pipeline.repairs import (
     call_ids,
     merge_same_role,
     openai_orphans_as_text,
+    without_empty_text,
 )
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
 from dp_compact.sessions.common import text_and_images
@@ -343,7 +344,7 @@ def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, 
         out.extend(converted)
     out = [api_keys_only(m, api) for m in out]
     if api == API_ANTHROPIC:
-        return anthropic_orphans_as_text(merge_same_role(out), call_ids(issued[-1:]))
+        return anthropic_orphans_as_text(merge_same_role(without_empty_text(out)), call_ids(issued[-1:]))
     return openai_orphans_as_text(out, call_ids(issued))
 
 

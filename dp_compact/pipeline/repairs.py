@@ -7,6 +7,9 @@ breaks the target's rules:
   source: records lost from a transcript) becomes plain text saying so, and a tool call whose
   result the source never recorded (not the last message: that is a pending call) gets a result
   saying so, since both APIs refuse either;
+- Anthropic: text blocks that are empty or only white space are dropped ("text content blocks
+  must contain non-whitespace text"; agents record them from streamed responses), and a message
+  left with no content at all is dropped; nothing else of the message changes;
 - Anthropic: adjacent messages of one role are merged into one (the Messages API itself
   "combines consecutive user or assistant turns"), tool results first, and only the leading
   thinking blocks of the merged assistant message are kept (Anthropic's extended-thinking guide
@@ -29,6 +32,7 @@ __all__ = [
     "api_keys_only",
     "call_ids",
     "merge_same_role",
+    "without_empty_text",
     "openai_orphans_as_text",
 ]
 
@@ -57,6 +61,32 @@ def _blocks(content: Any) -> list[Any]:
     if isinstance(content, list):
         return list(content)
     return [{"type": "text", "text": content}] if isinstance(content, str) and content.strip() else []
+
+
+def _blank_text(block: Any) -> bool:
+    """An Anthropic text block with nothing but white space (the Messages API refuses it)."""
+    return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def without_empty_text(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic messages without blank text blocks, and without messages left with no content.
+
+    A message that has no blank text block is returned as the same object.
+
+    >>> without_empty_text([{"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "ok"}]},
+    ...                     {"role": "user", "content": "  "}])
+    [{'role': 'assistant', 'content': [{'type': 'text', 'text': 'ok'}]}]
+    """
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(_blank_text(b) for b in content):
+            content = [b for b in content if not _blank_text(b)]
+            message = {**message, "content": content}
+        if (isinstance(content, str) and not content.strip()) or (isinstance(content, list) and not content):
+            continue
+        out.append(message)
+    return out
 
 
 def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:

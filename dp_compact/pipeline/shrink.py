@@ -239,30 +239,31 @@ def _with_statement(message: Message, statement: str) -> Message:
 def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message]) -> str | None:
     """:func:`shrunk_statement` for ``session`` shrunk to ``shrunk``: the current context after
     shrinking is the session's current context (DESIGN §2: last usage plus what was added since)
-    less the tokens the previews saved, at the session's own token scale. None when the
-    session's prices or window cannot be chosen (the shrunk file then states nothing).
+    less the tokens the previews saved, at the session's own token scale; window, ratio and V as
+    :func:`~dp_compact.prepare.prepare` gives them. None when the session's prices or window
+    cannot be chosen (the shrunk file then states nothing).
     """
-    from dp_compact.api import _scaled_tokens, choose_prices
     from dp_compact.errors import SettingsError, UnknownProfileError
-    from dp_compact.measure.estimation import estimate, session_prefix
+    from dp_compact.measure.estimation import estimate
     from dp_compact.measure.tokens import count_message_tokens
+    from dp_compact.prepare import prepare
 
     try:
-        prices, _ = choose_prices(settings, session)
+        prepared = prepare(session, settings, use_cache=True)
     except (SettingsError, UnknownProfileError):
         return None
-    tokens, ratio, source = _scaled_tokens(session, settings, use_cache=True)
-    planned, v_source, _ = session_prefix(session, settings, tokens, prices.max_context_tokens)
-    est = estimate(session, planned, total_tokens=int(tokens.sum()), message_tokens=tokens)
+    tokens, ratio = prepared.message_tokens, prepared.token_ratio
+    est = estimate(session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens, v_tokens=prepared.v_tokens,
+                   placement=prepared.placement)
     after = count_message_tokens(shrunk, tokenizer=settings.tokenizer)
     after = after if ratio == 1.0 else np.rint(after * ratio).astype(np.int64)
     return shrunk_statement(
-        model=session.model, window=prices.max_context_tokens, n_messages=len(shrunk),
+        model=session.model, window=prepared.window_tokens, n_messages=len(shrunk),
         context_tokens=max(est.context_tokens - int(tokens.sum() - after.sum()), 0),
         avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
-        token_ratio=ratio if source in ("measured", "recorded") else None,
+        token_ratio=ratio if prepared.token_ratio_source in ("measured", "recorded") else None,
         totals=(session.user_turns, session.llm_calls, session.compactions),
-        prefix_tokens=planned.v if v_source in ("measured", "recorded") else None,
+        prefix_tokens=prepared.v_tokens if prepared.v_source in ("measured", "recorded") else None,
     )
 
 

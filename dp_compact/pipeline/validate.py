@@ -11,7 +11,9 @@ Anthropic Messages (the Messages API reference and its tool-use and extended-thi
 - tool-call ids are unique and answered once; no empty text block;
 - ``thinking`` / ``redacted_thinking`` blocks only in assistant messages and only at the start;
 - a message has no keys but ``role`` and ``content`` (``unknown-key``), and its blocks are of the
-  Messages API's content types (``unknown-block``).
+  Messages API's content types (``unknown-block``); a server tool's result (any ``*_tool_result``
+  type, :func:`~dp_compact.sessions.anthropic.is_server_result`) is one in an assistant message,
+  where the API returned it and requires it sent back (``advisor_tool_result`` included).
 
 OpenAI chat completions:
 
@@ -32,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api, Violation
+from dp_compact.sessions.anthropic import is_server_result
 
 __all__ = ["ANTHROPIC_BLOCK_TYPES", "OPENAI_PART_TYPES", "validate_messages"]
 
@@ -79,6 +82,8 @@ def _anthropic_shape(index: int, message: Any) -> Iterator[Violation]:
     blocks = _blocks(message)
     kinds = [b.get("type") for b in blocks]
     for kind in sorted({str(k) for k in kinds} - ANTHROPIC_BLOCK_TYPES):
+        if role == "assistant" and is_server_result(kind):
+            continue
         yield Violation(index, "unknown-block", f"{kind!r} is not a Messages API content block type")
     for kind, block in zip(kinds, blocks, strict=True):
         if kind == "text" and not str(block.get("text", "")).strip():

@@ -1,6 +1,6 @@
 """Replay: what a recorded session would have cost, call by call, under a compaction policy.
 
-The replay model (README "Replay"):
+The replay model (docs/replay.md):
 
 1. The recorded messages are appended in order. Before recorded LLM call ``j`` the conversation
    holds messages ``[0, p_j)`` (``p_j``: the call's position; the assistant message it produced

@@ -38,8 +38,9 @@ class PlannerPolicy:
     V is what ``dp-compact plan`` would take at that point of the session: before the first call
     the settings' ``v`` (``DP_V``: the file records no usage yet); from the first call on, the
     session's own prefix that the first call's usage record measures, as the replay charges it
-    (``ReplayParams.v_tokens`` with ``v_source == "measured"``,
-    :func:`~dp_compact.measure.estimation.fixed_prefix`); ``DP_V`` / ``--v`` given, that value throughout.
+    (``ReplayParams.v_tokens`` with ``v_source == "measured"``, the prepared V:
+    :func:`dp_compact.prepare.prepare`); ``DP_V`` / ``--v`` given, that value throughout. It is
+    handed to the planner (``v_tokens``); the settings stay as the user gave them.
     """
 
     settings: Settings
@@ -47,16 +48,12 @@ class PlannerPolicy:
     fixed: bool = False
     tool: str = "dp_compact"
     _usage: list[Usage] = field(default_factory=list, repr=False)
-    _with_v: dict[int, Settings] = field(default_factory=dict, repr=False)
 
-    def settings_at(self, ctx: CallContext) -> Settings:
-        """The settings a live plan would use before call ``ctx.call`` (the class docstring's V), each V's built once."""
+    def v_at(self, ctx: CallContext) -> int:
+        """V, tokens, a live plan would use before call ``ctx.call`` (the class docstring's)."""
         if ctx.call < 1 or ctx.params.v_source != "measured" or "v" in self.settings.model_fields_set:
-            return self.settings
-        v = ctx.params.v_tokens
-        if v not in self._with_v:
-            self._with_v[v] = self.settings.model_copy(update={"v": v})
-        return self._with_v[v]
+            return self.settings.v
+        return ctx.params.v_tokens
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
         del self._usage[len(ctx.prompts):]
@@ -79,7 +76,7 @@ class PlannerPolicy:
         turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user turns so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
                           llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
-        result = plan(session, tokens, self.settings_at(ctx), ctx.params.prices, arrays=arrays)
+        result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays, v_tokens=self.v_at(ctx))
         if result.decision != "compact":
             return None
         return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)

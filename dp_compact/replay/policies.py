@@ -1,6 +1,6 @@
 """Compaction policies for the replay (:mod:`dp_compact.replay`): dp_compact's planner and fixed rules.
 
-Policies (``--policy``; the numbers of the presets, with their sources, are in README "Replay"):
+Policies (``--policy``; the numbers of the presets, with their sources, are in docs/replay.md, "Policies"):
 
 ``dp``           the planner (DESIGN §2) with the current settings, consulted before every call
 ``seed``         the same with ``DP_MODEL=seed``

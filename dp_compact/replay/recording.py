@@ -1,4 +1,4 @@
-"""The recording a replay runs over, and the replay's parameters (README "Replay", DESIGN §6).
+"""The recording a replay runs over, and the replay's parameters (docs/replay.md, DESIGN §6).
 
 A :class:`Recording` holds the recorded messages with their tokens and structure, the recorded
 calls (position, prompt and output tokens, time) and the uses of earlier messages

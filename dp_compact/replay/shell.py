@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from dp_compact.api import read_notes
 from dp_compact.conversation import Session
 from dp_compact.errors import DpCompactError, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
+from dp_compact.prepare import prepare
 from dp_compact.replay.load import (
     call_times,
     load_recording,
+    prepared_recording,
     recorded_calls,
     replay_history,
     replay_params,
@@ -49,6 +50,7 @@ __all__ = [
     "SessionReplay",
     "call_times",
     "load_recording",
+    "prepared_recording",
     "recorded_calls",
     "replay_file",
     "replay_history",
@@ -107,8 +109,8 @@ class SessionReplay:
     results : tuple[PolicyResult, ...]
         One per policy, in the order asked.
     notes : tuple[str, ...]
-        How prices and window were chosen (:func:`~dp_compact.api.choose_prices`) and where V
-        comes from (:func:`~dp_compact.replay.load.replay_v_tokens`).
+        The session's prepared notes (:attr:`dp_compact.prepare.PreparedSession.notes`: reading,
+        prices and window, token scale, V), then the warm cache's and the lines skipped.
     """
 
     path: str
@@ -213,21 +215,22 @@ def replay_session(
 ) -> SessionReplay:
     """Replay an already read session under each parsed policy (:func:`parse_policies`).
 
-    Every policy, the oracle included, is charged the same V (tokens): ``DP_V`` / ``--v`` when
-    given, else the session's own prefix measured from its usage records, else ``DP_V``
-    (:func:`~dp_compact.replay.load.replay_v_tokens`; a note says which). Costs in $.
+    The session is prepared over its recorded history (:func:`~dp_compact.prepare.prepare`,
+    ``history=True``). Every policy, the oracle included, is charged the same V (tokens): the
+    prepared one, ``DP_V`` / ``--v`` when given, else the session's own prefix measured from its
+    usage records, else ``DP_V`` (a note says which). Costs in $.
 
     Raises
     ------
     SettingsError
         Prices that break DESIGN §3 rules.
     UnknownProfileError
-        As :func:`~dp_compact.api.choose_prices`.
+        As :func:`~dp_compact.prepare.choose_prices`.
     """
     parsed = parse_policies(policies, settings)
-    recording, source = load_recording(session, settings, use_cache=use_cache, with_times=cache_ttl_s is not None)
-    params, notes = replay_params(session, settings, cache_ttl_s, loss, recording=recording)
-    notes = (*read_notes(session), *notes)
+    prepared = prepare(session, settings, use_cache=use_cache, history=True)
+    recording, source = prepared_recording(prepared, with_times=cache_ttl_s is not None)
+    params, notes = replay_params(prepared, cache_ttl_s, loss)
     if session.skipped_lines:
         notes = (*notes, skipped_lines_note(session.skipped_lines, session.skipped_line_numbers))
     results = tuple(_replay_one(recording, policy, params, settings) for policy in parsed)

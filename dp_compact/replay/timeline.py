@@ -4,7 +4,9 @@ At every LLM call of the file, :func:`timeline` plans the messages that call was
 usage records known by then (so the current context is that call's reported prompt), as if
 ``dp-compact plan`` had been asked right before the call. Token counts and message structure
 are computed once per segment; each call plans a prefix of those arrays (the planner is
-vectorized), so a timeline costs one planning per call, O(N) each.
+vectorized), so a timeline costs one planning per call, O(N) each. Every segment starts from
+:func:`dp_compact.prepare.prepare` (tokens, V, the usage records placed on its messages), with the
+prices chosen once from every call of the file.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.api import choose_prices, session_tokens
-from dp_compact.conversation import Session, Usage
+from dp_compact.conversation import CompactionMarker, Session, Usage
 from dp_compact.core.cuts import message_arrays
-from dp_compact.measure.estimation import call_message_counts, session_prefix
-from dp_compact.calibration.history import CompactionMarker, History
+from dp_compact.calibration.history import History
 from dp_compact.core.planner import plan
+from dp_compact.prepare import PreparedSession, choose_prices, prepare
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
@@ -96,15 +97,15 @@ class Timeline:
     v_notes: tuple[str, ...] = ()
 
 
-def _points(segment: Session, settings: Settings, cum: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Usage]]:
-    """Messages sent and context per call of a segment, and the usage records of those calls."""
+def _points(prepared: PreparedSession, cum: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Usage]]:
+    """Messages sent and context per call of a prepared segment, and the usage records of those calls."""
+    segment, placement = prepared.session, prepared.placement
     if segment.usage:
-        counts = call_message_counts(segment.messages, segment.usage)
-        placed = np.flatnonzero(counts >= 0)
-        usage = [segment.usage[i] for i in placed]
-        return counts[placed], np.array([u.prompt_tokens for u in usage], dtype=np.int64), usage
+        placed = placement.placed
+        usage = [placement.usage[i] for i in placed]
+        return placement.sent[placed], np.array([u.prompt_tokens for u in usage], dtype=np.int64), usage
     assistant = np.array([i for i, m in enumerate(segment.messages) if m.role == "assistant"], dtype=np.int64)
-    return assistant, settings.v + cum[assistant], []
+    return assistant, prepared.v_tokens + cum[assistant], []
 
 
 def timeline(history: History, settings: Settings, *, use_cache: bool = True) -> Timeline:
@@ -113,7 +114,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     Parameters
     ----------
     history : History
-        From :func:`~dp_compact.calibration.history.read_history` (every segment is planned).
+        From :func:`~dp_compact.calibration.history.history_of` (every segment is planned).
     settings : Settings
     use_cache : bool
         Use the persistent token cache.
@@ -143,16 +144,16 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
     for index, segment in enumerate(history.segments):
         if index:
             first_after.append(len(rows["n"]))
-        tokens = session_tokens(segment, settings, use_cache=use_cache)
-        arrays = message_arrays(segment.messages)
         # V as a live plan takes it: the segment's first call measures it, and every point plans with that call's usage
-        planning, _, v_note = session_prefix(segment, settings, tokens, prices.max_context_tokens,
-                                             call="its first call" if several else "the first recorded call")
-        v_note = f"segment {index + 1}: {v_note}" if several else v_note
+        prepared = prepare(segment, settings, use_cache=use_cache, prices=prices,
+                           v_call="its first call" if several else "the first recorded call")
+        tokens = prepared.message_tokens
+        arrays = message_arrays(segment.messages)
+        v_note = f"segment {index + 1}: {prepared.v_note}" if several else prepared.v_note
         if v_note not in v_notes:
             v_notes.append(v_note)
         cum = np.concatenate(([0], np.cumsum(tokens)))
-        sent, contexts, usage = _points(segment, settings, cum)
+        sent, contexts, usage = _points(prepared, cum)
         turns_in_segment = int(arrays.turn_index[-1]) if arrays.n else 0
         for position, (n, context) in enumerate(zip(sent.tolist(), contexts.tolist(), strict=True)):
             not_sent = turns_in_segment - (int(arrays.turn_index[n - 1]) if n else 0)
@@ -160,7 +161,7 @@ def timeline(history: History, settings: Settings, *, use_cache: bool = True) ->
                 segment, messages=segment.messages[:n], usage=tuple(usage_before + usage[: position + 1]),
                 user_turns=max(segment.user_turns - not_sent, 0), llm_calls=len(usage_before) + position + 1, compactions=index,
             )
-            result = plan(prefix, tokens[:n], planning, prices, arrays=arrays.slice(0, n))
+            result = plan(prefix, tokens[:n], settings, prices, arrays=arrays.slice(0, n), v_tokens=prepared.v_tokens)
             for name, value in (("segment", index), ("context", context), ("n", n), ("compact", result.decision == "compact"),
                                 ("rule", result.rule), ("k", result.k), ("tail", result.tail_tokens), ("head", result.head_tokens)):
                 rows[name].append(value)
@@ -187,17 +188,17 @@ def _followed(whole: Session, settings: Settings, prices: Prices, n_calls: int, 
     None and why when the replay's calls (one per assistant message of the whole history) are
     not the timeline's (one per usage record placed on a message, else per assistant message)."""
     from dp_compact.core.planner import summary_tokens
-    from dp_compact.replay.load import replay_params
+    from dp_compact.replay.load import prepared_recording, replay_params
     from dp_compact.replay.meter import replay
     from dp_compact.replay.policies import PlannerPolicy
-    from dp_compact.replay.shell import load_recording
 
-    recording, _ = load_recording(whole, settings, use_cache=use_cache)
+    prepared = prepare(whole, settings, use_cache=use_cache, prices=prices, history=True)  # the replay's view, these prices
+    recording, _ = prepared_recording(prepared)
     if recording.n_calls != n_calls:
         ours = ("one per usage record placed on a message" if whole.usage else
                 "one per assistant message of the segments read, the file recording no usage")
         return None, (f"the context had every advice been taken is not drawn: the replay has {recording.n_calls:,} calls (one per"
                       f" assistant message of the whole history) where the timeline plans {n_calls:,} ({ours}), so they cannot be paired"
                       " (dp-compact replay prices its own)")
-    params, _ = replay_params(whole, settings, None, recording=recording, prices=prices)  # V and warm cache as replay takes them
+    params, _ = replay_params(prepared)  # V and warm cache as replay takes them
     return replay(recording, PlannerPolicy(settings), replace(params, s_tokens=summary_tokens(settings))).counted_contexts, ""

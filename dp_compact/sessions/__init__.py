@@ -3,6 +3,11 @@
 Each reader module is a :class:`Reader`: ``FORMAT`` (a short name), ``DESCRIPTION`` (one
 line), ``sniff(source) -> bool`` and ``read(source) -> Session``. ``READERS`` is the static
 registry, most specific first; the first whose ``sniff`` accepts the file reads it.
+
+The readers are the only modules that look at a file's records: what else a command needs from
+the file is on the :class:`Session` they return, read in the same pass (the whole history, the
+compaction markers that split it, ``Session.markers``, and when each LLM call was made,
+``Session.call_times``). :mod:`dp_compact.sessions.segments` cuts a session into its segments.
 """
 
 from __future__ import annotations

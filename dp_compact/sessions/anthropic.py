@@ -35,8 +35,8 @@ from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_recor
 from dp_compact.sessions.usage import token_count, usage_from_api
 
 __all__ = [
-    "DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "anthropic_message", "answers_by_position", "message_from_anthropic", "read", "server_result_text",
-    "sniff",
+    "DESCRIPTION", "FORMAT", "SERVER_CALL_TYPES", "anthropic_message", "answers_by_position", "is_server_result",
+    "message_from_anthropic", "read", "server_result_text", "sniff",
 ]
 
 FORMAT = "anthropic"
@@ -60,8 +60,15 @@ _CLINE_RESULT = re.compile(r"\[([\w-]+)(?: for .*?)?\] Result:", re.S)
 _OPAQUE_KEYS = frozenset({"encrypted_content", "encrypted_index", "tool_use_id"})
 
 
-def _is_server_result(kind: Any) -> bool:
-    """A server tool's result block (``web_search_tool_result``, ``code_execution_tool_result``, ``mcp_tool_result``, ...)."""
+def is_server_result(kind: Any) -> bool:
+    """A server tool's result block (``web_search_tool_result``, ``code_execution_tool_result``,
+    ``mcp_tool_result``, ``advisor_tool_result``, ...): every ``*_tool_result`` type but ``tool_result``
+    itself. The Messages API names each server tool's result so, and a new server tool's result
+    is recognised without a list to keep up to date.
+
+    >>> is_server_result("advisor_tool_result"), is_server_result("tool_result"), is_server_result(None)
+    (True, False, False)
+    """
     return isinstance(kind, str) and kind.endswith("_tool_result")
 
 
@@ -129,7 +136,7 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
     shape = shape_if_kept(content) if type(obj) is dict and len(obj) == 2 and type(content) in (str, list) else None
     if isinstance(content, str):
         raw = shape if shape is not None and not_marker(content) else obj
-        return new_message(role, content, (), (), "", False, 0, line, nbytes, lines, raw, None)
+        return new_message(role, content, line=line, source_bytes=nbytes, source_lines=lines, raw=raw)
     if content is None:
         content = []
     if not isinstance(content, list):
@@ -197,7 +204,7 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
         elif kind in _IMAGE_TYPES:
             images += 1
             shape = None
-        elif _is_server_result(kind) and role == "assistant":
+        elif is_server_result(kind) and role == "assistant":
             text, n_images = server_result_text(block)
             texts.append(text)
             images += n_images
@@ -207,11 +214,10 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
                 texts.append(block["text"])
             shape = None
     resolved = "tool" if (role == "user" and results) else role
-    # Message's fields in order: role, text, tool_calls, tool_results, thinking, signed_thinking,
-    # images, line, source_bytes, source_lines, raw, kind
     return new_message(
         resolved, texts[0] if len(texts) == 1 else "\n".join(texts), tuple(calls), tuple(results),
-        "\n".join(thinking) if thinking else "", signed, images, line, nbytes, lines, obj if shape is None else shape, None,
+        thinking="\n".join(thinking) if thinking else "", signed_thinking=signed, images=images, line=line,
+        source_bytes=nbytes, source_lines=lines, raw=obj if shape is None else shape,
     )
 
 
@@ -311,7 +317,7 @@ def _as_result(previous: Message, previous_value: Any, message: Message) -> Mess
     """``message`` (:func:`answers_by_position` of ``previous``) as the result of every client call of ``previous``."""
     client = _client_calls(previous_value)
     results = tuple(ToolResult(call.id, message.text) for call in previous.tool_calls if call.id in client)
-    return Message(
+    return new_message(
         role="tool", text="", tool_results=results, thinking=message.thinking, images=message.images,
         line=message.line, source_bytes=message.source_bytes, source_lines=message.source_lines, raw=message.raw,
     )
@@ -332,6 +338,7 @@ def read(source: Source) -> Session:
     messages: list[Message] = []
     usage: list[Usage] = []
     model: str | None = None  # the last one a message names
+    times: list[Any] = []  # each assistant message's ``timestamp`` (Session.call_times, JSONL only)
     previous_value: Any = None  # the parsed source of the last message kept (a Cline result reads it)
 
     def add(record: Record) -> None:
@@ -344,8 +351,10 @@ def read(source: Source) -> Session:
             message = _as_result(messages[-1], previous_value, message)
         messages.append(message)
         previous_value = value
-        if message.role == "assistant" and (u := _usage(value, record.line)) is not None:
-            usage.append(u)
+        if message.role == "assistant":
+            times.append(value.get("timestamp"))
+            if (u := _usage(value, record.line)) is not None:
+                usage.append(u)
         model = _recorded_model(value) or model
 
     skipped = each_record(source, _items(source) or [], add)
@@ -364,6 +373,7 @@ def read(source: Source) -> Session:
         compaction_records=tuple(
             RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers
         ),
+        call_times=tuple(times) if source.records is not None else (),  # a line's own ``timestamp``
     )
 
 

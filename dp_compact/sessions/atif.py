@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage, new_message
 from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count
 
@@ -148,11 +148,11 @@ class _Reader:
             call = ToolCall(f"obs-{step_id}", "action")
             self.messages[-1] = replace(previous, tool_calls=previous.tool_calls + (call,))
             result = ToolResult(call.id, text)
-            self.messages.append(Message(role="tool", tool_results=(result,), images=images, source_bytes=nbytes, raw={"role": "user", "content": text}))
+            self.messages.append(new_message(role="tool", tool_results=(result,), images=images, source_bytes=nbytes, raw={"role": "user", "content": text}))
             return
         if is_summary_text(text):
             self.compactions, self.live_start = self.compactions + 1, len(self.messages)
-        self.messages.append(Message(role="user", text=text, images=images, source_bytes=nbytes, raw={"role": "user", "content": text}))
+        self.messages.append(new_message(role="user", text=text, images=images, source_bytes=nbytes, raw={"role": "user", "content": text}))
 
     def agent(self, step: dict[str, Any], text: str, images: int, nbytes: int, step_id: str) -> None:
         """An agent step: assistant message, then its observation results."""
@@ -160,13 +160,13 @@ class _Reader:
         extra_calls, results, result_images = _observation(step, calls, step_id)
         thinking = step.get("reasoning_content") if isinstance(step.get("reasoning_content"), str) else ""
         self.messages.append(
-            Message(
+            new_message(
                 role="assistant", text=text, tool_calls=tuple(calls + extra_calls), thinking=thinking, images=images,
                 source_bytes=nbytes, raw=_anthropic_assistant(text, step),
             )
         )
         if results:
-            self.messages.append(Message(role="tool", tool_results=tuple(results), images=result_images, raw=_anthropic_results(results)))
+            self.messages.append(new_message(role="tool", tool_results=tuple(results), images=result_images, raw=_anthropic_results(results)))
         self.usage += _usage(step.get("metrics"))
         if isinstance(step.get("model_name"), str):
             self.model = step["model_name"]

@@ -24,7 +24,10 @@ response it follows. Every other type (``system``, ``progress``, ``file-history-
 - ``compact_boundary``: only the messages after the last marker are the live conversation; it
   starts with the ``isCompactSummary`` user message. Each marker is also kept as a
   :class:`~dp_compact.conversation.RecordedCompaction`: ``compactMetadata.trigger`` and
-  ``preTokens``, and the text of the summary message that follows it.
+  ``preTokens``, and the text of the summary message that follows it; and as a
+  :class:`~dp_compact.conversation.CompactionMarker` (``preTokens``, ``postTokens``, where it
+  splits the history), from which the history's segments are made without reading again.
+- Each API response's time is the ``timestamp`` of its first line (``Session.call_times``).
 - File order is kept unless a record's ``parentUuid`` names a record written later; such a
   record is moved right after its parent (a tool result written before its call).
 """
@@ -41,7 +44,7 @@ from dp_compact.text.patterns import is_injected_text
 from dp_compact.sessions.anthropic import anthropic_message
 from dp_compact.sessions.claude_code_attachments import attachment_message
 from dp_compact.sessions.common import build_session, is_summary_text, relink
-from dp_compact.conversation import Message, MessageKind, RecordedCompaction, Session, Usage, new_message
+from dp_compact.conversation import CompactionMarker, Message, MessageKind, RecordedCompaction, Session, Usage, new_message
 from dp_compact.sessions.source import Record, Records, Source, each_record, is_plain_string
 from dp_compact.sessions.usage import usage_from_api
 
@@ -273,6 +276,25 @@ def _recorded_compaction(value: dict[str, Any], line: int) -> RecordedCompaction
     )
 
 
+def _marker(value: dict[str, Any], line: int, messages: int, usage: int) -> CompactionMarker:
+    """The :class:`CompactionMarker` of a ``compact_boundary`` record: ``compactMetadata.preTokens`` and
+    ``postTokens`` when they are integers, and the messages and usage records read before it."""
+    meta = value.get("compactMetadata") if isinstance(value.get("compactMetadata"), dict) else {}
+    pre, post = meta.get("preTokens"), meta.get("postTokens")
+    return CompactionMarker(line, pre_tokens=pre if isinstance(pre, int) else None, post_tokens=post if isinstance(post, int) else None,
+                            messages_before=messages, usage_before=usage)
+
+
+def _with_summaries(markers: list[CompactionMarker], messages: list[Message]) -> tuple[CompactionMarker, ...]:
+    """``markers`` with their summary: the first message of the segment each opens, when it is a user message."""
+    ends = [m.messages_before for m in markers[1:]] + [len(messages)] if markers else []
+    return tuple(
+        replace(m, summary_text=messages[m.messages_before].text)
+        if m.messages_before < end and messages[m.messages_before].role == "user" else m
+        for m, end in zip(markers, ends, strict=True)
+    )
+
+
 def _kind(value: dict[str, Any], message: Message) -> MessageKind:
     """``summary`` (``isCompactSummary`` or its text), ``injected`` for a user message the CLI wrote
     (meta, notification, interruption, local-command output, a non-human ``origin``), else ``prompt``."""
@@ -301,6 +323,9 @@ class _Reader:
         self.skipped = 0
         self.model: str | None = None
         self.records: list[RecordedCompaction] = []
+        self.markers: list[CompactionMarker] = []
+        self.times: list[Any] = []  # the timestamp of each assistant message emitted (Session.call_times)
+        self.assistant_time: Any = None  # that of the open response's first line
         self.awaiting_summary = False
         self.attachments: list[Message] = []
         self.in_order = True  # reading in file order: every parent so far has come (see record)
@@ -320,6 +345,7 @@ class _Reader:
         """Emit the open assistant message, the tool message answering it and the attachments since."""
         if self.assistant is not None:
             self.messages.append(self.assistant.message("assistant"))
+            self.times.append(self.assistant_time)
             self.assistant = None
         if self.results is not None:
             self.messages.append(self.results.message("user"))
@@ -364,6 +390,7 @@ class _Reader:
                 self.compactions += 1
                 self.live_start = len(self.messages)
                 self.records.append(_recorded_compaction(value, record.line))
+                self.markers.append(_marker(value, record.line, len(self.messages), len(self.usage)))
                 self.awaiting_summary = True
         elif kind == "attachment":
             self.attachment_line(record)
@@ -388,6 +415,7 @@ class _Reader:
         else:
             self.flush()
             self.assistant = _Part(record.line, blocks, record.nbytes, key, None, True)
+            self.assistant_time = value.get("timestamp")
         if isinstance(model, str):
             self.model = model
         usage = message.get("usage")
@@ -429,8 +457,9 @@ class _Reader:
         message = anthropic_message({"role": "user", "content": content}, record.line, record.nbytes, 1)
         if message.role == "user" and (kind := _kind(value, message)) != message.kind:  # made again only when it differs
             message = new_message(
-                "user", message.text, message.tool_calls, message.tool_results, message.thinking, message.signed_thinking,
-                message.images, message.line, message.source_bytes, message.source_lines, message.raw, kind,
+                "user", message.text, message.tool_calls, message.tool_results, thinking=message.thinking,
+                signed_thinking=message.signed_thinking, images=message.images, line=message.line,
+                source_bytes=message.source_bytes, source_lines=message.source_lines, raw=message.raw, kind=kind,
             )
         self.messages.append(message)
         if self.awaiting_summary and value.get("isCompactSummary"):
@@ -452,7 +481,9 @@ def read(source: Source) -> Session:
         Live messages after the last ``compact_boundary``; one usage record per distinct
         ``message.id`` (tokens; prompt = input + cache reads + cache writes) in call order;
         ``user_turns`` counts typed prompts only; ``llm_calls`` = ``len(usage)``;
-        ``compaction_records`` one per ``compact_boundary`` (trigger, ``preTokens``, summary).
+        ``compaction_records`` one per ``compact_boundary`` (trigger, ``preTokens``, summary);
+        ``markers`` one per ``compact_boundary`` (where it splits the history); ``call_times`` the
+        ``timestamp`` of each response's first line.
 
     Raises
     ------
@@ -477,14 +508,17 @@ def read(source: Source) -> Session:
         reader.in_order = False
         reader.skipped += each_record(source, records if order is None else (records[i] for i in order), reader.record)
     reader.flush()
+    messages = relink(reader.messages, reader.live_start)
     return build_session(
         path=source.path,
         format=FORMAT,
-        messages=relink(reader.messages, reader.live_start),
+        messages=messages,
         usage=list(reader.usage.values()),
         live_start=reader.live_start,
         compactions=reader.compactions,
         model=reader.model,
         skipped_lines=source.skipped + reader.skipped,
         compaction_records=tuple(reader.records),
+        markers=_with_summaries(reader.markers, messages),
+        call_times=tuple(reader.times),
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dp_compact.conversation import Message
+from dp_compact.conversation import Message, new_message
 from dp_compact.sessions.common import dumps, text_and_images
 
 __all__ = ["attachment_message", "attachment_text"]
@@ -165,4 +165,4 @@ def attachment_message(attachment: Any, *, line: int = 0, nbytes: int = 0) -> Me
     if not text:
         return None
     raw = {"role": "user", "content": [{"type": "text", "text": text}]}
-    return Message("user", text, images=images, line=line, source_bytes=nbytes, raw=raw, kind="injected")
+    return new_message("user", text, images=images, line=line, source_bytes=nbytes, raw=raw, kind="injected")

@@ -20,6 +20,9 @@ Every line is an envelope ``{timestamp, type, payload}`` (``sessions/FORMATS.md`
   ``payload.message``; size when it fired = the prompt of the last non-zero ``token_count``
   before it). The ``event_msg/context_compacted`` event that follows belongs to it; one with no
   ``compacted`` line of its own is recorded too, without a summary (and not counted as a marker).
+  Each ``compacted`` line is also a :class:`~dp_compact.conversation.CompactionMarker` (summary =
+  ``payload.message`` when it is text; where it splits the history).
+- A response's time is the ``timestamp`` of the envelope its first item is on (``Session.call_times``).
 - ``event_msg`` copies (``user_message``, ``agent_message``, ``exec_command_end``, ...) duplicate
   response items and are not messages. Unknown types and keys are skipped.
 """
@@ -31,7 +34,7 @@ from typing import Any
 
 from dp_compact.text.patterns import is_injected_text
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import CompactionMarker, Message, RecordedCompaction, Session, ToolCall, ToolResult, Usage, new_message
 from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count, usage_from_api
 
@@ -146,6 +149,9 @@ class _Reader:
         self.model: str | None = None
         self.skipped = 0
         self.records: list[RecordedCompaction] = []
+        self.markers: list[CompactionMarker] = []
+        self.times: list[Any] = []  # the timestamp of each assistant message emitted (Session.call_times)
+        self.envelope: dict[str, Any] = {}  # the line being read
         self._open_record: tuple[str, int] | None = None  # (what opened the last record, usage count then)
         self._reset_group()
 
@@ -156,6 +162,7 @@ class _Reader:
         self.signed = False
         self.images = 0
         self.first_line = 0
+        self.first_time: Any = None
         self.nbytes = 0
         self.nlines = 0
 
@@ -170,17 +177,19 @@ class _Reader:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in self.calls
             ]
         self.messages.append(
-            Message(
+            new_message(
                 role="assistant", text=text, tool_calls=tuple(self.calls), thinking="\n".join(self.thinking),
                 signed_thinking=self.signed, images=self.images, line=self.first_line,
                 source_bytes=self.nbytes, source_lines=self.nlines, raw=raw,
             )
         )
+        self.times.append(self.first_time)
         self._reset_group()
 
     def _grow(self, line: int, nbytes: int) -> None:
         if not self.nlines:
             self.first_line = line
+            self.first_time = self.envelope.get("timestamp")
         self.nbytes += nbytes
         self.nlines += 1
 
@@ -188,6 +197,7 @@ class _Reader:
         """Handle one envelope (raises ValueError when it breaks the format's rules)."""
         if not isinstance(value, dict):
             raise ValueError("a Codex rollout line must be a JSON object")
+        self.envelope = value
         kind, payload = value.get("type"), value.get("payload")
         if kind in ("session_meta", "response_item", "compacted", "turn_context", "event_msg") and not isinstance(payload, dict):
             raise ValueError(f"a Codex {kind!r} line needs a 'payload' object")
@@ -238,6 +248,9 @@ class _Reader:
         self.live_start = len(self.messages)
         history = payload.get("replacement_history")
         self.record_compaction("compacted", line, _summary_of(payload))
+        message = payload.get("message")
+        self.markers.append(CompactionMarker(line, summary_text=message if isinstance(message, str) else "",
+                                             messages_before=len(self.messages), usage_before=len(self.counts.usage)))
         if isinstance(history, list):
             for item in history:
                 if isinstance(item, dict):
@@ -246,7 +259,7 @@ class _Reader:
         elif isinstance(payload.get("message"), str):
             text = payload["message"]
             self.messages.append(
-                Message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}, kind="summary")
+                new_message(role="user", text=text, line=line, source_bytes=len(text.encode()), raw={"role": "user", "content": text}, kind="summary")
             )
 
     def item(self, payload: dict[str, Any], line: int, nbytes: int, *, replayed: bool) -> None:
@@ -276,7 +289,7 @@ class _Reader:
             self.flush()
             text, images = _output_text(payload.get("output"))
             self.messages.append(
-                Message(
+                new_message(
                     role="tool", tool_results=(ToolResult(call_id, text),), images=images, line=line,
                     source_bytes=nbytes, raw={"role": "tool", "tool_call_id": call_id, "content": text},
                 )
@@ -302,7 +315,7 @@ class _Reader:
             head = text.lstrip()
             kind = "summary" if is_summary_text(head) else "injected" if replayed or is_injected_text(head) else "prompt"
             self.messages.append(
-                Message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text}, kind=kind)
+                new_message(role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "content": text}, kind=kind)
             )
 
 
@@ -321,7 +334,8 @@ def read(source: Source) -> Session:
         usage record per distinct ``token_count`` (tokens; prompt = ``input_tokens``, cached
         included); ``context_window`` from ``model_context_window``; ``system_text`` = base
         instructions and developer messages; ``llm_calls`` = ``len(usage)``; ``compaction_records``
-        one per ``compacted`` line (summary, prompt tokens before it).
+        one per ``compacted`` line (summary, prompt tokens before it); ``markers`` one per
+        ``compacted`` line (where it splits the history); ``call_times`` each response's envelope ``timestamp``.
 
     Raises
     ------
@@ -345,4 +359,6 @@ def read(source: Source) -> Session:
         window_source="Codex's model_context_window" if reader.counts.context_window else "",
         skipped_lines=source.skipped + reader.skipped,
         compaction_records=tuple(reader.records),
+        markers=tuple(reader.markers),
+        call_times=tuple(reader.times),
     )

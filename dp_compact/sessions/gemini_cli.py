@@ -13,6 +13,8 @@ message, opened if needed), ``tool_result`` (results after one assistant message
 message), ``init`` and ``result``. There is no per-call usage (``result.stats`` holds session
 totals only), so ``usage`` stays empty. An ``init`` with a new ``session_id`` is a restart: the
 live conversation is the last run, starting at the user messages just before that ``init``.
+An assistant message's time is the ``timestamp`` of the event it starts on (``Session.call_times``;
+a saved chat records none that is read).
 
 ``raw`` is a Gemini-API content dict (``{role: user|model, parts: [...]}``).
 """
@@ -23,7 +25,7 @@ from typing import Any
 
 from dp_compact.errors import MalformedLineError
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, text_and_images
-from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage, new_message
 from dp_compact.sessions.source import Source, each_record
 from dp_compact.sessions.usage import token_count
 
@@ -66,7 +68,7 @@ def _is_summary(text: str) -> bool:
 
 def _user(text: str, images: int, line: int, nbytes: int) -> Message:
     """A user message: a prompt, or a compaction's summary (:func:`_is_summary`)."""
-    return Message(
+    return new_message(
         role="user", text=text, images=images, line=line, source_bytes=nbytes, raw={"role": "user", "parts": [{"text": text}]},
         kind="summary" if _is_summary(text) else "prompt",
     )
@@ -76,7 +78,7 @@ def _assistant(texts: list[str], calls: list[ToolCall], args: list[Any], thinkin
     text = "".join(texts)
     parts: list[dict[str, Any]] = [{"text": text}] if text else []
     parts += [{"functionCall": {"id": c.id, "name": c.name, "args": a}} for c, a in zip(calls, args, strict=True)]
-    return Message(
+    return new_message(
         role="assistant", text=text, tool_calls=tuple(calls), thinking=thinking, line=line,
         source_bytes=nbytes, source_lines=lines, raw={"role": "model", "parts": parts},
     )
@@ -84,7 +86,7 @@ def _assistant(texts: list[str], calls: list[ToolCall], args: list[Any], thinkin
 
 def _tool(results: list[tuple[ToolResult, str]], images: int, line: int, nbytes: int, lines: int) -> Message:
     parts = [{"functionResponse": {"id": r.call_id, "name": name, "response": {"output": r.text}}} for r, name in results]
-    return Message(
+    return new_message(
         role="tool", tool_results=tuple(r for r, _ in results), images=images, line=line,
         source_bytes=nbytes, source_lines=lines, raw={"role": "user", "parts": parts},
     )
@@ -176,6 +178,9 @@ class _Stream:
         self.results: list[tuple[ToolResult, str]] = []
         self.result_images = 0
         self.delta = False
+        self.times: list[Any] = []  # the timestamp of each assistant message emitted (Session.call_times)
+        self.stamp: Any = None  # that of the event being read
+        self.a_time: Any = None  # that of the open assistant message's first event
         self.a_line = self.a_bytes = self.a_lines = 0
         self.r_line = self.r_bytes = self.r_lines = 0
 
@@ -183,6 +188,7 @@ class _Stream:
         """Emit the open assistant message and the tool message answering it."""
         if self.a_lines:
             self.messages.append(_assistant(self.texts, self.calls, self.args, "", self.a_line, self.a_bytes, self.a_lines))
+            self.times.append(self.a_time)
         if self.r_lines:
             self.messages.append(_tool(self.results, self.result_images, self.r_line, self.r_bytes, self.r_lines))
         self.texts, self.calls, self.args, self.results, self.result_images, self.delta = [], [], [], [], 0, False
@@ -192,7 +198,7 @@ class _Stream:
         if self.r_lines:
             self.flush()
         if not self.a_lines:
-            self.a_line = line
+            self.a_line, self.a_time = line, self.stamp
         self.a_bytes += nbytes
         self.a_lines += 1
 
@@ -200,6 +206,7 @@ class _Stream:
         """Handle one event (raises ValueError when it breaks the format's rules)."""
         if not isinstance(value, dict):
             raise ValueError("a stream-json line must be a JSON object")
+        self.stamp = value.get("timestamp")
         kind = value.get("type")
         if kind == "init":
             self.flush()
@@ -272,7 +279,8 @@ def read(source: Source) -> Session:
     -------
     Session
         Saved chat: one usage record per gemini message (tokens; prompt = ``tokens.input``).
-        Stream-json: no usage (only session totals exist); the live conversation is the last run.
+        Stream-json: no usage (only session totals exist); the live conversation is the last run;
+        ``call_times`` each assistant message's first event ``timestamp``.
 
     Raises
     ------
@@ -288,5 +296,5 @@ def read(source: Source) -> Session:
     return build_session(
         path=source.path, format=FORMAT, messages=relink(stream.messages, stream.live_start), live_start=stream.live_start,
         compactions=stream.compactions, model=stream.model, skipped_lines=source.skipped + skipped,
-        conversation_start=stream.conversation_start,
+        conversation_start=stream.conversation_start, call_times=tuple(stream.times),
     )

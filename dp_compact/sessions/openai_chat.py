@@ -156,6 +156,7 @@ class _Reader:
         self.compactions = 0
         self.after_boundary = False
         self.records: list[RecordedCompaction] = []
+        self.times: list[Any] = []  # each assistant message's ``timestamp`` (Session.call_times, JSONL only)
 
     def add(self, value: dict[str, Any], line: int, nbytes: int) -> None:
         """Handle one message dict (raises ValueError when it breaks the format's rules)."""
@@ -181,13 +182,14 @@ class _Reader:
                     self.records.append(RecordedCompaction(summary_tool(text), line, summary_text=text))
                 self.live_start = len(self.messages)
             kind = "summary" if summary else "injected" if text.lstrip().startswith(_INTERRUPTED) else "prompt"
-            message = new_message("user", text, (), (), "", False, images, line, nbytes, 1, value, kind)
+            message = new_message("user", text, images=images, line=line, source_bytes=nbytes, raw=value, kind=kind)
         elif role == "assistant":
             calls = self._calls(value, block_calls)
-            message = new_message("assistant", text, calls, (), _thinking(value), False, images, line, nbytes, 1, value, None)
+            message = new_message("assistant", text, calls, thinking=_thinking(value), images=images, line=line, source_bytes=nbytes, raw=value)
+            self.times.append(value.get("timestamp"))
         else:
             results = self._results(value, text, outputs)
-            message = new_message("tool", "", (), results, "", False, images, line, nbytes, 1, value, None)
+            message = new_message("tool", tool_results=results, images=images, line=line, source_bytes=nbytes, raw=value)
         self.messages.append(message)
 
     def _calls(self, value: dict[str, Any], block_calls: list[ToolCall]) -> tuple[ToolCall, ...]:
@@ -268,7 +270,8 @@ def read(source: Source) -> Session:
     Session
         Live messages after the last compaction marker; ``usage`` from ``meta.token_counts``
         (tokens) when present, else none; ``llm_calls`` from the usage, SWE-agent's
-        ``api_calls`` or the assistant messages; ``compaction_records`` one per marker.
+        ``api_calls`` or the assistant messages; ``compaction_records`` one per marker;
+        ``call_times`` (JSONL) each assistant line's ``timestamp`` key, when it has one.
 
     Raises
     ------
@@ -311,6 +314,7 @@ def read(source: Source) -> Session:
         window_source="Codex's model_context_window, kept in the file's meta.token_counts" if counts.context_window else "",
         skipped_lines=source.skipped + skipped,
         compaction_records=tuple(reader.records),
+        call_times=tuple(reader.times) if source.records is not None else (),  # a line's own ``timestamp``
     )
 
 

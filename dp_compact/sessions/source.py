@@ -27,7 +27,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import orjson
 
-from dp_compact._fast import filler, rebuilt
+from dp_compact._fast import maker
 from dp_compact.errors import MalformedLineError, SessionError
 
 __all__ = [
@@ -79,7 +79,7 @@ def is_plain_string(text: str) -> bool:
     return _PLAIN_STRING.fullmatch(text) is not None
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class Record:
     """One parsed JSONL line: its 1-based ``line``, the JSON ``value`` and the line's UTF-8 ``nbytes``."""
 
@@ -87,17 +87,9 @@ class Record:
     value: Any
     nbytes: int
 
-    def __new__(cls, line: int, value: Any, nbytes: int) -> Record:  # filled as a plain object (dp_compact._fast; one per line)
-        record = _RecordSlots()
-        record.line, record.value, record.nbytes = line, value, nbytes
-        record.__class__ = cls
-        return record
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return rebuilt, (type(self), (self.line, self.value, self.nbytes))
-
-
-_RecordSlots = filler(Record)
+#: ``Record(line, value, nbytes)`` without ``__init__``, for the one record made per line (dp_compact._fast).
+_make_record = maker(Record)
 
 
 class Records(Sequence[Record]):
@@ -165,7 +157,7 @@ class Records(Sequence[Record]):
         start, end, line = spans[3 * index], spans[3 * index + 1], spans[3 * index + 2]
         base, data = self._holding(start)
         try:
-            return Record(line, orjson.loads(memoryview(data)[start - base : end - base]), end - start)
+            return _make_record(line, orjson.loads(memoryview(data)[start - base : end - base]), end - start)
         except orjson.JSONDecodeError as exc:
             if not self._lenient:
                 rule = f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})"
@@ -197,7 +189,7 @@ class Records(Sequence[Record]):
                     elif not records:
                         yield self.SKIPPED
                 else:
-                    yield Record(spans[at + 2], value, end - start) if records else value
+                    yield _make_record(spans[at + 2], value, end - start) if records else value
                 at += 3
 
     #: What :meth:`values` gives for a malformed line skipped when lenient.
