@@ -19,14 +19,14 @@ every other construction.
 
 Measured gain
 -------------
-CPU instructions (valgrind's callgrind) on CPython 3.11, 2026-12-06. Per object: a
-:class:`~dp_compact.sessions.source.Record` costs 5,500 by its ``__init__`` and 1,900 by its
-maker; a :class:`~dp_compact.conversation.Message` about 23,400 by ``Message(...)`` and 5,500 by
-:func:`~dp_compact.conversation.new_message`. Per message read (``bench/bench_instructions.py
---stages read``, small-message sessions), the record maker saves about 3,500 instructions
-(5–7 % of the read) and ``new_message`` about 20,000 (30–40 %). The same trick on
-``ToolCall``, ``ToolResult`` and ``Usage`` saved 2–4 % each and was removed: those are plain
-dataclasses (bench/README.md, run of 2026-12-06).
+CPU instructions (valgrind's callgrind), CPython 3.11, 2026-12-06. Per object: a
+:class:`~dp_compact.sessions.source.Record` takes 5,600 by ``Record(...)`` and 1,800 by its
+maker; a :class:`~dp_compact.conversation.Message` 24,700 by ``Message(...)`` and 5,600 by
+:func:`~dp_compact.conversation.new_message`. Per message read (``bench/bench_instructions.py``,
+small-message sessions, 57,000–87,000 a message) that is about 3,800 (4–7 %) and 19,000 (a
+fifth to a third of the read). The same trick on ``ToolCall``, ``ToolResult`` (2,800 each)
+and ``Usage`` (6,800, one per LLM call) saved 2–4 % of a read each and was removed: they are
+plain dataclasses (bench/README.md, CPU instructions, run of 2026-12-06).
 
 Rules for callers
 -----------------

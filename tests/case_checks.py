@@ -7,6 +7,7 @@ when it passes, else a reason. :func:`evaluate` runs a case's ``expect`` list in
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from tests import case_harness as h

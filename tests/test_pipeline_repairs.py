@@ -13,7 +13,7 @@ from dp_compact.pipeline.convert import MISSING_RESULT_TEXT, ORPHAN_RESULT_PREFI
 from dp_compact.pipeline.validate import validate_messages
 from dp_compact.sessions.anthropic import message_from_anthropic
 from tests.conftest import SESSIONS
-from tests.pipeline_helpers import read_jsonl, sdk_errors, write_jsonl
+from tests.pipeline_helpers import read_jsonl, sdk_errors
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).resolve().parents[1] / "dp_compact" / "examples" / "session.jsonl"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dp_compact.core import _reference
 from dp_compact.core.planner import forced_cut, min_keep, plan
 from dp_compact.pricing import Prices
-from dp_compact.conversation import Message, Session, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, ToolCall, ToolResult, Usage
 from dp_compact.settings import load_settings
 from tests.strategies import conversations, session_of
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.measure.estimation import estimate
-from dp_compact.errors import CompactionError, NoFeasibleCutError
+from dp_compact.errors import CompactionError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.archive import preview_ref
 from dp_compact.pipeline.breaker import CircuitBreaker
