@@ -71,7 +71,7 @@ _HELP = {
 #: Settings fields offered as flags, in :class:`Settings` order.
 SETTING_FLAGS = tuple(name for name in Settings.model_fields if name not in _NOT_FLAGS)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (its keys: docs/plan.md, JSON keys).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text (its keys: docs/plan.md, pipeline.md, replay.md, calibration.md).")]
 LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning naming them).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")]
 ToOpt = Annotated[
