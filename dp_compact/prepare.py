@@ -27,6 +27,8 @@ from dp_compact.core.planner import Plan, plan
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.measure.estimation import (
     CallPlacement,
+    Estimates,
+    estimate,
     fixed_prefix,
     measured_prefix,
     measured_token_ratio,
@@ -66,6 +68,10 @@ __all__ = [
     "token_scale",
     "token_scale_note",
 ]
+
+
+#: Sources of a token ratio or V that come from the session's own records (not a setting or a default).
+_EVIDENCED = ("measured", "recorded")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -146,6 +152,23 @@ class PreparedSession:
     def notes(self) -> tuple[str, ...]:
         """Every note, in the order commands print them: reading, prices and window, token scale, V."""
         return (*self.reading_notes, *self.price_notes, *self.token_notes, self.v_note)
+
+    @property
+    def evidenced_token_ratio(self) -> float | None:
+        """The token ratio when the session's own records give it (measured, or stated by an
+        earlier summary of ours), else None: what a compaction's summary may state for the next plan."""
+        return self.token_ratio if self.token_ratio_source in _EVIDENCED else None
+
+    @property
+    def evidenced_v_tokens(self) -> int | None:
+        """V, tokens, when the session's own records give it (as :attr:`evidenced_token_ratio`), else None."""
+        return self.v_tokens if self.v_source in _EVIDENCED else None
+
+    def estimates(self) -> Estimates:
+        """E, L, R, avg and c of the prepared session (:func:`~dp_compact.measure.estimation.estimate`)
+        with its tokens, V and placement."""
+        return estimate(self.session, self.settings, total_tokens=int(self.message_tokens.sum()),
+                        message_tokens=self.message_tokens, v_tokens=self.v_tokens, placement=self.placement)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -251,9 +274,7 @@ def prepare(
         if tokens.shape != (len(view.messages),):
             raise ValueError(f"message_tokens must have shape ({len(view.messages)},), not {tokens.shape}")
     measured = measured_prefix(view, tokens, placement)
-    call = v_call or _v_call(view, history)
-    v_tokens, v_source, v_note = fixed_prefix(settings, measured, prices.max_context_tokens, call=call,
-                                              recorded=session.recorded_prefix_tokens)
+    v_tokens, v_source, v_note = _prefix(settings, measured, prices, view, history, v_call)
     return PreparedSession(
         session=view, settings=settings, prices=prices, price_notes=price_notes, message_tokens=tokens, token_ratio=ratio,
         token_ratio_source=source, referenced_documents=referenced, placement=placement, measured_v=measured,
@@ -262,10 +283,14 @@ def prepare(
     )
 
 
-def _v_call(session: Session, history: bool) -> str:
-    """How the V note names the measuring call (:func:`prepare`)."""
+def _prefix(settings: Settings, measured: int | None, prices: Prices, session: Session, history: bool,
+            v_call: str | None = None) -> tuple[int, str, str]:
+    """V, its source and its note for ``prices``' window (:func:`~dp_compact.measure.estimation.fixed_prefix`);
+    the note names the measuring call as ``v_call``, or "the first call since the last compaction"
+    for a live conversation that starts after one, else "the first recorded call"."""
     since = not history and len(session.history) > len(session.messages)
-    return "the first call since the last compaction" if since else "the first recorded call"
+    call = v_call or ("the first call since the last compaction" if since else "the first recorded call")
+    return fixed_prefix(settings, measured, prices.max_context_tokens, call=call, recorded=session.recorded_prefix_tokens)
 
 
 def reprice(prepared: PreparedSession, settings: Settings) -> PreparedSession:
@@ -279,9 +304,7 @@ def reprice(prepared: PreparedSession, settings: Settings) -> PreparedSession:
         As :func:`choose_prices`.
     """
     prices, price_notes = choose_prices(settings, prepared.session)
-    v_tokens, v_source, v_note = fixed_prefix(settings, prepared.measured_v, prices.max_context_tokens,
-                                              call=_v_call(prepared.session, prepared.history),
-                                              recorded=prepared.session.recorded_prefix_tokens)
+    v_tokens, v_source, v_note = _prefix(settings, prepared.measured_v, prices, prepared.session, prepared.history)
     return replace(prepared, settings=settings, prices=prices, price_notes=price_notes, v_tokens=v_tokens, v_source=v_source,
                    v_note=v_note)
 

@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dp_compact.measure.estimation import estimate
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
 from dp_compact.pipeline.archive import preview_ref
@@ -234,18 +233,16 @@ def compact_session(
 
     # The usage evidence the session was planned with (its avg and measured token scale), stated in the
     # summary: the compacted file has no usage records, and re-plans with the same avg and scale.
-    evidence = decided.estimates if decided is not None else estimate(
-        session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens, v_tokens=prepared.v_tokens, placement=prepared.placement,
-    )
+    evidence = decided.estimates if decided is not None else prepared.estimates()
     avg = None if evidence.avg_source == "default" else evidence.avg_tokens
-    measured_ratio = prepared.token_ratio if prepared.token_ratio_source in ("measured", "recorded") else None
+    measured_ratio = prepared.evidenced_token_ratio
 
     def assemble(ref: str | None) -> tuple[str, list[dict[str, Any]]]:
         text = summary_message_text(
             body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
             llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=after,
             model=session.model, window=window, avg_tokens=avg, token_ratio=measured_ratio,
-            prefix_tokens=prepared.v_tokens if prepared.v_source in ("measured", "recorded") else None,
+            prefix_tokens=prepared.evidenced_v_tokens,
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 

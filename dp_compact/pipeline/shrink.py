@@ -244,7 +244,6 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     cannot be chosen (the shrunk file then states nothing).
     """
     from dp_compact.errors import SettingsError, UnknownProfileError
-    from dp_compact.measure.estimation import estimate
     from dp_compact.measure.tokens import count_message_tokens
     from dp_compact.prepare import prepare
 
@@ -253,17 +252,16 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
     except (SettingsError, UnknownProfileError):
         return None
     tokens, ratio = prepared.message_tokens, prepared.token_ratio
-    est = estimate(session, settings, total_tokens=int(tokens.sum()), message_tokens=tokens, v_tokens=prepared.v_tokens,
-                   placement=prepared.placement)
+    est = prepared.estimates()
     after = count_message_tokens(shrunk, tokenizer=settings.tokenizer)
     after = after if ratio == 1.0 else np.rint(after * ratio).astype(np.int64)
     return shrunk_statement(
         model=session.model, window=prepared.window_tokens, n_messages=len(shrunk),
         context_tokens=max(est.context_tokens - int(tokens.sum() - after.sum()), 0),
         avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
-        token_ratio=ratio if prepared.token_ratio_source in ("measured", "recorded") else None,
+        token_ratio=prepared.evidenced_token_ratio,
         totals=(session.user_turns, session.llm_calls, session.compactions),
-        prefix_tokens=prepared.v_tokens if prepared.v_source in ("measured", "recorded") else None,
+        prefix_tokens=prepared.evidenced_v_tokens,
     )
 
 
