@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime
 from operator import attrgetter, countOf
 from typing import Any, Literal
 
@@ -56,6 +56,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "call_seconds",
+    "first_call_day",
     "count_llm_calls",
     "count_user_turns",
     "is_summary_text",
@@ -442,7 +443,11 @@ class Usage:
     (:func:`~dp_compact.sessions.usage.usage_from_api`): ``"anthropic"`` (``input_tokens``
     excludes the cache reads and writes, which are added), ``"openai"`` (``input_tokens`` /
     ``prompt_tokens`` already include the cached tokens) or ``""`` (no cache split, or a
-    format with one fixed meaning).
+    format with one fixed meaning). ``cache_write_1h_tokens`` is the part of
+    ``cache_write_tokens`` written as 1-hour cache entries (Anthropic
+    ``cache_creation.ephemeral_1h_input_tokens``, billed at 2 × input; DESIGN §8); the rest are
+    5-minute entries. ``cache_split_estimated`` is True when the source records reads and writes
+    as one number and the reader split them (Cline ``metrics.tokens.cached``).
     """
 
     prompt_tokens: int
@@ -451,6 +456,8 @@ class Usage:
     output_tokens: int = 0
     line: int = 0
     convention: str = ""
+    cache_write_1h_tokens: int = 0
+    cache_split_estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,6 +712,20 @@ def _epoch_seconds(value: Any) -> float:
         except ValueError:
             return math.nan
     return math.nan
+
+
+def first_call_day(session: Session) -> date | None:
+    """UTC date of the first LLM call of ``session`` with a known time (:func:`call_seconds`'s
+    reading of ``Session.call_times``), None when none has one: the day whose prices apply
+    (DESIGN §8, dated prices)."""
+    for value in session.call_times:
+        seconds = _epoch_seconds(value)
+        if seconds == seconds:  # not NaN
+            try:
+                return datetime.fromtimestamp(seconds, UTC).date()
+            except (OverflowError, OSError, ValueError):  # a time no calendar holds: not evidence
+                return None
+    return None
 
 
 def call_seconds(session: Session) -> npt.NDArray[np.float64]:

@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from datetime import date
+
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.conversation import Session, recorded_history
+from dp_compact.conversation import Session, first_call_day, recorded_history
 from dp_compact.core.cuts import message_arrays
 from dp_compact.core.planner import Plan, plan
 from dp_compact.errors import SettingsError, UnknownProfileError
@@ -350,12 +352,13 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     model = session.model if session is not None else None
     base: Prices | None = None
     unknown_model = False
+    day = first_call_day(session) if session is not None else None
     if not settings.explicit_provider() and model:
         try:
-            base = get_prices(model)
-            notes.append(f"prices of {base.name}, the model recorded in the session")
+            base = get_prices(model, day)
+            notes.append(f"prices of {base.name}, the model recorded in the session" + (f", in force on {day.isoformat()}" if day and base.price_date else ""))
         except UnknownProfileError:
-            base = _copy_of_known(model, notes)
+            base = _copy_of_known(model, notes, day)
             if base is None:
                 notes.append(f"the session's model {model!r} has no known prices: using {settings.provider}")
                 unknown_model = True
@@ -375,9 +378,34 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     overrides.update(max_context_tokens=window, window_source=source)
     notes.append(window_note(window, source))
     prices = replace(base, **overrides)  # type: ignore[arg-type]
+    share, share_note = write_lifetime_mix(session, prices)
+    prices = prices.with_write_share(share)
+    notes.extend(share_note)
     if prices.p_cache > prices.p_input:
         raise SettingsError("DP_P_CACHE", prices.p_cache, f"a cache read must not cost more than input ({prices.p_input} $/MTok)")
     return prices, tuple(notes)
+
+
+def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, tuple[str, ...]]:
+    """Share of cache writes made as 1-hour entries in ``session``'s usage, and a note (DESIGN §8).
+
+    The recorded mix (Claude Code records ``cache_creation.ephemeral_1h_input_tokens`` per call:
+    ``Usage.cache_write_1h_tokens``) when the session records cache writes; without that evidence,
+    the provider's default, 5-minute entries (share 0), stated. No note for a provider that
+    charges no write premium and sells no 1-hour entries (OpenAI, Google, DeepSeek): the
+    lifetime changes nothing there but the cache's life, which is 5 minutes.
+    """
+    usage = session.usage if session is not None else ()
+    written = sum(u.cache_write_tokens for u in usage)
+    if written > 0 and any(u.convention == "anthropic" for u in usage):
+        share = sum(u.cache_write_1h_tokens for u in usage) / written
+        mix = f"{share:.0%} of its {written:,} cache-write tokens were 1-hour entries (its usage records)"
+        return share, (f"cache writes at {prices.with_write_share(share).p_write:g} $/MTok: {mix}; the cache lives"
+                       f" {'1 hour' if share >= 0.5 else '5 minutes'} after its last use",)
+    if prices.p_cache_write is None and prices.p_cache_write_1h is None:
+        return 0.0, ()
+    return 0.0, (f"cache writes at {prices.p_write_5m:g} $/MTok, 5-minute entries: the provider's default"
+                 " (the session records no write lifetime)",)
 
 
 def _check_window_known(session: Session, fallback: Prices, window: int) -> None:
@@ -391,13 +419,13 @@ def _check_window_known(session: Session, fallback: Prices, window: int) -> None
     ))
 
 
-def _copy_of_known(model: str, notes: list[str]) -> Prices | None:
+def _copy_of_known(model: str, notes: list[str], day: date | None = None) -> Prices | None:
     """Prices of the model that ``model`` is a copy or dated snapshot of (``gpt-5.3-codex-bak``), with a note; else None."""
     base_name = base_model_name(model)
     if base_name is None:
         return None
     try:
-        base = get_prices(base_name)
+        base = get_prices(base_name, day)
     except UnknownProfileError:
         return None
     notes.append(f"prices of {base.name}: the session's model {model!r} is read as {base_name!r} (its suffix names no other model)")

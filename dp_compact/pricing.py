@@ -40,10 +40,11 @@ only when a name is not built-in, so importing this module stays cheap.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
     from genai_prices.types import ModelInfo, ModelPrice, TieredPrices
 
-__all__ = ["PROFILES", "Prices", "base_model_name", "get_prices", "list_profiles"]
+__all__ = ["CACHE_TTL_1H_S", "CACHE_TTL_5M_S", "PROFILES", "PriceTier", "Prices", "base_model_name", "get_prices", "list_profiles"]
 
 #: Window assumed, in tokens, for a genai-prices model listed without ``context_window``
 #: (the gpt-4o window of DESIGN §3; a guess, recorded in the ``source`` of such prices).
@@ -73,6 +74,26 @@ _ANTHROPIC_URL = "https://www.anthropic.com/pricing#api"
 _OPENAI_URL = "https://developers.openai.com/api/docs/pricing"
 _GOOGLE_URL = "https://ai.google.dev/gemini-api/docs/pricing"
 _DEEPSEEK_URL = "https://api-docs.deepseek.com/quick_start/pricing"
+
+
+#: Lifetimes of a cache entry after its last use, seconds (DESIGN §8): 5 minutes (Anthropic's
+#: default, OpenAI's in-memory retention at least) and 1 hour (Anthropic's ``ttl: "1h"`` writes).
+CACHE_TTL_5M_S = 300.0
+CACHE_TTL_1H_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTier:
+    """Prices of every token of a request whose prompt exceeds ``start_tokens`` (a whole-request
+    tier, DESIGN §8; from genai-prices ``TieredPrices``), $/MTok; ``None`` write prices as in
+    :class:`Prices`."""
+
+    start_tokens: int
+    p_input: float
+    p_cache: float
+    p_out: float
+    p_cache_write: float | None = None
+    p_cache_write_1h: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +116,27 @@ class Prices:
     max_context_tokens : int
         M: the context window, in tokens.
     source : str
-        Where the numbers come from: a provider's pricing-page URL, or ``"genai-prices <version>"``
-        followed by ``"; "``-separated notes on any assumption made.
+        Where the numbers come from: ``"written by hand from <pricing-page URL>"`` for a built-in
+        profile, or ``"genai-prices <version>"`` followed by ``"; "``-separated notes on any
+        assumption made.
     window_source : str
         Where ``max_context_tokens`` comes from for a session (:func:`dp_compact.prepare.choose_prices`,
         :func:`dp_compact.measure.windows.context_window`); for a price-database model whose window is not
         listed, that it is assumed; else "" for a bare profile. Ignored by equality.
+    p_cache_write_1h : float or None
+        Writing 1-hour cache entries, $/MTok (Anthropic: 2 × input; DESIGN §8); ``None`` when the
+        provider sells none.
+    write_1h_share : float
+        Share of the cache writes made as 1-hour entries, in [0, 1]: the session's recorded mix
+        (:func:`dp_compact.prepare.choose_prices`), 0 (the provider's 5-minute default) without
+        evidence. Sets :attr:`p_write` and :attr:`cache_ttl_s`.
+    tiers : tuple of PriceTier
+        Whole-request price tiers, ascending thresholds (DESIGN §8); :meth:`at` applies them.
+    price_date : str
+        ISO date (UTC) on which these prices are in force (genai-prices' dated prices); ``""`` for a
+        built-in profile.
+    later : tuple of (str, Prices)
+        Prices that take over from a later ISO date (:meth:`on`); ignored by equality.
 
     Raises
     ------
@@ -116,46 +152,136 @@ class Prices:
     max_context_tokens: int
     source: str
     window_source: str = field(default="", compare=False)
+    p_cache_write_1h: float | None = None
+    write_1h_share: float = 0.0
+    tiers: tuple[PriceTier, ...] = ()
+    price_date: str = ""
+    later: tuple[tuple[str, Prices], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for field_name in ("p_input", "p_cache", "p_out", "p_cache_write"):
+        for field_name in ("p_input", "p_cache", "p_out", "p_cache_write", "p_cache_write_1h"):
             value = getattr(self, field_name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{self.name}: {field_name}={value!r} must be a finite price >= 0 $/MTok")
         if self.max_context_tokens <= 0:
             raise ValueError(f"{self.name}: max_context_tokens={self.max_context_tokens!r} must be > 0")
+        if not 0.0 <= self.write_1h_share <= 1.0:
+            raise ValueError(f"{self.name}: write_1h_share={self.write_1h_share!r} must lie in [0, 1]")
+
+    @property
+    def p_write_5m(self) -> float:
+        """$/MTok of a 5-minute cache write: ``p_cache_write`` where priced, else ``p_input``
+        (DESIGN §2 "Cache writes": no write premium)."""
+        return self.p_cache_write if self.p_cache_write is not None else self.p_input
+
+    @property
+    def p_write_1h(self) -> float:
+        """$/MTok of a 1-hour cache write (Anthropic: 2 × input, DESIGN §8): ``p_cache_write_1h``
+        where priced, else the 5-minute price (a provider without 1-hour entries)."""
+        return self.p_cache_write_1h if self.p_cache_write_1h is not None else self.p_write_5m
 
     @property
     def p_write(self) -> float:
-        """$/MTok of prompt tokens written to the cache: ``p_cache_write`` where priced, else ``p_input``.
+        """$/MTok of prompt tokens written to the cache, at this session's mix of write lifetimes:
+        ``(1 − s) · p_write_5m + s · p_write_1h`` with ``s = write_1h_share`` (DESIGN §8).
 
-        The one home of this fallback (DESIGN §2 "Cache writes"), shared by the planner's ② and
+        The one home of this price (DESIGN §2 "Cache writes"), shared by the planner's ② and
         the replay's cache meter (DESIGN §6).
         """
-        return self.p_cache_write if self.p_cache_write is not None else self.p_input
+        if self.write_1h_share == 0.0:
+            return self.p_write_5m
+        return (1.0 - self.write_1h_share) * self.p_write_5m + self.write_1h_share * self.p_write_1h
+
+    @property
+    def cache_ttl_s(self) -> float:
+        """Seconds a cache entry lives after its last use at this write mix (DESIGN §8): 1 hour
+        when most writes are 1-hour entries, else 5 minutes (Anthropic's default lifetime; OpenAI's
+        in-memory prompt cache also keeps a prefix at least 5 minutes after its last use)."""
+        return CACHE_TTL_1H_S if self.write_1h_share >= 0.5 else CACHE_TTL_5M_S
+
+    @property
+    def write_lifetime(self) -> str:
+        """``"1h"`` or ``"5m"``: the lifetime of :attr:`cache_ttl_s`."""
+        return "1h" if self.cache_ttl_s == CACHE_TTL_1H_S else "5m"
+
+    def with_write_share(self, share: float) -> Prices:
+        """The same prices with ``write_1h_share = share`` (also in the prices that take over later)."""
+        later = tuple((day, replace(p, write_1h_share=share)) for day, p in self.later)
+        return replace(self, write_1h_share=share, later=later)
+
+    def at(self, prompt_tokens: float) -> Prices:
+        """Prices of a request whose prompt is ``prompt_tokens`` tokens: the highest tier whose
+        threshold it passes (whole-request tiers: every token of the request at that tier's rate,
+        genai-prices' cliff rule ``prompt > start``; DESIGN §8), else these. Window, sources and
+        write mix are kept."""
+        if not self.tiers or prompt_tokens <= self.tiers[0].start_tokens:
+            return self
+        return self._tier_prices(bisect.bisect_left(self.tier_starts, prompt_tokens) - 1)
+
+    @property
+    def tier_starts(self) -> tuple[int, ...]:
+        """Thresholds of the tiers, tokens, ascending: a prompt above ``tier_starts[i]`` pays tier i."""
+        return tuple(t.start_tokens for t in self.tiers)
+
+    def _tier_prices(self, index: int) -> Prices:
+        tier = self.tiers[index]
+        return replace(self, p_input=tier.p_input, p_cache=tier.p_cache, p_out=tier.p_out, p_cache_write=tier.p_cache_write,
+                       p_cache_write_1h=tier.p_cache_write_1h, tiers=(), later=())
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready fields: the prices ($/MTok), window (tokens) and sources, the tiers, the prices
+        taking over later (``{"from": ISO date, ...}``), and the derived ``p_write`` (at the write
+        mix), ``write_lifetime`` and ``cache_ttl_s`` (seconds)."""
+        names = ("name", "p_input", "p_cache", "p_out", "p_cache_write", "p_cache_write_1h", "write_1h_share", "max_context_tokens",
+                 "source", "window_source", "price_date")
+        out: dict[str, object] = {name: getattr(self, name) for name in names}
+        out["tiers"] = [{"above_tokens": t.start_tokens, "p_input": t.p_input, "p_cache": t.p_cache, "p_out": t.p_out,
+                         "p_cache_write": t.p_cache_write, "p_cache_write_1h": t.p_cache_write_1h} for t in self.tiers]
+        out["later"] = [{"from": day, "p_input": p.p_input, "p_cache": p.p_cache, "p_out": p.p_out, "p_write": p.p_write}
+                        for day, p in self.later]
+        out.update(p_write=self.p_write, write_lifetime=self.write_lifetime, cache_ttl_s=self.cache_ttl_s)
+        return out
+
+    def on(self, day: str) -> Prices:
+        """The prices in force on ``day`` (ISO date, UTC): the last of :attr:`later` that started on
+        or before it, else these (DESIGN §8: each call at the price of its own date)."""
+        chosen = self
+        for start, prices in self.later:
+            if start <= day:
+                chosen = prices
+        return chosen
+
+
+def _by_hand(name: str, p_input: float, p_cache: float, p_out: float, p_write: float | None, window: int, url: str,
+             *, one_hour: bool = False, tiers: tuple[PriceTier, ...] = ()) -> Prices:
+    """A built-in profile, written by hand from ``url`` (its ``source`` says so); ``one_hour``:
+    the provider sells 1-hour cache writes at 2 × input (Anthropic, DESIGN §8)."""
+    return Prices(name, p_input, p_cache, p_out, p_write, window, f"written by hand from {url}",
+                  p_cache_write_1h=2.0 * p_input if one_hour else None, tiers=tiers)
 
 
 PROFILES: dict[str, Prices] = {
     p.name: p
     for p in (
-        # DESIGN §3 (genai-prices 0.2.3 agrees); write 1.25 x input: Anthropic, 5-minute entries.
-        Prices("claude-sonnet-4", 3.00, 0.30, 15.00, 3.75, 200_000, _ANTHROPIC_URL),
-        # genai-prices 0.2.3 bundled data, model claude-opus-4-5.
-        Prices("claude-opus-4.5", 5.00, 0.50, 25.00, 6.25, 200_000, _ANTHROPIC_URL),
-        # genai-prices 0.2.3 bundled data, model claude-haiku-4-5.
-        Prices("claude-haiku-4.5", 1.00, 0.10, 5.00, 1.25, 200_000, _ANTHROPIC_URL),
-        # DESIGN §3 (genai-prices 0.2.3 agrees); OpenAI charges no cache-write premium.
-        Prices("gpt-4o", 2.50, 1.25, 10.00, None, 128_000, _OPENAI_URL),
-        # genai-prices 0.2.3 bundled data (OpenAI's model page says 1,047,576 tokens).
-        Prices("gpt-4.1", 2.00, 0.50, 8.00, None, 1_000_000, _OPENAI_URL),
-        # genai-prices 0.2.3 bundled data.
-        Prices("gpt-5", 1.25, 0.125, 10.00, None, 400_000, _OPENAI_URL),
-        # genai-prices 0.2.3 base tier (prompts <= 200K tokens); window: Google's model page.
-        Prices("gemini-2.5-pro", 1.25, 0.125, 10.00, None, 1_048_576, _GOOGLE_URL),
-        # genai-prices 0.2.3 bundled data (text input price; audio input costs more).
-        Prices("gemini-2.5-flash", 0.30, 0.03, 2.50, None, 1_048_576, _GOOGLE_URL),
-        # DESIGN §3; genai-prices 0.2.3 differs (see the module docstring). No write premium.
-        Prices("deepseek-v4-flash", 1.00, 0.02, 3.00, None, 64_000, _DEEPSEEK_URL),
+        # DESIGN §3 (genai-prices agrees); writes: Anthropic, 1.25 x input (5 minutes), 2 x (1 hour).
+        _by_hand("claude-sonnet-4", 3.00, 0.30, 15.00, 3.75, 200_000, _ANTHROPIC_URL, one_hour=True),
+        # genai-prices bundled data, model claude-opus-4-5.
+        _by_hand("claude-opus-4.5", 5.00, 0.50, 25.00, 6.25, 200_000, _ANTHROPIC_URL, one_hour=True),
+        # genai-prices bundled data, model claude-haiku-4-5.
+        _by_hand("claude-haiku-4.5", 1.00, 0.10, 5.00, 1.25, 200_000, _ANTHROPIC_URL, one_hour=True),
+        # DESIGN §3 (genai-prices agrees); OpenAI charges no cache-write premium.
+        _by_hand("gpt-4o", 2.50, 1.25, 10.00, None, 128_000, _OPENAI_URL),
+        # genai-prices bundled data (OpenAI's model page says 1,047,576 tokens).
+        _by_hand("gpt-4.1", 2.00, 0.50, 8.00, None, 1_000_000, _OPENAI_URL),
+        # genai-prices bundled data.
+        _by_hand("gpt-5", 1.25, 0.125, 10.00, None, 400_000, _OPENAI_URL),
+        # genai-prices bundled data: prompts above 200K tokens pay 2.50 / 0.25 / 15.00 for the whole request.
+        _by_hand("gemini-2.5-pro", 1.25, 0.125, 10.00, None, 1_048_576, _GOOGLE_URL,
+                 tiers=(PriceTier(200_000, 2.50, 0.25, 15.00),)),
+        # genai-prices bundled data (text input price; audio input costs more).
+        _by_hand("gemini-2.5-flash", 0.30, 0.03, 2.50, None, 1_048_576, _GOOGLE_URL),
+        # DESIGN §3; genai-prices differs (see the module docstring). No write premium.
+        _by_hand("deepseek-v4-flash", 1.00, 0.02, 3.00, None, 64_000, _DEEPSEEK_URL),
     )
 }
 
@@ -194,7 +320,7 @@ def list_profiles() -> list[Prices]:
     return sorted(PROFILES.values(), key=lambda prices: prices.name)
 
 
-def get_prices(name: str) -> Prices:
+def get_prices(name: str, on: date | None = None) -> Prices:
     """Resolve a profile or model name to its prices and context window.
 
     Built-in profiles come first: the name is matched case-insensitively and with '.' and '-'
@@ -206,6 +332,9 @@ def get_prices(name: str) -> Prices:
     ----------
     name : str
         Profile or model name, for example ``claude-sonnet-4`` or ``gpt-4o-mini``.
+    on : date, optional
+        The day whose prices apply (a session's first call); today (UTC) when None. Built-in
+        profiles have one price.
 
     Returns
     -------
@@ -214,14 +343,16 @@ def get_prices(name: str) -> Prices:
         model id found and ``source`` is ``"genai-prices <version>"``; where the data leave a gap,
         a note is appended to ``source``:
 
-        - tiered prices: the base tier (the price below the first token threshold);
-        - prices that change by date: the one in force today (UTC); daily peak-hour rates
-          (DeepSeek) are ignored, so the off-peak rate is used;
+        - tiered prices: the base tier in the prices, every threshold in ``tiers`` (:meth:`Prices.at`);
+        - prices that change by date: the one in force on ``on`` (UTC; today when None), the
+          later ones in ``later`` (:meth:`Prices.on`); daily peak-hour rates (DeepSeek) are
+          ignored, so the off-peak rate is used;
         - no cache-read price: ``p_cache = p_input`` (no discount);
         - no context window: 128,000 tokens assumed (:data:`ASSUMED_CONTEXT_TOKENS`), 1,048,576
           for a Gemini model (:data:`ASSUMED_GEMINI_CONTEXT_TOKENS`).
 
-        ``p_cache_write`` is genai-prices' (5-minute) cache-write price, ``None`` when it lists none.
+        ``p_cache_write`` is genai-prices' (5-minute) cache-write price and ``p_cache_write_1h``
+        its 1-hour one, ``None`` when it lists none.
 
     Raises
     ------
@@ -244,7 +375,7 @@ def get_prices(name: str) -> Prices:
     model = _find_model(snapshot, name.strip())
     if model is None:
         raise UnknownProfileError(name, _close_matches(snapshot, name))
-    return _prices_from_model(name, model, snapshot)
+    return _prices_from_model(name, model, snapshot, on)
 
 
 @cache
@@ -284,16 +415,26 @@ def _close_matches(snapshot: DataSnapshot, name: str) -> list[str]:
     return difflib.get_close_matches(name.strip().lower(), list(known), n=MAX_CLOSE_MATCHES)
 
 
-def _prices_from_model(name: str, model: ModelInfo, snapshot: DataSnapshot) -> Prices:
-    """Prices of a genai-prices model, with a note in ``source`` for every gap filled."""
+def _prices_from_model(name: str, model: ModelInfo, snapshot: DataSnapshot, on: date | None = None) -> Prices:
+    """Prices of a genai-prices model in force on ``on`` (UTC; None: today), with the prices that
+    take over after it in ``later``, and a note in ``source`` for every gap filled."""
+    day = on or datetime.now(UTC).date()
+    notes: list[str] = []
+    variants = _dated_variants(model, day, notes)
+    first = _prices_of(name, model, snapshot, variants[0][1], notes, day)
+    later = tuple((start.isoformat(), replace(_prices_of(name, model, snapshot, price, [], start), source=first.source))
+                  for start, price in variants[1:])
+    return replace(first, later=later)
+
+
+def _prices_of(name: str, model: ModelInfo, snapshot: DataSnapshot, price: ModelPrice, notes: list[str], day: date) -> Prices:
+    """One :class:`Prices` from one genai-prices price set (tiers kept as :class:`PriceTier`)."""
     from genai_prices import __version__
 
-    notes: list[str] = []
-    price = _price_in_force(model, datetime.now(UTC).date(), notes)
-    p_input, p_out = _base(price.input_mtok, notes), _base(price.output_mtok, notes)
+    p_input, p_out = _base(price.input_mtok), _base(price.output_mtok)
     if p_input is None or p_out is None:
         raise UnknownProfileError(name, _close_matches(snapshot, name))
-    p_cache = _base(price.cache_read_mtok, notes)
+    p_cache = _base(price.cache_read_mtok)
     if p_cache is None:
         p_cache = p_input
         notes.append("no cache-read price, p_cache = p_input")
@@ -302,42 +443,79 @@ def _prices_from_model(name: str, model: ModelInfo, snapshot: DataSnapshot) -> P
         window = ASSUMED_GEMINI_CONTEXT_TOKENS if model.id.startswith("gemini") else ASSUMED_CONTEXT_TOKENS
         notes.append(f"context window not listed, {window:,} tokens assumed")
         window_source = f"assumed for {model.id}, whose window the price database does not list (give yours with --max-context-tokens)"
+    tiers = _tiers(price)
+    if tiers:
+        notes.append("whole-request tiers above " + ", ".join(f"{t.start_tokens:,}" for t in tiers) + " prompt tokens")
     return Prices(
         name=model.id,
         p_input=p_input,
         p_cache=p_cache,
         p_out=p_out,
-        p_cache_write=_base(price.cache_write_mtok, notes),
+        p_cache_write=_base(price.cache_write_mtok),
         max_context_tokens=window,
         source="; ".join([f"genai-prices {__version__}", *dict.fromkeys(notes)]),
         window_source=window_source,
+        p_cache_write_1h=_base(getattr(price, "cache_write_1h_mtok", None)),
+        tiers=tiers,
+        price_date=day.isoformat(),
     )
 
 
-def _price_in_force(model: ModelInfo, today: date, notes: list[str]) -> ModelPrice:
-    """The last unconditional or already-started conditional price; daily windows are skipped."""
+def _dated_variants(model: ModelInfo, day: date, notes: list[str]) -> list[tuple[date, ModelPrice]]:
+    """The price set in force on ``day`` (the last unconditional or already-started one), then
+    those starting after it, in order; daily peak-hour windows are skipped (off-peak used)."""
     from genai_prices.types import StartDateConstraint, TimeOfDateConstraint
 
     if not isinstance(model.prices, list):
-        return model.prices
+        return [(day, model.prices)]
     chosen = model.prices[0].prices
+    later: list[tuple[date, ModelPrice]] = []
     for conditional in model.prices:
         constraint = conditional.constraint
-        if constraint is None or (isinstance(constraint, StartDateConstraint) and constraint.start_date <= today):
+        if constraint is None or (isinstance(constraint, StartDateConstraint) and constraint.start_date <= day):
             chosen = conditional.prices
-    notes.append(f"price in force on {today.isoformat()} (UTC)")
+        elif isinstance(constraint, StartDateConstraint):
+            later.append((constraint.start_date, conditional.prices))
+    notes.append(f"price in force on {day.isoformat()} (UTC)")
     if any(isinstance(c.constraint, TimeOfDateConstraint) for c in model.prices):
         notes.append("peak-hour rates ignored")
-    return chosen
+    return [(day, chosen), *sorted(later, key=lambda pair: pair[0])]
 
 
-def _base(value: Decimal | TieredPrices | None, notes: list[str]) -> float | None:
-    """A price in $/MTok as float, the base tier of tiered prices, None when absent."""
+def _base(value: Decimal | TieredPrices | None) -> float | None:
+    """A price in $/MTok as float (the base tier of tiered prices: the tiers are :func:`_tiers`), None when absent."""
     from genai_prices.types import TieredPrices
 
     if value is None:
         return None
     if isinstance(value, TieredPrices):
-        notes.append("tiered prices, base tier used")
         return float(value.base)
     return float(value)
+
+
+def _tiers(price: ModelPrice) -> tuple[PriceTier, ...]:
+    """Whole-request tiers of a genai-prices price set: one :class:`PriceTier` per threshold any
+    token class has (a class without a tier there keeps its base price)."""
+    from genai_prices.types import TieredPrices
+
+    names = ("input_mtok", "cache_read_mtok", "output_mtok", "cache_write_mtok", "cache_write_1h_mtok")
+    values = {n: getattr(price, n, None) for n in names}
+    starts = sorted({t.start for v in values.values() if isinstance(v, TieredPrices) for t in v.tiers})
+
+    def at(name: str, start: int) -> float | None:
+        value = values[name]
+        if not isinstance(value, TieredPrices):
+            return None if value is None else float(value)
+        applicable = value.base
+        for tier in value.tiers:
+            if start >= tier.start:
+                applicable = tier.price
+        return float(applicable)
+
+    tiers = []
+    for start in starts:
+        p_input, p_cache, p_out = at("input_mtok", start), at("cache_read_mtok", start), at("output_mtok", start)
+        assert p_input is not None and p_out is not None  # _prices_of checked the base prices
+        tiers.append(PriceTier(int(start), p_input, p_cache if p_cache is not None else p_input, p_out,
+                               at("cache_write_mtok", start), at("cache_write_1h_mtok", start)))
+    return tuple(tiers)

@@ -81,7 +81,7 @@ def test_profiles_each_sane(prices: Prices) -> None:
     assert prices.p_out > 0
     assert prices.p_cache_write is None or prices.p_cache_write >= prices.p_input
     assert isinstance(prices.max_context_tokens, int) and prices.max_context_tokens > 0
-    assert prices.source.startswith("https://")
+    assert prices.source.startswith("written by hand from https://")
 
 
 def test_profiles_gemini_window_at_least_one_million() -> None:
@@ -170,10 +170,35 @@ def test_get_prices_genai_anthropic_keeps_cache_write() -> None:
     assert p.source.startswith("genai-prices ")
 
 
-def test_get_prices_genai_tiered_uses_base_tier() -> None:
+def test_get_prices_genai_tiered_keeps_base_and_every_tier() -> None:
     p = get_prices("claude-sonnet-4-5")  # tiered in genai-prices: 3.00 below 200K tokens, 6.00 above
     assert (p.p_input, p.p_cache, p.p_out) == pytest.approx((3.0, 0.3, 15.0), rel=GENAI_TOLERANCE)
-    assert "base tier" in p.source
+    assert p.tier_starts == (200_000,) and "200,000" in p.source
+    assert p.at(200_000) is p  # genai-prices' cliff: a prompt *above* the threshold pays the tier
+    above = p.at(200_001)
+    assert (above.p_input, above.p_cache, above.p_out) == pytest.approx((6.0, 0.6, 22.5), rel=GENAI_TOLERANCE)
+    assert above.p_write_1h == pytest.approx(2 * above.p_input, rel=GENAI_TOLERANCE)
+
+
+def test_anthropic_write_lifetimes_and_the_mix() -> None:
+    p = get_prices("claude-opus-4-7")
+    assert (p.p_write_5m, p.p_write_1h) == pytest.approx((1.25 * p.p_input, 2.0 * p.p_input))  # DESIGN §8
+    assert p.p_write == p.p_write_5m and p.cache_ttl_s == 300
+    mixed = p.with_write_share(0.75)
+    assert mixed.p_write == pytest.approx(0.25 * p.p_write_5m + 0.75 * p.p_write_1h) and mixed.cache_ttl_s == 3600
+    with pytest.raises(ValueError, match="write_1h_share"):
+        p.with_write_share(1.5)
+
+
+def test_dated_prices_apply_on_their_day() -> None:
+    import datetime
+
+    early = get_prices("claude-opus-4-6", datetime.date(2026, 3, 1))  # tiered until 2026-03-12 in genai-prices 0.2.5
+    if not early.later:
+        pytest.skip("the installed genai-prices lists one price for claude-opus-4-6")
+    day, after = early.later[0]
+    assert early.on("2026-03-01") is early and early.on(day) is after
+    assert early.price_date == "2026-03-01" and after.price_date == day
 
 
 def _snapshot_model(keep) -> str:

@@ -50,4 +50,4 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     from dp_compact.pricing import list_profiles
 
     rows = list_profiles()
-    typer.echo(json.dumps([asdict(p) for p in rows]) if as_json else render_profiles(rows))
+    typer.echo(json.dumps([p.to_dict() for p in rows]) if as_json else render_profiles(rows))

@@ -133,15 +133,29 @@ def render_plan(data: dict[str, Any]) -> str:
         f" min_keep = {data['min_keep']}, feasible cuts = {data['n_feasible_cuts']}"
         + (f", V = {data['v_tokens']:,} tokens ({data['v_source']})" if data.get("v_source") else "")
     )
-    write = f", write {money(prices['p_cache_write'])}" if prices["p_cache_write"] is not None else ""
     lines.append(
         f"profile   {prices['name']}: input {money(prices['p_input'])} / cache {money(prices['p_cache'])} /"
-        f" output {money(prices['p_out'])} $/MTok{write}; window {window:,}; planner {data.get('planner', 'myopic')},"
+        f" output {money(prices['p_out'])} $/MTok{write_text(prices)}; window {window:,}; planner {data.get('planner', 'myopic')},"
         f" model {data['settings']['model']}, tokenizer {data['settings']['tokenizer']}"
     )
     shown = window_note(window, data["window_source"]) if data.get("window_source") else None
     lines.extend(f"note      {note}" for note in data["notes"] if note != shown)
     return "\n".join(lines)
+
+
+def write_text(prices: dict[str, Any]) -> str:
+    """``", write 10.00 (1-hour entries)"``: the cache-write price at the session's write mix, and
+    the whole-request tiers; "" for a provider without a write premium nor tiers."""
+    text = ""
+    if prices.get("p_cache_write") is not None or prices.get("p_cache_write_1h") is not None:
+        share = prices.get("write_1h_share", 0.0)
+        mix = "1-hour entries" if share >= 1 else "5-minute entries" if share <= 0 else f"{share:.0%} 1-hour entries"
+        text = f", write {money(prices['p_write'])} ({mix})"
+    tiers = prices.get("tiers") or []
+    if tiers:
+        text += "; whole request above " + ", ".join(f"{t['above_tokens']:,} tokens: input {money(t['p_input'])} / cache {money(t['p_cache'])}"
+                                                    f" / output {money(t['p_out'])}" for t in tiers)
+    return text
 
 
 def render_profiles(rows: list[Prices]) -> str:
@@ -229,10 +243,9 @@ def render_policy_table(rows: list[dict[str, Any]]) -> str:
 def _prices_line(data: dict[str, Any]) -> str:
     """The prices, window, V, S and TTL of a session report."""
     p = data["prices"]
-    write = f" / write {money(p['p_cache_write'])}" if p["p_cache_write"] is not None else ""
     ttl = f"{data['cache_ttl_s']:g} s" if data["cache_ttl_s"] is not None else "none"
     return (
-        f"prices    {p['name']}: input {money(p['p_input'])} / cache {money(p['p_cache'])}{write} / output {money(p['p_out'])} $/MTok;"
+        f"prices    {p['name']}: input {money(p['p_input'])} / cache {money(p['p_cache'])} / output {money(p['p_out'])} $/MTok{write_text(p)};"
         f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,} tokens; cache TTL {ttl}; lost information: {data['loss']}"
     )
 

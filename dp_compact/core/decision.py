@@ -6,7 +6,7 @@ The value :func:`dp_compact.core.planner.plan` returns, built by the myopic rule
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -158,7 +158,7 @@ class Plan:
             "max_context_tokens": self.prices.max_context_tokens,
             "min_keep": self.min_keep,
             "n_feasible_cuts": self.n_feasible_cuts,
-            "prices": asdict(self.prices),
+            "prices": self.prices.to_dict(),
             "settings": dict(self.settings),
             "session": {"path": self.path, "format": self.format, "skipped_lines": self.skipped_lines,
                         "skipped_line_numbers": list(self.skipped_line_numbers)},

@@ -9,7 +9,7 @@ whose names are re-exported here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +140,7 @@ class SessionReplay:
         return {
             "session": {"path": self.path, "format": self.format, "messages": self.n_messages, "calls": self.n_calls,
                         "call_source": self.call_source, "timed_calls": self.timed_calls, "uses": self.n_uses},
-            "prices": asdict(self.params.prices), "v_tokens": self.params.v_tokens,
+            "prices": self.params.prices.to_dict(), "v_tokens": self.params.v_tokens,
             "v_source": self.params.v_source, "warm_tokens": self.params.warm_tokens, "s_tokens": self.params.s_tokens,
             "cache_ttl_s": self.params.cache_ttl_s, "max_context_tokens": self.params.window, "loss": self.params.loss,
             "assumption": FIXED_RECORDING, "prefix_floor_usd": self.prefix_floor_usd, "best_fixed_usd": best,

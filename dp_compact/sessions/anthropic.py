@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from dp_compact.sessions.common import IMAGE_TYPES as IMAGE_BLOCKS
@@ -261,11 +262,30 @@ def _usage(obj: dict[str, Any], line: int) -> Usage | None:
         prompt = token_count(tokens.get("prompt"), "metrics.tokens.prompt")
         cached = token_count(tokens.get("cached"), "metrics.tokens.cached")
         output = token_count(tokens.get("completion"), "metrics.tokens.completion")
-        return Usage(prompt + cached, cache_read_tokens=cached, output_tokens=output, line=line) if prompt + cached else None
+        return (Usage(prompt + cached, cache_read_tokens=cached, output_tokens=output, line=line, cache_split_estimated=True)
+                if prompt + cached else None)
     usage = obj.get("usage")
     if isinstance(usage, dict) and "input_tokens" in usage:
         return usage_from_api(usage, line)
     return None
+
+
+def split_cline_cached(usage: Usage, previous: Usage | None) -> Usage:
+    """Cline's ``metrics.tokens.cached`` (cache reads plus cache writes, one number: FORMATS.md)
+    split into reads and writes; any other record unchanged.
+
+    The reads are what the previous call left cached, at most: that call's cached tokens (reads
+    and writes, the prefix Cline's cache breakpoints covered), so ``reads = min(cached, previous
+    cached)`` and the rest of ``cached`` was written (0 reads for the first call). An estimate,
+    marked by ``cache_split_estimated``; checked against Cline's UI log of the same task, which
+    records both (``cacheReads``, ``cacheWrites``).
+    """
+    if not usage.cache_split_estimated or usage.cache_write_tokens:
+        return usage
+    cached = usage.cache_read_tokens
+    before = previous.cache_read_tokens + previous.cache_write_tokens if previous is not None else 0
+    reads = min(cached, before)
+    return replace(usage, cache_read_tokens=reads, cache_write_tokens=cached - reads)
 
 
 def _client_calls(value: Any) -> dict[str, str]:
@@ -354,7 +374,7 @@ def read(source: Source) -> Session:
         if message.role == "assistant":
             times.append(value.get("timestamp"))
             if (u := _usage(value, record.line)) is not None:
-                usage.append(u)
+                usage.append(split_cline_cached(u, usage[-1] if usage else None))
         model = _recorded_model(value) or model
 
     skipped = each_record(source, _items(source) or [], add)

@@ -102,7 +102,7 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
         plain = type(given) is int and type(output) is int and type(read) is int and type(write) is int
         if plain and min(given, output, read, write) >= 0:
             total = given + read + write  # both cache keys are there: the Anthropic convention
-            return Usage(total, read, write, output, line, "anthropic") if total else None  # positional: a keyword costs a third more
+            return Usage(total, read, write, output, line, "anthropic", _one_hour(usage, write)) if total else None  # positional: a keyword costs a third more
     source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
     given = token_count(usage.get(source_input), source_input)
     output = token_count(usage.get(output_key), output_key)
@@ -119,4 +119,14 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
     if openai:
         return Usage(given, cached, 0, output, line=line, convention="openai") if given else None
     total = given + read + write
-    return Usage(total, read, write, output, line=line, convention="anthropic" if anthropic else "") if total else None
+    return (Usage(total, read, write, output, line=line, convention="anthropic" if anthropic else "",
+                  cache_write_1h_tokens=_one_hour(usage, write)) if total else None)
+
+
+def _one_hour(usage: dict[str, Any], write: int) -> int:
+    """Tokens of ``write`` (the cache writes) written as 1-hour entries: Anthropic's
+    ``cache_creation.ephemeral_1h_input_tokens`` (DESIGN §8), at most ``write``; 0 when absent."""
+    split = usage.get("cache_creation")
+    if type(split) is not dict or not split:
+        return 0
+    return min(token_count(split.get("ephemeral_1h_input_tokens"), "cache_creation.ephemeral_1h_input_tokens"), write)
