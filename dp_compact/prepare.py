@@ -404,7 +404,8 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
                        f" {'1 hour' if share >= 0.5 else '5 minutes'} after its last use",)
     if prices.p_cache_write is None and prices.p_cache_write_1h is None:
         return 0.0, ()
-    return 0.0, (f"cache writes at {prices.p_write_5m:g} $/MTok, 5-minute entries: the provider's default"
+    life = {"30m": "30-minute", "1h": "1-hour"}.get(prices.with_write_share(0.0).write_lifetime, "5-minute")
+    return 0.0, (f"cache writes at {prices.p_write_5m:g} $/MTok, {life} entries: the provider's default"
                  " (the session records no write lifetime)",)
 
 

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
     from genai_prices.types import ModelInfo, ModelPrice, TieredPrices
 
-__all__ = ["CACHE_TTL_1H_S", "CACHE_TTL_5M_S", "PROFILES", "PriceTier", "Prices", "base_model_name", "get_prices", "list_profiles"]
+__all__ = ["CACHE_TTL_1H_S", "CACHE_TTL_5M_S", "OPENAI_WRITE_TTL_S", "PROFILES", "PriceTier", "Prices", "base_model_name", "get_prices", "list_profiles"]
 
 #: Window assumed, in tokens, for a genai-prices model listed without ``context_window``
 #: (the gpt-4o window of DESIGN §3; a guess, recorded in the ``source`` of such prices).
@@ -80,6 +80,9 @@ _DEEPSEEK_URL = "https://api-docs.deepseek.com/quick_start/pricing"
 #: default, OpenAI's in-memory retention at least) and 1 hour (Anthropic's ``ttl: "1h"`` writes).
 CACHE_TTL_5M_S = 300.0
 CACHE_TTL_1H_S = 3600.0
+#: OpenAI's priced cache writes (GPT-5.6 and later) live at least 30 minutes (DESIGN §8). Their
+#: 12-hour writes (GPT-6.1, 2.5 × input) are not in genai-prices' data, so no profile carries them.
+OPENAI_WRITE_TTL_S = 1800.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,11 @@ class Prices:
         built-in profile.
     later : tuple of (str, Prices)
         Prices that take over from a later ISO date (:meth:`on`); ignored by equality.
+    write_ttl_s : float
+        Life of an entry written at ``p_cache_write``, seconds after its last use: 300
+        (:data:`CACHE_TTL_5M_S`: Anthropic's 5-minute entries, OpenAI's in-memory cache) or 1,800
+        for an OpenAI model that prices writes (GPT-5.6 and later: a 30-minute minimum life,
+        :data:`OPENAI_WRITE_TTL_S`; DESIGN §8).
 
     Raises
     ------
@@ -157,6 +165,7 @@ class Prices:
     tiers: tuple[PriceTier, ...] = ()
     price_date: str = ""
     later: tuple[tuple[str, Prices], ...] = field(default=(), compare=False, repr=False)
+    write_ttl_s: float = 300.0
 
     def __post_init__(self) -> None:
         for field_name in ("p_input", "p_cache", "p_out", "p_cache_write", "p_cache_write_1h"):
@@ -197,12 +206,12 @@ class Prices:
         """Seconds a cache entry lives after its last use at this write mix (DESIGN §8): 1 hour
         when most writes are 1-hour entries, else 5 minutes (Anthropic's default lifetime; OpenAI's
         in-memory prompt cache also keeps a prefix at least 5 minutes after its last use)."""
-        return CACHE_TTL_1H_S if self.write_1h_share >= 0.5 else CACHE_TTL_5M_S
+        return CACHE_TTL_1H_S if self.write_1h_share >= 0.5 else self.write_ttl_s
 
     @property
     def write_lifetime(self) -> str:
-        """``"1h"`` or ``"5m"``: the lifetime of :attr:`cache_ttl_s`."""
-        return "1h" if self.cache_ttl_s == CACHE_TTL_1H_S else "5m"
+        """``"1h"``, ``"30m"`` or ``"5m"``: the lifetime of :attr:`cache_ttl_s`."""
+        return {CACHE_TTL_1H_S: "1h", OPENAI_WRITE_TTL_S: "30m"}.get(self.cache_ttl_s, "5m")
 
     def with_write_share(self, share: float) -> Prices:
         """The same prices with ``write_1h_share = share`` (also in the prices that take over later)."""
@@ -239,7 +248,7 @@ class Prices:
                          "p_cache_write": t.p_cache_write, "p_cache_write_1h": t.p_cache_write_1h} for t in self.tiers]
         out["later"] = [{"from": day, "p_input": p.p_input, "p_cache": p.p_cache, "p_out": p.p_out, "p_write": p.p_write}
                         for day, p in self.later]
-        out.update(p_write=self.p_write, write_lifetime=self.write_lifetime, cache_ttl_s=self.cache_ttl_s)
+        out.update(p_write=self.p_write, write_lifetime=self.write_lifetime, cache_ttl_s=self.cache_ttl_s, write_ttl_s=self.write_ttl_s)
         return out
 
     def on(self, day: str) -> Prices:
@@ -444,6 +453,10 @@ def _prices_of(name: str, model: ModelInfo, snapshot: DataSnapshot, price: Model
         notes.append(f"context window not listed, {window:,} tokens assumed")
         window_source = f"assumed for {model.id}, whose window the price database does not list (give yours with --max-context-tokens)"
     tiers = _tiers(price)
+    write_ttl = CACHE_TTL_5M_S
+    if _base(price.cache_write_mtok) is not None and model.id.lower().startswith(("gpt-", "o1", "o3", "o4")):
+        write_ttl = OPENAI_WRITE_TTL_S
+        notes.append("OpenAI cache writes live 30 minutes")
     if tiers:
         notes.append("whole-request tiers above " + ", ".join(f"{t.start_tokens:,}" for t in tiers) + " prompt tokens")
     return Prices(
@@ -458,6 +471,7 @@ def _prices_of(name: str, model: ModelInfo, snapshot: DataSnapshot, price: Model
         p_cache_write_1h=_base(getattr(price, "cache_write_1h_mtok", None)),
         tiers=tiers,
         price_date=day.isoformat(),
+        write_ttl_s=write_ttl,
     )
 
 

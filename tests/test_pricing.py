@@ -313,3 +313,10 @@ def test_a_copy_of_a_known_model_is_priced_as_that_model_with_a_note():
     unknown = Session(path="s.jsonl", format="codex", messages=(), model="zz-unknown-model-bak")
     prices, notes = choose_prices(load_settings(), unknown)
     assert prices.name == "claude-sonnet-4" and any("has no known prices" in note for note in notes)
+
+
+def test_openai_priced_writes_live_thirty_minutes() -> None:
+    model = _snapshot_model(lambda m: m.id.startswith("gpt-") and m.prices.cache_write_mtok is not None)
+    p = get_prices(model)
+    assert p.cache_ttl_s == pricing.OPENAI_WRITE_TTL_S and p.write_lifetime == "30m"
+    assert get_prices("gpt-5").cache_ttl_s == pricing.CACHE_TTL_5M_S  # no write price: the in-memory cache
