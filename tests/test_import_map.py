@@ -14,6 +14,7 @@ pipeline       ``pipeline/``: the compaction (DESIGN §5)
 calibration    ``calibration/``
 replay         ``replay/`` (DESIGN §6), the timeline included
 fleet          ``fleet/``: many sessions on a local pool or Dask (a folder replay is a fleet run)
+tune           ``tune``: a tool's settings replayed over a user's transcripts (a fleet run)
 entry          ``api``: the file entry points (``plan_file``, ``curve_file``, ``timeline_file``)
 front          ``adapters/``, ``figures/``
 cli            ``cli/``
@@ -48,6 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("calibration", ("calibration",)),
     ("replay", ("replay",)),
     ("fleet", ("fleet",)),
+    ("tune", ("tune",)),
     ("entry", ("api",)),
     ("front", ("adapters", "figures")),
     ("cli", ("cli",)),

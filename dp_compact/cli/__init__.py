@@ -3,7 +3,7 @@
 One module per command group: :mod:`~dp_compact.cli.plan` (``plan``, ``profiles``),
 :mod:`~dp_compact.cli.pipeline` (``compact``, ``shrink``, ``validate``, ``restore``, ``recall``),
 :mod:`~dp_compact.cli.replay` (``replay``, ``curve``, ``timeline``) and
-:mod:`~dp_compact.cli.calibrate`; the options in :mod:`~dp_compact.cli.options`, every printed
+:mod:`~dp_compact.cli.calibrate` and :mod:`~dp_compact.cli.tune` (which renders its own report); the options in :mod:`~dp_compact.cli.options`, every printed
 text in :mod:`~dp_compact.cli.render`, the application and its one error boundary in
 :mod:`~dp_compact.cli.app`.
 """
@@ -17,6 +17,7 @@ from dp_compact.cli import plan  # noqa: E402, F401, I001
 from dp_compact.cli import pipeline  # noqa: E402, F401
 from dp_compact.cli import replay  # noqa: E402, F401
 from dp_compact.cli import calibrate  # noqa: E402, F401
+from dp_compact.cli import tune  # noqa: E402, F401
 from dp_compact.adapters.commands import register as _register_adapter_commands  # noqa: E402
 
 _register_adapter_commands(app)  # hook, mcp: their frameworks load only when they run

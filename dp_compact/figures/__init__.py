@@ -1,4 +1,4 @@
-"""Figures: NetBenefit(k) curves, a session's timeline, the calibration, a replay's contexts.
+"""Figures: NetBenefit(k) curves, a session's timeline, the calibration, a replay's contexts, a tool's settings.
 
 Every figure is drawn only from data handed to it (plans, a timeline, a calibration, a replay
 report): nothing here reads files, builds settings or counts tokens. Figures are
@@ -14,6 +14,7 @@ from dp_compact.figures.calibration import calibration_figure
 from dp_compact.figures.curve import benefit_figure, plan_label, plan_values
 from dp_compact.figures.replay import contexts_figure
 from dp_compact.figures.timeline import timeline_figure
+from dp_compact.figures.tune import tune_figure
 
 __all__ = [
     "FORMATS",
@@ -25,4 +26,5 @@ __all__ = [
     "plan_values",
     "save_figure",
     "timeline_figure",
+    "tune_figure",
 ]
