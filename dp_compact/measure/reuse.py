@@ -10,6 +10,11 @@ A message ``m`` is *used later* by an assistant message ``at > m`` when
     ``m`` (``Read``, ``read_file``, ``view``, ``cat``/``sed -n``/``nl`` in a shell, ...), with no
     fresh read and no other edit or write of that path in between.
 
+(c) *strict detector only* (``detector="strict"``, DESIGN §9 "Loss priced honestly"): ``at``
+    names a file path, a code identifier or runs a shell command (:func:`message_terms`) whose
+    latest earlier mention was in ``m`` (terms held by more than :data:`BOILERPLATE_SHARE` of
+    the messages are ignored, as in (a)).
+
 Only assistant messages use: the model reproduces what it needed in its text and its tool-call
 arguments (the JSON string values, so an ``Edit``'s ``old_string`` compares with the file as a
 read result showed it). Every message is a source: its text, its tool results and, for assistant
@@ -35,24 +40,34 @@ import numpy.typing as npt
 
 from dp_compact.conversation import Message
 from dp_compact.measure.file_operations import argument_text, file_operations, first_string, operations, parsed_arguments
-from dp_compact.text.patterns import WORKDIR_KEYS
+from dp_compact.text.patterns import HAS_EXTENSION, IDENTIFIER, PATH, SHELL_COMMAND_KEYS, WORKDIR_KEYS
 
 __all__ = [
     "BOILERPLATE_SHARE",
+    "DETECTORS",
     "KIND_FILE_EDIT",
+    "KIND_TERM",
     "KIND_VERBATIM",
     "MIN_REUSE_CHARS",
+    "MIN_TERM_CHARS",
     "Uses",
     "file_operations",
     "find_uses",
+    "message_terms",
 ]
 
 #: DESIGN §6 (a): a later message repeats at least this many characters verbatim.
 MIN_REUSE_CHARS = 200
 #: DESIGN §6 (a): text found in more than this share of all messages is boilerplate.
 BOILERPLATE_SHARE = 0.2
-#: ``Uses.kind`` codes: rule (a) verbatim repetition, rule (b) edit or write after a read.
-KIND_VERBATIM, KIND_FILE_EDIT = 0, 1
+#: ``Uses.kind`` codes: rule (a) verbatim repetition, rule (b) edit or write after a read, rule (c)
+#: a path, identifier or command named again (strict detector only).
+KIND_VERBATIM, KIND_FILE_EDIT, KIND_TERM = 0, 1, 2
+#: The detectors (``--detector``): DESIGN §6's rules (a) and (b), or those and rule (c) (DESIGN §9).
+DETECTORS = ("verbatim", "strict")
+#: Rule (c): shortest identifier that counts, characters (shorter names such as ``i_j`` or
+#: ``os.path`` recur by chance); paths and commands count at any length.
+MIN_TERM_CHARS = 6
 
 _SEPARATOR = 0x110000  # one past the last Unicode code point: never a character, ends every text
 _BASE = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier of the polynomial hash (2^64 / golden ratio)
@@ -97,7 +112,8 @@ class Uses:
 
 
 def find_uses(
-    messages: Sequence[Message], *, min_chars: int = MIN_REUSE_CHARS, boilerplate_share: float = BOILERPLATE_SHARE
+    messages: Sequence[Message], *, min_chars: int = MIN_REUSE_CHARS, boilerplate_share: float = BOILERPLATE_SHARE,
+    detector: str = "verbatim",
 ) -> Uses:
     """Find every (earlier message, later assistant message) use of DESIGN §6 "Lost information".
 
@@ -110,6 +126,9 @@ def find_uses(
     boilerplate_share : float
         A window of ``min_chars`` characters held by more than this share of the N messages is
         ignored; DESIGN §6: 0.2.
+    detector : {"verbatim", "strict"}
+        ``"strict"`` adds rule (c), names used again (DESIGN §9); a pair found by several rules
+        keeps the first of (a), (b), (c).
 
     Returns
     -------
@@ -131,6 +150,8 @@ def find_uses(
     """
     if min_chars < 1 or not 0.0 < boilerplate_share <= 1.0:
         raise ValueError(f"min_chars must be >= 1 and boilerplate_share in (0, 1], not {min_chars!r}, {boilerplate_share!r}")
+    if detector not in DETECTORS:
+        raise ValueError(f"detector must be one of {DETECTORS}, not {detector!r}")
     n = len(messages)
     parsed = [[parsed_arguments(call) for call in m.tool_calls] for m in messages]
     arguments = [
@@ -143,8 +164,14 @@ def find_uses(
     keys_v = verbatim[1] * stride + verbatim[0]
     keys_e = edits[1] * stride + edits[0]
     keys_e = keys_e[~np.isin(keys_e, keys_v)]
-    keys = np.concatenate((keys_v, keys_e))
-    kinds = np.concatenate((np.full(keys_v.size, KIND_VERBATIM, np.int8), np.full(keys_e.size, KIND_FILE_EDIT, np.int8)))
+    keys_t = np.zeros(0, dtype=np.int64)
+    if detector == "strict":
+        terms = _term_pairs(messages, parsed, arguments, boilerplate_share=boilerplate_share)
+        keys_t = terms[1] * stride + terms[0]
+        keys_t = keys_t[~np.isin(keys_t, keys_v) & ~np.isin(keys_t, keys_e)]
+    keys = np.concatenate((keys_v, keys_e, keys_t))
+    kinds = np.concatenate((np.full(keys_v.size, KIND_VERBATIM, np.int8), np.full(keys_e.size, KIND_FILE_EDIT, np.int8),
+                            np.full(keys_t.size, KIND_TERM, np.int8)))
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     return Uses(message=keys % stride, at=keys // stride, kind=kinds[order])
@@ -287,6 +314,74 @@ def _file_edit_pairs(
                     pairs.add((source, index))
             if reads:
                 pending[call.id] = reads
+    if not pairs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    source, at = np.array(sorted(pairs), dtype=np.int64).T
+    return source, at
+
+
+# -- (c) names used again (strict detector) ---------------------------------------------------
+
+
+def message_terms(text: str) -> set[str]:
+    """The file paths and code identifiers a text names (rule (c)): :data:`~dp_compact.text.patterns.PATH`
+    matches, and :data:`~dp_compact.text.patterns.IDENTIFIER` matches of at least :data:`MIN_TERM_CHARS`
+    characters that are not file names.
+
+    >>> sorted(message_terms("edit src/app/main.py: rename load_config to read_config (x_y stays)"))
+    ['load_config', 'read_config', 'src/app/main.py']
+    """
+    found = {m.group(1).rstrip(".") for m in PATH.finditer(text)}
+    found.update(m.group(0) for m in IDENTIFIER.finditer(text) if len(m.group(0)) >= MIN_TERM_CHARS and not HAS_EXTENSION.search(m.group(0)))
+    return found
+
+
+def _command(args: Any) -> str | None:
+    """A shell call's command line, whitespace collapsed, as a term (``"$ <command>"``); None for other calls."""
+    if not isinstance(args, dict):
+        return None
+    command = first_string(args, SHELL_COMMAND_KEYS)
+    if command is None and isinstance(args.get("command"), list):
+        command = " ".join(str(word) for word in args["command"])
+    return "$ " + " ".join(command.split()) if command and command.strip() else None
+
+
+def _term_pairs(
+    messages: Sequence[Message], parsed: list[list[Any]], arguments: list[list[str]], *, boilerplate_share: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(message, at) pairs of rule (c), unique; two arrays of shape (P,).
+
+    Every message holds the terms of its text, tool results and tool-call arguments (and the
+    command lines of its shell calls); an assistant message uses the terms of its text and
+    arguments, each going to the latest earlier message holding it.
+    """
+    held: list[set[str]] = []
+    used: list[set[str]] = []
+    for message, per_call, texts in zip(messages, parsed, arguments, strict=True):
+        own = message_terms(message.text) if message.text else set()
+        for text in texts:
+            own |= message_terms(text)
+        own.update(c for c in map(_command, per_call) if c)
+        used.append(own if message.role == "assistant" else set())
+        source = set(own)
+        for result in message.tool_results:
+            if result.text:
+                source |= message_terms(result.text)
+        held.append(source)
+    counts: dict[str, int] = {}
+    for terms in held:
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+    limit = boilerplate_share * len(messages)
+    latest: dict[str, int] = {}
+    pairs: set[tuple[int, int]] = set()
+    for index, (terms, uses) in enumerate(zip(held, used, strict=True)):
+        for term in uses:
+            source = latest.get(term)
+            if source is not None and counts[term] <= limit:
+                pairs.add((source, index))
+        for term in terms:
+            latest[term] = index
     if not pairs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     source, at = np.array(sorted(pairs), dtype=np.int64).T
