@@ -256,7 +256,7 @@ def test_extractive_summary_has_labelled_sections_from_the_head():
     head = _loop(2, "FAILED tests/test_1.py::test_x - AssertionError")
     body = ExtractiveSummarizer()(_request(head, instructions=head_instructions(head)))
     sections = parse_sections(body)
-    assert sections["goals"] == ["Fix src/app.py. Never push to main."]
+    assert sections["requests"] == ["Fix src/app.py. Never push to main."]
     assert sections["instructions"] == ["Never push to main."]
     assert "pytest tests/test_1.py" in sections["commands"]
     assert any("AssertionError" in e for e in sections["errors"])

@@ -83,3 +83,11 @@ def test_strict_detector_on_real_sessions_finds_at_least_the_lenient_uses(path) 
     lenient, strict = find_uses(session.messages), find_uses(session.messages, detector="strict")
     assert len(strict) >= len(lenient)
     assert {(m, a) for m, a, _ in _pairs(lenient)} <= {(m, a) for m, a, _ in _pairs(strict)}
+
+
+def test_a_multi_line_quoted_script_is_not_read_as_shell() -> None:
+    from dp_compact.measure.file_operations import file_operations
+
+    script = 'cd /repo && node -e "\nconst c = connect();\nc.query(1).then(r => { console.error(r) })\n" > out.log'
+    reads, writes = file_operations(ToolCall("1", "Bash", json.dumps({"command": script})))
+    assert writes == ["/repo/out.log"] or writes == ["out.log"]  # the redirection after the quote, nothing inside it

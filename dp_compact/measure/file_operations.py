@@ -105,15 +105,42 @@ def _script(command: Any) -> str | None:
     return shlex.join(command)
 
 
+#: A quoted string spanning more lines than this is not joined (its lines are read one by one).
+_MAX_QUOTED_LINES = 200
+
+
 def _script_lines(script: str) -> Iterator[str]:
-    """The lines of ``script`` without here-document bodies."""
+    """The logical lines of ``script``: here-document bodies left out, and a quoted string that
+    spans several lines (``node -e "...multi-line script..."``) kept in one line, so that its
+    content is not read as shell (a ``=>`` in JavaScript is no redirection)."""
     lines = iter(script.splitlines())
+    pending: list[str] = []
     for line in lines:
-        yield line
+        pending.append(line)
+        joined = "\n".join(pending)
+        if len(pending) < _MAX_QUOTED_LINES and _open_quote(joined):
+            continue
+        pending = []
+        yield joined
         for match in _HEREDOC.finditer(line):
             for body in lines:
                 if body.strip() == match.group(2):
                     break
+    if pending:
+        yield from pending
+
+
+def _open_quote(text: str) -> bool:
+    """True when ``text`` ends inside a quoted string (shell quoting rules, backslashes kept)."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""
+    try:
+        for _ in lexer:
+            pass
+    except ValueError:
+        return True
+    return False
 
 
 def _tokens(line: str) -> list[str]:

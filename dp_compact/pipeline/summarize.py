@@ -36,10 +36,13 @@ from dp_compact.pipeline.extract import (
 )
 from dp_compact.pipeline.texts import parse_sections, render_sections
 from dp_compact.conversation import Message
+from dp_compact.measure.file_operations import file_operations
 from dp_compact.measure.tokens import count_text_tokens
+from dp_compact.text.patterns import WORKDIR_KEYS
 
 __all__ = [
     "MIN_SUMMARY_CHARS",
+    "carried_forward",
     "THIN_SUMMARY_CHARS",
     "ExtractiveSummarizer",
     "SummaryRequest",
@@ -57,7 +60,7 @@ THIN_SUMMARY_CHARS = 2 * MIN_SUMMARY_CHARS
 _ARGUMENT_CHARS = 80  # longest key argument shown in a tool-call item
 #: Sections in the order the budget is filled, and items per round (file paths are short and
 #: the most often re-read facts of a coding session: DESIGN §2 recall calibration).
-_FILL_ORDER = ("requirements", "goals", "files", "errors", "commands", "decisions", "open_items")
+_FILL_ORDER = ("requirements", "files", "errors", "commands", "decisions", "open_items")
 _ITEMS_PER_ROUND = {"files": 4}
 _HEADING_TOKENS = 8  # a section heading line and the blank line before it, tokens (cl100k, measured)
 _DECISION = re.compile(
@@ -96,6 +99,9 @@ class SummaryRequest:
         The session's system / developer messages as read (``Session.system_messages``: raw
         dicts, in order, unmerged), which a cache-aligned request repeats unchanged; () when the
         source keeps its system prompt elsewhere (then ``system_text`` stands for it).
+    earlier : tuple of Message
+        Recorded messages before the live conversation, which the tool compacted itself (Claude
+        Code, Codex): their requests and changed files are carried too (:func:`carried_forward`).
     """
 
     head: tuple[Message, ...]
@@ -107,6 +113,7 @@ class SummaryRequest:
     system_text: str = ""
     tools: tuple[dict[str, Any], ...] = field(default=())
     system_messages: tuple[dict[str, Any], ...] = field(default=())
+    earlier: tuple[Message, ...] = field(default=())
 
 
 class Summarizer(Protocol):
@@ -229,19 +236,103 @@ def _requirements(head: Sequence[Message]) -> list[str]:
     return [s for _, text in user_turn_texts(enumerate(head), injected=True) for s in instruction_sentences(text, standing=False)]
 
 
-def _goals(head: Sequence[Message]) -> list[str]:
-    """User turns: the first, then the latest, then the others newest first."""
-    turns = [_clip(text) for _, text in user_turn_texts(enumerate(head))]
-    if len(turns) <= 2:
-        return turns
-    return [turns[0], turns[-1], *reversed(turns[1:-1])]
+def _requests(head: Sequence[Message]) -> list[str]:
+    """Every user turn of the head (a request the person typed), oldest first, on one line each."""
+    return [_clip(text) for _, text in user_turn_texts(enumerate(head))]
+
+
+def _changed(head: Sequence[Message]) -> list[str]:
+    """Every file the head's tool calls created, edited or deleted (:func:`~dp_compact.measure.file_operations.file_operations`),
+    in order of first change; relative paths joined to the latest working folder a call named."""
+    workdir: str | None = None
+    found: list[str] = []
+    for message in head:
+        for call in message.tool_calls:
+            _, writes = file_operations(call, workdir)
+            found.extend(writes)
+            try:
+                arguments = json.loads(call.arguments) if call.arguments else {}
+            except ValueError:
+                arguments = None
+            if isinstance(arguments, dict):
+                workdir = next((v for k in WORKDIR_KEYS if isinstance(v := arguments.get(k), str) and v), workdir)
+    return list(dict.fromkeys(found))
+
+
+def _same_request(item: str) -> str:
+    """Key of a request item: its first 40 characters, whitespace collapsed (a condensed copy is the same request)."""
+    return " ".join(item.split())[:40].rstrip("…")
+
+
+def carried_forward(request: SummaryRequest) -> dict[str, list[str]]:
+    """What every summary must carry (DESIGN §9 "Retention"): every request the person made and
+    every file created or changed, from the segments the tool compacted itself, the previous
+    summary and the head, oldest first.
+
+    Returns ``{"requests": [...], "changed": [...]}``, items in full (one line each); see
+    :func:`condensed` for the forms that fit a budget.
+    """
+    previous = parse_sections(request.previous_summary or "")
+    requests: dict[str, str] = {}
+    for item in [*_requests(request.earlier), *previous.get("requests", []), *previous.get("goals", []), *_requests(request.head)]:
+        requests.setdefault(_same_request(item), item)
+    carried = [p for item in previous.get("changed", []) if not item.startswith("(") for p in item.split("; ")]
+    changed = list(dict.fromkeys([*_changed(request.earlier), *carried, *_changed(request.head)]))
+    return {"requests": list(requests.values()), "changed": changed}
+
+
+#: Shorter and shorter forms of a request (characters) tried when the carried sections do not fit;
+#: 48 keeps the first 40 characters the person typed, enough to recognise it.
+_REQUEST_FORMS = (ITEM_CHARS, 120, 72, 48)
+
+
+def _short_path(path: str) -> str:
+    """The last two components of a path (``src/app.py`` of ``/home/u/repo/src/app.py``)."""
+    parts = [p for p in re.split(r"[\\/]+", path) if p]
+    return "/".join(parts[-2:]) if len(parts) > 2 else path
+
+
+def condensed(carried: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
+    """``carried`` in the fullest form that fits ``budget`` tokens, never dropping an item while a
+    shorter form remains: requests clipped to 240, 120, 72 then 48 characters; then paths to their
+    last two components, then several paths to a line. Only when even that exceeds the budget are
+    the oldest items left out (never the first request), replaced by one line saying how many
+    (the archive keeps them).
+    """
+    requests, changed = carried.get("requests", []), carried.get("changed", [])
+
+    def cost(sections: dict[str, list[str]]) -> int:
+        return int(count_text_tokens([render_sections(sections)])[0]) if any(sections.values()) else 0
+
+    forms: list[dict[str, list[str]]] = []
+    for limit in _REQUEST_FORMS:
+        forms.append({"requests": [_clip(r, limit) for r in requests], "changed": list(changed)})
+    short = list(dict.fromkeys(map(_short_path, changed)))
+    forms.append({"requests": forms[-1]["requests"], "changed": short})
+    forms.append({"requests": forms[-1]["requests"], "changed": ["; ".join(short[i:i + 6]) for i in range(0, len(short), 6)]})
+    for form in forms:
+        if cost(form) <= budget:
+            return form
+    requests, changed = forms[-1]["requests"], forms[-1]["changed"]
+    left_out = {"requests": 0, "changed": 0}
+
+    def form() -> dict[str, list[str]]:
+        notes = {key: [f"({n} more {'requests' if key == 'requests' else 'lines of changed files'}: see the archive)"] if n else []
+                 for key, n in left_out.items()}
+        return {"requests": requests[:1] + notes["requests"] + requests[1:], "changed": notes["changed"] + changed}
+
+    while cost(form()) > budget and (len(requests) > 1 or changed):
+        if changed and len(changed) >= len(requests) - 1:
+            changed, left_out["changed"] = changed[1:], left_out["changed"] + 1
+        else:  # the first request stays (DESIGN §9: after five compactions the first request is still there)
+            requests, left_out["requests"] = requests[:1] + requests[2:], left_out["requests"] + 1
+    return form()
 
 
 def collect_sections(request: SummaryRequest) -> dict[str, list[str]]:
     """Candidate items per section, most important first (carried items of a previous summary last)."""
     previous = parse_sections(request.previous_summary or "")
     sections = {
-        "goals": previous.get("goals", []) + _goals(request.head),
         "instructions": list(request.instructions),
         "requirements": _requirements(request.head),
         "files": _files(request.head) + previous.get("files", []),
@@ -253,20 +344,23 @@ def collect_sections(request: SummaryRequest) -> dict[str, list[str]]:
     }
     seen: set[str] = set()
     unique: dict[str, list[str]] = {}
-    for key in ("instructions", "requirements", "goals", "open_items", "errors", "files", "commands", "decisions", "tools"):
+    for key in ("instructions", "requirements", "open_items", "errors", "files", "commands", "decisions", "tools"):
         unique[key] = [item for item in dict.fromkeys(sections[key]) if item not in seen]
         seen.update(unique[key])
     return unique
 
 
-def _fill(sections: dict[str, list[str]], budget: int, order: Sequence[str] = _FILL_ORDER) -> dict[str, list[str]]:
-    """Pick items round-robin over the sections of ``order`` up to ``budget`` tokens; instructions are always kept."""
+def _fill(sections: dict[str, list[str]], budget: int, order: Sequence[str] = _FILL_ORDER,
+          carried: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Pick items round-robin over the sections of ``order`` up to ``budget`` tokens; instructions
+    and the ``carried`` sections (every request and changed file, :func:`condensed`) are always kept."""
     keys = [k for k in order if sections.get(k)]
     lines = [f"- {item}\n" for key in keys for item in sections[key]]
     costs = iter(count_text_tokens(lines).tolist())
     pending = {key: [(item, next(costs)) for item in sections[key]] for key in keys}
-    chosen: dict[str, list[str]] = {"instructions": list(sections.get("instructions", []))}
-    used = int(count_text_tokens([render_sections(chosen)])[0]) if chosen["instructions"] else 0
+    chosen: dict[str, list[str]] = {**(carried or {}), "instructions": list(sections.get("instructions", []))}
+    chosen = {k: v for k, v in chosen.items() if v or k == "instructions"}
+    used = int(count_text_tokens([render_sections(chosen)])[0]) if any(chosen.values()) else 0
     while any(pending.values()):
         for key in keys:
             if not pending[key]:
@@ -302,10 +396,18 @@ class ExtractiveSummarizer:
         """The summary body for ``request`` (see the class docstring)."""
         sections = collect_sections(request)
         budget = min(request.target_tokens, request.max_tokens)
-        body = render_sections(_fill(sections, budget))
+        carried = condensed(carried_forward(request), _carried_budget(request))
+        body = render_sections(_fill(sections, budget, carried=carried))
         if len(body) < THIN_SUMMARY_CHARS and sections.get("tools"):
-            body = render_sections(_fill(sections, budget, (*_FILL_ORDER, "tools")))
+            body = render_sections(_fill(sections, budget, (*_FILL_ORDER, "tools"), carried=carried))
         return body
+
+
+def _carried_budget(request: SummaryRequest) -> int:
+    """Tokens the carried sections may take: the summary's hard bound less the instructions and a
+    tenth for the other sections (DESIGN §9: the summary stays within its size bound)."""
+    instructions = int(count_text_tokens([render_sections({"instructions": list(request.instructions)})])[0]) if request.instructions else 0
+    return max(request.max_tokens - instructions - request.max_tokens // 10, 0)
 
 
 def check_summary(summary: str, head: Sequence[Message]) -> str:
@@ -326,9 +428,22 @@ def check_summary(summary: str, head: Sequence[Message]) -> str:
     return text
 
 
-def with_instructions(summary: str, instructions: Sequence[str]) -> str:
-    """``summary`` plus an instructions section holding every standing instruction it lacks."""
+def with_instructions(summary: str, instructions: Sequence[str], request: SummaryRequest | None = None) -> str:
+    """``summary`` plus an instructions section holding every standing instruction it lacks and,
+    given the ``request``, the requests and changed files it lacks (:func:`carried_forward`,
+    condensed to the room left under ``request.max_tokens``): whatever the summarizer (an LLM may
+    leave some out), every summary carries the whole past forward (DESIGN §9)."""
     missing = [i for i in instructions if i not in summary]
-    if not missing:
-        return summary
-    return f"{summary}\n\n{render_sections({'instructions': missing})}".strip()
+    out = f"{summary}\n\n{render_sections({'instructions': missing})}".strip() if missing else summary
+    if request is None:
+        return out
+    carried = carried_forward(request)
+    flat = " ".join(out.split())
+    lacking = {
+        "requests": [r for r in carried["requests"] if _same_request(r) not in flat],
+        "changed": [p for p in carried["changed"] if p not in flat and _short_path(p) not in flat],
+    }
+    if not any(lacking.values()):
+        return out
+    room = request.max_tokens - int(count_text_tokens([out])[0])
+    return f"{out}\n\n{render_sections(condensed(lacking, max(room, 0)))}".strip()

@@ -18,7 +18,7 @@ __all__ = ["SECTION_KEYS", "Texts", "parse_sections", "render_sections", "texts"
 
 #: Section keys of the summary, in the order they are written (``prompts.toml`` [summary.sections]).
 _BULLET = re.compile(r"^\s*[-*•]\s+")
-SECTION_KEYS = ("goals", "instructions", "files", "commands", "errors", "decisions", "open_items", "tools")
+SECTION_KEYS = ("requests", "goals", "instructions", "changed", "files", "commands", "errors", "decisions", "open_items", "tools")
 
 
 @dataclass(frozen=True, slots=True)
