@@ -1,6 +1,7 @@
 """Benchmark of `dp-compact replay`: the largest real session under every policy, and the whole folder.
 
-Usage: ``python bench/bench_replay.py [--repeat 5] [--sessions ../shared/sessions]``
+Usage: ``python bench/bench_replay.py [--repeat 5] [--sessions ../shared/sessions] [--evidence]``
+(``--evidence``: section 5 alone, no timings).
 
 Prints, with the default settings and every policy (the defaults and ``threshold:0.8:0.3``):
 
@@ -15,7 +16,13 @@ Prints, with the default settings and every policy (the defaults and ``threshold
 4. recorded cost vs the replay of ``never``, for the sessions with usage records: how close the
    replay model comes to the bill the provider sent (same prices), with the V charged (each
    session's own prefix, measured from its usage records) and the part of it the first call found
-   cached (``warm``, from its usage record).
+   cached (``warm``, from its usage record);
+5. the evidence of DESIGN §8 (issue 32), per shared session with usage records: the bill of its
+   usage records, the ``recorded`` replay and their ratio (also with every cached token read,
+   ``hits 1``, to show what the measured cache-hit share does), the TTL applied, and the oracle,
+   ``dp`` and the presets under the new accounting (dated prices and tiers per request, the
+   session's write mix, the TTL by default, no free overflow); then the same totals with every
+   cache write a 5-minute entry and with every one a 1-hour entry (``Prices.with_write_share``).
 """
 
 from __future__ import annotations
@@ -105,20 +112,65 @@ def recorded_vs_never(folder: Path) -> list[str]:
         if not session.usage:
             continue
         report = replay_file(path, settings, ["never"])
-        prices, never = report.params.prices, report.results[0]
-        write = prices.p_cache_write if prices.p_cache_write is not None else prices.p_input
-        bill = sum(
-            (u.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens) * prices.p_input + u.cache_read_tokens * prices.p_cache
-            + u.cache_write_tokens * write + u.output_tokens * prices.p_out for u in session.usage
-        ) / 1e6
+        never = report.results[0]
+        bill = report.bill.bill_usd if report.bill is not None else float("nan")  # each record at its day's prices and tier
         mean = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
         lines.append(f"{path.name[:36]:<36} {bill:10.3f} {never.total_usd:9.3f} {never.total_usd / bill:6.2f}"
                      f" {mean:21,.0f} {never.mean_context_tokens:9,.0f} {report.params.v_tokens:7,} {report.params.warm_tokens:7,}")
     return lines
 
 
+EVIDENCE_POLICIES = ("recorded", "oracle", "dp", "never", "claude-code", "codex", "openhands", "langchain")
+
+
+def evidence(folder: Path) -> list[str]:
+    """Section 5: the bill check and every policy's total per session with usage records, at the
+    session's recorded write mix, then at all 5-minute and all 1-hour writes, $."""
+    from dataclasses import replace
+
+    from dp_compact.replay.recorded import recorded_costs
+
+    settings = load_settings()
+    names = EVIDENCE_POLICIES[1:]
+    head = f"{'session':<34}" + "".join(f"{n:>12}" for n in names)
+    lines = ["bill check at the session's recorded write mix ($; ratio = recorded / bill; hits: measured cache-hit share):",
+             f"{'session':<34} {'bill $':>9} {'recorded $':>10} {'ratio':>6} {'hits 1':>7} {'hits':>6} {'1h share':>8} {'TTL s':>6}"]
+    tables: dict[str, list[str]] = {"mix": [], "5m": [], "1h": []}
+    for path in session_files(folder):
+        try:
+            session = read_session(path, raw_json=True)
+        except DpCompactError:
+            continue
+        if not session.usage:
+            continue
+        prepared = prepare(session, settings, history=True)
+        recording, _ = prepared_recording(prepared)
+        for key, share in (("mix", None), ("5m", 0.0), ("1h", 1.0)):
+            report = replay_file(path, settings, EVIDENCE_POLICIES, write_share=share)
+            totals = {r.policy: r.total_usd for r in report.results}
+            tables[key].append(f"{path.name[:34]:<34}" + "".join(f"{totals[n]:>12.4f}" for n in names)
+                               + f"{totals['recorded']:>12.4f}")
+            if key == "mix":
+                bill, params = report.bill, report.params
+                full = recorded_costs(recording, replace(params, cache_hit_share=1.0)).result.total_usd
+                ttl = f"{params.cache_ttl_s:g}" if params.cache_ttl_s is not None else "none"
+                lines.append(f"{path.name[:34]:<34} {bill.bill_usd:9.4f} {bill.recorded_usd:10.4f} {bill.ratio:6.3f}"
+                             f" {full / bill.bill_usd:7.3f} {params.cache_hit_share:6.3f} {params.prices.write_1h_share:8.2f} {ttl:>6}")
+    for key, title in (("mix", "at the recorded write mix"), ("5m", "with every cache write a 5-minute entry"),
+                       ("1h", "with every cache write a 1-hour entry")):
+        lines += ["", f"totals $ {title} (last column: recorded):", head + f"{'recorded':>12}", *tables[key]]
+    return lines
+
+
 def main() -> None:
+    only_evidence = "--evidence" in sys.argv
+    if only_evidence:
+        sys.argv.remove("--evidence")
     args = parse_args(__doc__, repeat=5)
+    if only_evidence:
+        print(machine_line())
+        print("\n".join(evidence(args.sessions)))
+        return
     if not args.sessions.exists():
         sys.exit(f"{args.sessions} is absent: the benchmark replays the shared real sessions")
     print(machine_line())
@@ -137,6 +189,8 @@ def main() -> None:
         print(render_directory(replay_directory(args.sessions, load_settings(), POLICIES, workers=2, loss="none").to_dict()))
         print()
         print("\n".join(recorded_vs_never(args.sessions)))
+        print()
+        print("\n".join(evidence(args.sessions)))
 
 
 if __name__ == "__main__":

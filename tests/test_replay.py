@@ -16,6 +16,7 @@ from dp_compact.cli import app
 from dp_compact.core.cuts import message_arrays
 from dp_compact.errors import SettingsError
 from dp_compact.pricing import Prices
+from dp_compact.replay.bill import usage_cost
 from dp_compact.replay.meter import ReplayParams, counted_tokens_per_message, make_recording, prefix_floor_usd, replay
 from dp_compact.replay.policies import (
     Schedule,
@@ -211,13 +212,26 @@ def test_replay_seed_planner_forced_rule_cuts_only_at_plain_user_turns():
     assert result.compactions == 2
 
 
-def test_replay_never_overflow_is_counted_and_hard_truncated_at_a_feasible_cut():
+def test_replay_never_overflow_is_never_free_it_forces_a_summary_only_compaction():
+    result = replay(_recording(), parse_policy("never", _settings()), _params(window=3200))
+    # call 3: 4,400 > 3,200 -> overflow, rejected (free); never has no fallback: forced summary-only
+    #   compaction at the deepest feasible cut 5: request over V + 1,370 = 2,370 tokens, all cached:
+    #   711 + L_instr 70 · 3 = 210 + S 100 · 15 = 1,500 -> 2,421; the cache keeps V (1,000)
+    #   call 3 prompt V + S + 2,030 = 3,130: 1,000 read · 0.3 = 300, 2,130 new · 3 = 6,390, output 600
+    assert (result.overflows, result.forced, result.compactions, result.truncations) == (1, 1, 1, 0)
+    assert _total(result) == 3300 + (330 + 3150) + (645 + 660) + 2421 + (300 + 6390) + 2100
+    assert result.compaction_usd == pytest.approx(2421 / 1e6)
+    assert result.peak_context_tokens == 3130
+
+
+def test_replay_never_overflow_is_hard_truncated_only_when_even_the_summary_does_not_fit():
     result = replay(_recording(), parse_policy("never", _settings()), _params(window=3100))
-    # call 3: 4,400 > 3,100 -> overflow; feasible cuts 1, 3, 4, 5 give 4,300 / 3,250 / 3,230 / 3,030: cut 5
-    #   call 3 prompt 3,030: 1,000 read · 0.3 = 300, 2,030 new · 3 = 6,090, output 600; no request
-    assert (result.overflows, result.truncations, result.compactions) == (1, 1, 0)
-    assert _total(result) == (330 + 645 + 300) + (3300 + 3150 + 660 + 6090) + 2100
+    # as above, but V + S + 2,030 = 3,130 > 3,100: the summary is dropped too (hard truncation at the
+    #   tail's start, no request): call 3 prompt 3,030: 300 read, 2,030 new · 3 = 6,090, output 600
+    assert (result.overflows, result.forced, result.compactions, result.truncations) == (1, 1, 1, 1)
+    assert _total(result) == 3300 + (330 + 3150) + (645 + 660) + 2421 + (300 + 6090) + 2100
     assert result.peak_context_tokens == 3030
+    assert result.to_dict()["forced"] == 1
 
 
 def test_replay_same_planner_policy_object_gives_the_same_result_twice():
@@ -270,7 +284,8 @@ def test_replay_invariants_hold_for_every_policy(rec, window, write):
         if result.overflows == 0:
             assert result.peak_context_tokens <= params.window
     never = replay(rec, parse_policy("never", _settings()), params)
-    assert never.compaction_usd == 0 and never.compactions == 0
+    assert never.compactions == never.forced <= never.overflows  # no free overflow: forced compactions only
+    assert (never.compaction_usd > 0) == (never.compactions > 0)
     full = params.v_tokens + rec.prefix_tokens[rec.call_positions]
     assert (never.overflows > 0) == bool(full.size and full.max() > params.window)
     if never.overflows == 0:
@@ -570,11 +585,8 @@ SHORT_WITH_USAGE = ["claude_code/cc_raze_hooks.jsonl", "codex/codex_fundwise_tui
 
 
 def _bill(session, prices) -> float:
-    """$ the usage records imply at ``prices``, as billed."""
-    write = prices.p_cache_write if prices.p_cache_write is not None else prices.p_input
-    return sum((u.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens) * prices.p_input
-               + u.cache_read_tokens * prices.p_cache + u.cache_write_tokens * write + u.output_tokens * prices.p_out
-               for u in session.usage) / 1e6
+    """$ the usage records imply at ``prices``, as billed (1-hour writes at their price, each record at its tier)."""
+    return sum(usage_cost(u, prices) for u in session.usage)
 
 
 @pytest.mark.parametrize("name", SHORT_WITH_USAGE)

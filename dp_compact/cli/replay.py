@@ -32,9 +32,9 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
 @settings_options()
 def replay(
     path: Annotated[str, typer.Argument(help="Session file, or a folder: every session file under it (or an fsspec URL: s3://, memory://, file://).")],
-    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain (repeat; default: all but threshold).")] = None,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain, recorded (what the tool really did) (repeat; default: all but threshold and recorded).")] = None,
     loss: Annotated[Literal["refetch", "none"], typer.Option("--loss", help="Charge lost information: refetch (a dropped message a later call uses is fetched again) or none.")] = "refetch",
-    cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps).")] = None,
+    cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps). Default: the lifetime of the session's recorded cache writes (1 hour when most are 1-hour entries, else 5 minutes) where the calls have times; none without times. The report says which applied and why.")] = None,
     as_json: JsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw context size per call per policy to this image (one SESSION).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes for a folder (default: CPU count).")] = None,
@@ -46,7 +46,11 @@ def replay(
     *,
     flags: dict[str, Any],
 ) -> None:
-    """Price a recorded SESSION call by call under compaction policies (a folder: every session in it)."""
+    """Price a recorded SESSION call by call under compaction policies (a folder: every session in it).
+
+    Every session with usage records also gets a bill check: the `recorded` policy's total against
+    the bill computed from its usage records at the same prices, with the difference's causes.
+    """
     from dp_compact.cli.render import render_directory, render_session
     from dp_compact.replay.policies import DEFAULT_POLICIES
     from dp_compact.replay.shell import replay_file

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from dp_compact.core.cuts import feasible_cut_mask
 from dp_compact.replay.recording import Recording, ReplayParams
 
-__all__ = ["CallContext", "Compaction", "Live", "Policy", "tail_cut_mask", "truncation"]
+__all__ = ["CallContext", "Compaction", "Live", "Policy", "forced_summary", "tail_cut_mask", "truncation"]
 
 
 @dataclass(slots=True)
@@ -119,6 +119,19 @@ def tail_cut_mask(rec: Recording, start: int, end: int) -> npt.NDArray[np.bool_]
     ``start`` no longer binds its result. Entries 0 and ``end − start`` are False.
     """
     return feasible_cut_mask(rec.arrays.slice(start, end))
+
+
+def forced_summary(ctx: CallContext) -> Compaction | None:
+    """What a tool without a fallback of its own does when the provider rejects a prompt above the
+    window (DESIGN §8 "No free overflow"): a summary-only compaction, every live message but the
+    last API round (the deepest feasible cut of the tail) into a summary of S tokens
+    (``ReplayParams.s_tokens``); None when the tail has no feasible cut."""
+    live = ctx.live
+    mask = tail_cut_mask(ctx.rec, live.start, live.end)
+    cuts = np.flatnonzero(mask)
+    if cuts.size == 0:
+        return None
+    return Compaction(cut=live.start + int(cuts[-1]), carry_tokens=ctx.params.s_tokens)
 
 
 def truncation(ctx: CallContext) -> Compaction | None:

@@ -12,8 +12,14 @@ The session is prepared over its recorded history (:func:`dp_compact.prepare.pre
   :class:`~dp_compact.measure.estimation.CallPlacement`: the latest assistant message at or before
   the record's line), else the message's own token count. Usage records placed on no assistant
   message (Codex's own compaction requests) are not calls.
-- Times (only with a cache TTL): when each call was made, as the session's reader found it in the
-  file (``Session.call_times``: Claude Code, Codex and Gemini stream logs record them); elsewhere unknown.
+- Times: when each call was made, as the session's reader found it in the file
+  (``Session.call_times``: Claude Code, Codex and Gemini stream logs record them); elsewhere
+  unknown. They set each call's dated prices and, with the cache TTL (:func:`resolve_ttl`: on by
+  default where the recording has times), when the cache goes cold (DESIGN §8).
+- What the tool recorded (the ``recorded`` policy, :mod:`dp_compact.replay.recorded`): each
+  call's prompt and cache reads from its usage record, and the compactions the file records
+  (:class:`~dp_compact.replay.recording.RecordedCut`: the first call after each, the context when
+  it fired, the summary it wrote counted on the provider's scale).
 - V, the fixed prefix every call sends: the prepared one (``PreparedSession.v_tokens``): ``DP_V`` /
   ``--v`` when the user gives it; else the session's own, measured from its usage records (the
   first recorded call's prompt less our tokens of the messages it carried, both in provider
@@ -33,7 +39,10 @@ from dp_compact.core.cuts import message_arrays
 from dp_compact.measure.estimation import CallPlacement, first_calls_after, fixed_prefix
 from dp_compact.measure.reuse import find_uses
 from dp_compact.prepare import PreparedSession, prepare
+from dp_compact.measure.tokens import count_text_tokens
+from dp_compact.pricing import Prices
 from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
+from dp_compact.replay.recording import RecordedCut
 from dp_compact.settings import Settings
 
 __all__ = [
@@ -44,6 +53,7 @@ __all__ = [
     "replay_history",
     "replay_params",
     "replay_v_tokens",
+    "resolve_ttl",
     "warm_cache_tokens",
 ]
 
@@ -100,7 +110,7 @@ def call_times(session: Session, messages: Sequence[Message], positions: npt.NDA
     return times
 
 
-def prepared_recording(prepared: PreparedSession, *, with_times: bool = False) -> tuple[Recording, str]:
+def prepared_recording(prepared: PreparedSession, *, with_times: bool = True) -> tuple[Recording, str]:
     """The :class:`Recording` of a session prepared over its recorded history
     (``prepare(session, settings, history=True)``) and where its calls come from.
 
@@ -123,14 +133,69 @@ def prepared_recording(prepared: PreparedSession, *, with_times: bool = False) -
     placed = prompts > 0
     call_lines = np.array([messages[int(p)].line for p in positions[placed]], dtype=np.int64)
     compacted = first_calls_after(call_lines, [r.line for r in session.compaction_records])
+    reads = np.full(positions.shape, -1, dtype=np.int64)
+    found_usage = prepared.placement.placed
+    if found_usage.size:
+        slots = np.searchsorted(positions, prepared.placement.sent[found_usage])
+        reads[slots] = [prepared.placement.usage[int(k)].cache_read_tokens for k in found_usage]
     recording = make_recording(
         messages, tokens, message_arrays(messages), positions, outputs, times,
         uses=(uses.message[found], use_calls[found]), path=session.path, format=session.format,
         counted=counted_tokens_per_message(tokens, positions[placed], prompts[placed], compacted),
         tool_compactions=tuple((r.tool, int(r.pre_tokens)) for r in session.compaction_records
                                if r.trigger != "manual" and r.pre_tokens),
+        recorded=(prompts, reads), cuts=recorded_cuts(prepared, messages, positions),
     )
     return recording, source
+
+
+def recorded_cuts(prepared: PreparedSession, messages: Sequence[Message], positions: npt.NDArray[np.int64]) -> tuple[RecordedCut, ...]:
+    """The compactions ``prepared.session`` records, placed among the replayed ``messages`` and the
+    calls at ``positions``: the first call whose response comes after the record's line, the
+    messages written before it, the context when it fired (provider tokens) and the summary's
+    tokens (its text counted, times the session's token ratio: the provider's scale)."""
+    records = prepared.session.compaction_records
+    if not records:
+        return ()
+    lines = np.array([m.line for m in messages], dtype=np.int64)
+    call_lines = lines[positions] if positions.size else np.zeros(0, np.int64)
+    texts = [r.summary_text for r in records]
+    counted = count_text_tokens(texts) if any(texts) else np.zeros(len(texts), np.int64)
+    cuts = []
+    for record, tokens in zip(records, counted.tolist(), strict=True):
+        summary = round(tokens * prepared.token_ratio) if record.summary_text else None
+        cuts.append(RecordedCut(line=record.line, call=int(np.searchsorted(call_lines, record.line, side="left")),
+                                position=int(np.searchsorted(lines, record.line, side="left")), tool=record.tool,
+                                context_tokens=record.pre_tokens or None, summary_tokens=summary))
+    return tuple(cuts)
+
+
+def resolve_ttl(prices: Prices, cache_ttl_s: float | None, timed_calls: int) -> tuple[float | None, str]:
+    """The cache TTL a replay applies, seconds (None: the cache never expires), and why (DESIGN §8).
+
+    ``cache_ttl_s`` (``--cache-ttl``) when given; else, when the recording has call times
+    (``timed_calls`` > 0), the lifetime of the session's recorded cache writes
+    (:attr:`Prices.cache_ttl_s`: 1 hour when most are 1-hour entries, else the provider's
+    5-minute default); else none.
+
+    >>> from dp_compact.pricing import get_prices
+    >>> resolve_ttl(get_prices("claude-sonnet-4").with_write_share(1.0), None, 3)
+    (3600.0, "3600 s: 100 % of the session's cache writes are 1-hour entries (its usage records)")
+    >>> resolve_ttl(get_prices("claude-sonnet-4"), None, 0)
+    (None, 'none: the recording has no times')
+    """
+    if cache_ttl_s is not None:
+        return cache_ttl_s, f"{cache_ttl_s:g} s: given (--cache-ttl)"
+    if timed_calls <= 0:
+        return None, "none: the recording has no times"
+    ttl, share = prices.cache_ttl_s, prices.write_1h_share
+    if share >= 0.5:
+        why = f"{share:.0%} of the session's cache writes are 1-hour entries (its usage records)".replace("%", " %")
+    elif share > 0:
+        why = f"most of the session's cache writes are 5-minute entries ({share:.0%} 1-hour)".replace("%", " %")
+    else:
+        why = "the provider's default (the session records no 1-hour cache writes)"
+    return ttl, f"{ttl:g} s: {why}"
 
 
 def load_recording(

@@ -10,18 +10,28 @@ The replay model (docs/replay.md):
    ``DP_V`` is given; :func:`dp_compact.replay.load.replay_v_tokens`), the first messages a
    policy keeps verbatim (OpenHands' ``keep_first``), the block a compaction left (summary S,
    plus Codex's kept user messages) and the verbatim messages ``[start, p_j)``.
-3. Prompt caching: the longest prefix unchanged since the previous request is a cache read
-   (``P_cache``), the rest uncached input (``P_input``) or, where the profile prices writes, a
-   cache write (``P_write``). Before the first request the cache holds ``ReplayParams.warm_tokens``
-   of V (what the recorded first call found cached, written by an earlier session). With a TTL, a gap longer than the TTL between two requests empties
-   the cache. The call's recorded output tokens are charged at ``P_out``.
+3. Prompt caching: the longest prefix unchanged since the previous request is cached; of it,
+   the share ``ReplayParams.cache_hit_share`` the provider really serves (measured from the
+   session's usage records, 1 without them) is a cache read (``P_cache``), the rest uncached
+   input (``P_input``) or, where the profile prices writes, a cache write at ``P_write`` (the
+   session's mix of 5-minute and 1-hour writes, DESIGN §8). Before the first request the cache
+   holds ``ReplayParams.warm_tokens`` of V (what the recorded first call found cached, written by
+   an earlier session). A gap longer than the TTL (``ReplayParams.cache_ttl_s``: on by default
+   where the recording has times, :func:`dp_compact.replay.load.resolve_ttl`) between two
+   requests empties the cache. The call's recorded output tokens are charged at ``P_out``.
+   Every request (call, compaction request, refetch call) is priced at the prices in force on
+   its call's UTC day (:meth:`Prices.on`; unknown time: the session's prices) and at the
+   whole-request tier of its own prompt (:meth:`Prices.at`).
 4. A compaction costs its summarization request, DESIGN §2 ③ made cache-aware: prompt ``V + H``
    (H = everything before the new tail) read from cache where still cached, the rest at the
    uncached price, ``L_instr`` instruction tokens at ``P_input``, S output tokens at ``P_out``.
    Its block replaces the head; the cache keeps only ``V + pinned``.
-5. A prompt above the window M is an overflow: counted (the rejected request costs nothing),
-   then the policy's forced fallback applies, and a hard truncation (drop the oldest messages at
-   a feasible cut; no summary, no request) when it has none or it is not enough.
+5. No free overflow (DESIGN §8): a prompt above the window M is rejected (counted in
+   ``overflows``; the rejected request costs nothing), then the tool's own rule runs: the
+   policy's fallback compaction, charged as a compaction request; a policy without one
+   (``never``, ``langchain``) gets a forced summary-only compaction (charged, counted in
+   ``forced``). A hard truncation (drop the oldest messages at a feasible cut; no summary, no
+   request; counted in ``truncations``) remains only when even that does not fit.
 6. Lost information (DESIGN §6, ``loss="refetch"``, the default): the recording is fixed, so a
    message that a later call *uses* (:mod:`dp_compact.measure.reuse`) but that the policy dropped must be
    fetched again. Before that call: one extra call (the prompt about to be sent, read from
@@ -44,6 +54,10 @@ output tokens are the same under every policy.
    (:func:`counted_tokens_per_message`: what arrived unseen is counted with the messages it
    arrived with, and is gone when they are dropped).
 
+The ``recorded`` policy (what the tool really did, DESIGN §8) is handed the recording whole
+(:mod:`dp_compact.replay.recorded`, through its ``replays_recording`` flag) and prices it with
+this module's :class:`Meter`.
+
 Everything here is pure: :func:`replay` maps a :class:`Recording`, a policy and
 :class:`ReplayParams` (both in :mod:`dp_compact.replay.recording`) to a :class:`PolicyResult`. Files are read in
 :mod:`dp_compact.replay.shell`; the policies live in :mod:`dp_compact.replay.policies`, the
@@ -52,14 +66,25 @@ hindsight optimum in :mod:`dp_compact.replay.oracle`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.core.benefit import compaction_request_cost
-from dp_compact.replay.context import CallContext, Compaction, Live, Policy, tail_cut_mask, truncation
+from dp_compact.core.benefit import L_INSTR_TOKENS, compaction_request_cost
+from dp_compact.pricing import Prices
+from dp_compact.replay.context import (
+    CallContext,
+    Compaction,
+    Live,
+    Policy,
+    forced_summary,
+    tail_cut_mask,
+    truncation,
+)
 from dp_compact.replay.recording import (
     FIXED_RECORDING,
     LOSS_MODES,
@@ -79,10 +104,12 @@ __all__ = [
     "CallContext",
     "Compaction",
     "Live",
+    "Meter",
     "Policy",
     "PolicyResult",
     "Recording",
     "ReplayParams",
+    "call_prices",
     "make_recording",
     "prefix_floor_usd",
     "replay",
@@ -112,8 +139,9 @@ class PolicyResult:
         $ of lost information (module docstring, point 6): the refetch calls, the refetched
         tokens and their carrying; 0 with ``loss="none"``.
     compactions, overflows, truncations, refetches : int
-        Compactions (hard truncations apart), prompts above the window, hard truncations,
-        dropped messages fetched again.
+        Compactions (hard truncations apart; forced ones included), prompts above the window,
+        hard truncations (only where even a summary-only compaction does not fit), dropped
+        messages fetched again.
     summary_tokens : int
         S charged per compaction, tokens.
     peak_context_tokens : int
@@ -129,6 +157,9 @@ class PolicyResult:
         7; equal to ``contexts`` without usage records); not serialized.
     schedule : tuple[tuple[int, int], ...]
         ``(call, cut)`` of each compaction, in order; not serialized.
+    forced : int
+        Forced summary-only compactions on an overflow of a policy without a fallback of its own
+        (``never``, ``langchain``): counted in ``compactions`` too.
     """
 
     policy: str
@@ -151,6 +182,7 @@ class PolicyResult:
     contexts: Int64s = field(compare=False, repr=False)
     counted_contexts: Int64s = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
     schedule: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    forced: int = 0
 
     @property
     def total_usd(self) -> float:
@@ -161,21 +193,51 @@ class PolicyResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields with ``total_usd``, without ``contexts`` and ``schedule``."""
         names = ("policy", "fixed", "calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd",
-                 "loss_usd", "compactions", "overflows", "truncations", "refetches", "summary_tokens",
+                 "loss_usd", "compactions", "forced", "overflows", "truncations", "refetches", "summary_tokens",
                  "peak_context_tokens", "mean_context_tokens", "floor_usd")
         return {"total_usd": self.total_usd, **{name: getattr(self, name) for name in names}}
 
 
-class _Meter:
-    """Running sums of one replay in $ · 1e6 (tokens · $/MTok), counts, and the cache state."""
+def call_prices(rec: Recording, prices: Prices) -> list[Prices]:
+    """The prices in force on each call's UTC day (:meth:`Prices.on`; DESIGN §8 dated prices), one
+    per call; ``prices`` itself for a call without a known time. Tiers are applied per request
+    by the meter (:meth:`Prices.at`)."""
+    if not prices.later:
+        return [prices] * rec.n_calls
+    by_day: dict[str, Prices] = {}
+    chosen = []
+    for seconds in rec.call_times.tolist():
+        if math.isnan(seconds):  # unknown time
+            chosen.append(prices)
+            continue
+        day = datetime.fromtimestamp(seconds, UTC).date().isoformat()
+        chosen.append(by_day.setdefault(day, prices.on(day)))
+    return chosen
+
+
+class Meter:
+    """Running sums of one replay in $ · 1e6 (tokens · $/MTok), counts, and the cache state.
+
+    Every request is priced at ``day.at(its prompt tokens)``: ``day`` is the prices in force on
+    the call's day (set by the caller before each call, :func:`call_prices`), ``at`` its
+    whole-request tier (DESIGN §8). Cache writes at ``p_write`` (the session's mix of 5-minute
+    and 1-hour writes). Reads are ``ReplayParams.cache_hit_share`` × the cached prefix.
+    """
 
     def __init__(self, params: ReplayParams) -> None:
         self.params = params
+        self.day = params.prices
+        self.hit = params.cache_hit_share
         self.read = self.input = self.write = self.output = self.compaction = self.loss = self.floor = 0.0
-        self.compactions = self.overflows = self.truncations = self.refetches = 0
+        self.compactions = self.overflows = self.truncations = self.refetches = self.forced = 0
         self.cached = params.warm_tokens  # tokens of the live prompt's prefix still in the cache (at first: of V, from an earlier session)
         self.last_time = float("nan")
         self.schedule: list[tuple[int, int]] = []
+
+    @property
+    def total(self) -> float:
+        """$ · 1e6 charged so far."""
+        return self.read + self.input + self.write + self.output + self.compaction + self.loss
 
     def expire(self, now: float) -> None:
         """Empty the cache when more than the TTL passed since the last request (unknown times never do)."""
@@ -183,41 +245,47 @@ class _Meter:
         if ttl is not None and now - self.last_time > ttl:  # NaN compares False
             self.cached = 0
 
-    def _prompt(self, prompt: int) -> tuple[float, float, float]:
-        """(read, input, write) $·1e6 of a request's prompt: its cached prefix, the rest uncached."""
-        prices = self.params.prices
-        read = min(self.cached, prompt)
+    def _prompt(self, prompt: int, prices: Prices) -> tuple[float, float, float]:
+        """(read, input, write) $·1e6 of a request's prompt: its cached prefix (times the hit share), the rest uncached."""
+        read = min(self.cached, prompt) * self.hit
         fresh = prompt - read
-        if prices.p_cache_write is None:
+        if prices.p_cache_write is None and prices.p_cache_write_1h is None:
             return read * prices.p_cache, fresh * prices.p_input, 0.0
-        return read * prices.p_cache, 0.0, fresh * prices.p_cache_write
+        return read * prices.p_cache, 0.0, fresh * prices.p_write
 
     def request(self, prompt: int, output: int, carried: int) -> None:
         """Charge one call (``carried`` refetched tokens read from cache as loss); its prompt is cached afterwards."""
-        prices = self.params.prices
-        read, fresh_input, fresh_write = self._prompt(prompt)
+        prices = self.day.at(prompt)
+        read, fresh_input, fresh_write = self._prompt(prompt, prices)
         self.read, self.input, self.write = self.read + read, self.input + fresh_input, self.write + fresh_write
         self.output += output * prices.p_out
         self.loss += carried * prices.p_cache
         self.floor += prompt * min(prices.p_cache, prices.p_input, prices.p_write) + output * prices.p_out
         self.cached = prompt
 
-    def summarize(self, head_prompt: int, kept_prefix: int, carried: int) -> None:
-        """Charge a summarization request over ``V + H`` tokens (DESIGN §2 ③, cache-aware) plus carried refetches."""
-        read = min(self.cached, head_prompt)
-        self.compaction += compaction_request_cost(read, head_prompt - read, self.params.s_tokens, self.params.prices)
-        self.loss += carried * self.params.prices.p_cache
+    def summarize(self, head_prompt: int, kept_prefix: int, carried: int, summary_tokens: int | None = None) -> None:
+        """Charge a summarization request over ``V + H`` tokens (DESIGN §2 ③, cache-aware) plus carried
+        refetches; ``summary_tokens`` output (S of the params when None)."""
+        prices = self.day.at(head_prompt + L_INSTR_TOKENS)
+        read = min(self.cached, head_prompt) * self.hit
+        summary = self.params.s_tokens if summary_tokens is None else summary_tokens
+        self.compaction += compaction_request_cost(read, head_prompt - read, summary, prices)
+        self.loss += carried * prices.p_cache
         self.compactions += 1
         self.cached = kept_prefix
 
     def refetch(self, prompt: int, message_tokens: int) -> None:
         """Charge fetching one dropped message again before a call whose prompt is ``prompt`` tokens."""
-        prices = self.params.prices
+        prices = self.day.at(prompt)
         self.loss += prompt * prices.p_cache + REFETCH_OUTPUT_TOKENS * prices.p_out + message_tokens * prices.p_write
         self.refetches += 1
 
 
-def _apply(ctx: CallContext, meter: _Meter, compaction: Compaction) -> None:
+#: The meter's former private name.
+_Meter = Meter
+
+
+def _apply(ctx: CallContext, meter: Meter, compaction: Compaction) -> None:
     """Carry out a compaction or hard truncation on the live state, charging its request."""
     live, rec, v = ctx.live, ctx.rec, ctx.params.v_tokens
     if not live.start <= compaction.cut <= live.end or compaction.pinned > compaction.cut:
@@ -237,17 +305,21 @@ def _apply(ctx: CallContext, meter: _Meter, compaction: Compaction) -> None:
     ctx.prompt_tokens = v + live.tokens(rec)
 
 
-def _fit(ctx: CallContext, policy: Policy, meter: _Meter) -> None:
-    """An overflow: count it, apply the policy's fallback, then a hard truncation if still too long."""
+def _fit(ctx: CallContext, policy: Policy, meter: Meter) -> None:
+    """An overflow (module point 5): count it (the rejected request costs nothing), apply the
+    policy's fallback or, for a policy without one, a forced summary-only compaction (charged,
+    counted in ``forced``), then a hard truncation only if even that does not fit."""
     meter.overflows += 1
     fallback = policy.on_overflow(ctx)
+    if fallback is None and (fallback := forced_summary(ctx)) is not None:
+        meter.forced += 1
     if fallback is not None:
         _apply(ctx, meter, fallback)
     if ctx.prompt_tokens > ctx.params.window and (cut := truncation(ctx)) is not None:
         _apply(ctx, meter, cut)
 
 
-def _refetch(ctx: CallContext, meter: _Meter, messages: Int64s) -> None:
+def _refetch(ctx: CallContext, meter: Meter, messages: Int64s) -> None:
     """Fetch again the dropped messages among ``messages`` (used by the coming call), in order."""
     live, tokens = ctx.live, ctx.rec.message_tokens
     for message in messages.tolist():
@@ -279,9 +351,12 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
     ValueError
         If the policy returns a cut outside the live tail.
     """
+    if getattr(policy, "replays_recording", False):  # the recorded policy (dp_compact.replay.recorded)
+        return policy.replay(rec, params)  # type: ignore[attr-defined, no-any-return]
     live = Live()
     ctx = CallContext(rec, live, params)
-    meter = _Meter(params)
+    meter = Meter(params)
+    prices = call_prices(rec, params.prices)
     contexts = np.zeros(rec.n_calls, dtype=np.int64)
     counted = np.zeros(rec.n_calls, dtype=np.int64)
     charge_loss = params.loss == "refetch"
@@ -290,6 +365,7 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         live.end = int(rec.call_positions[j])
         ctx.call, ctx.prompt_tokens = j, params.v_tokens + live.tokens(rec)
         now = float(rec.call_times[j])
+        meter.day = prices[j]
         meter.expire(now)
         if (decision := policy.before_call(ctx)) is not None:
             _apply(ctx, meter, decision)
@@ -308,7 +384,7 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         policy=policy.name, fixed=policy.fixed, calls=rec.n_calls, cache_read_usd=meter.read / 1e6,
         input_usd=meter.input / 1e6, write_usd=meter.write / 1e6, output_usd=meter.output / 1e6,
         compaction_usd=meter.compaction / 1e6, loss_usd=meter.loss / 1e6, compactions=meter.compactions,
-        overflows=meter.overflows, truncations=meter.truncations, refetches=meter.refetches,
+        overflows=meter.overflows, truncations=meter.truncations, forced=meter.forced, refetches=meter.refetches,
         summary_tokens=params.s_tokens, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
         mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
         contexts=contexts, counted_contexts=counted, schedule=tuple(meter.schedule),
@@ -317,7 +393,9 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
 
 def prefix_floor_usd(rec: Recording, params: ReplayParams) -> float:
     """A floor for every policy, $: each call reads at least V (``params.v_tokens``, tokens) from cache
-    and pays its recorded output."""
-    prices = params.prices
-    per_token = min(prices.p_cache, prices.p_input, prices.p_write)
-    return float(rec.n_calls * params.v_tokens * per_token + int(rec.output_tokens.sum()) * prices.p_out) / 1e6
+    and pays its recorded output, at the prices of its day and of a V-sized request's tier."""
+    total = 0.0
+    for day, output in zip(call_prices(rec, params.prices), rec.output_tokens.tolist(), strict=True):
+        prices = day.at(params.v_tokens)
+        total += params.v_tokens * min(prices.p_cache, prices.p_input, prices.p_write) + output * prices.p_out
+    return total / 1e6

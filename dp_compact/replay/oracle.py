@@ -1,42 +1,67 @@
-"""The hindsight-optimal compaction schedule of a recording (DESIGN §6, ``--policy oracle``).
+"""The hindsight-optimal compaction schedule of a recording (DESIGN §6, §8, ``--policy oracle``).
 
 The oracle knows the whole recording and chooses, before each call, to keep the conversation
-or to compact it at any feasible cut (DESIGN §1; the tail keeps at least one message), so that
-the replay's total (:mod:`dp_compact.replay.meter`: cache reads and writes, output, compaction
-requests, lost information) is the least possible. Its compactions write a summary of S
-tokens (``ReplayParams.s_tokens``); it pins nothing and truncates nothing.
+or to compact it at any feasible cut (DESIGN §1; the tail keeps at least one message) whose
+prompt fits the window, so that the replay's total (:mod:`dp_compact.replay.meter`) is the
+least possible. It minimizes exactly what the meter charges every policy, from the same cache
+state:
+
+- the cache before the first call holds ``ReplayParams.warm_tokens`` of V; after more than
+  ``ReplayParams.cache_ttl_s`` seconds of silence since the previous call it is empty;
+- every request (a call, a compaction request, a refetch call) is priced at
+  ``prices.on(<UTC day of the call>).at(<its prompt tokens>)``: the prices in force that day, at
+  the whole-request tier of its own prompt (DESIGN §8; a compaction request's prompt is ``V + H``
+  and its instruction); prompt tokens are written at ``p_write`` (the session's mix of write
+  lifetimes), and a request reads ``ReplayParams.cache_hit_share`` of its cached prefix;
+- a compaction writes a summary of S tokens (``ReplayParams.s_tokens``); it pins nothing;
+- lost information (``loss="refetch"``): the refetch calls, the refetched tokens and their
+  carrying until the next compaction.
+
+It never sends a prompt above the window. Where no schedule avoids it (a message larger than
+the window allows), it pays what the meter charges for an overflow: the rejected request is
+free, then a forced summary-only compaction (the whole live conversation summarized, a
+compaction request) before the call (:meth:`dp_compact.replay.planned.Oracle.on_overflow`).
+It first minimizes the number of such overflows, then the dollars: each overflow adds a penalty
+larger than any schedule's total, so one backward pass does both.
 
 Backward dynamic programming over the state before call ``j``:
 
 - ``s``, the first live message (0 = never compacted; otherwise a summary block of S tokens
-  stands before ``[s, p_j)``, so "summary block present" is ``s > 0``);
+  stands before ``[s, p_j)``, so "summary block present" is ``s > 0``; ``s = p_j`` after a
+  forced summary-only compaction);
 - with the lost-information charge, ``k``: which recorded uses came after the last compaction.
   Refetched messages stay in the context until the next compaction, so the carried tokens
   depend on when it happened; only the calls with uses matter (``Q``, sorted), so ``k`` is the
   number of them before the last compaction.
 
-Every cost of a call is a function of the state, and a compaction from ``s`` to ``i`` costs a
-part of ``s`` plus a part of ``i`` (the request reads the cached prefix, whose end is fixed by
-the call, not by the cut), so the best cut for every ``s`` at once is a suffix minimum over
-``i > s``: O(N · |Q|) numpy work per call, no loop over cuts. The cut rule's only
-state-dependent case (a tool call before ``s`` no longer binds its result) is handled cut by
-cut for the few cuts it concerns.
+Every cost of a call is a function of the state. A compaction from ``s`` to ``i`` costs a part
+of ``s`` plus a part of ``i`` at the prices of its request's tier (the request reads the cached
+prefix, whose end is fixed by the previous call, not by the cut), and its prompt ``V + H`` grows
+with ``i``, so for each state the cuts of one tier form one band of consecutive cuts: the best
+cut per state and tier is a range minimum (a suffix minimum without tiers), O(N log N) numpy
+work per call and tier, no loop over cuts. The cut rule's only state-dependent case (a tool call
+before ``s`` no longer binds its result) is handled cut by cut for the few cuts it concerns.
+Only the states a call can reach are kept (``s <= p_j``, ``k`` up to the uses before call ``j``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import numpy.typing as npt
 
 from dp_compact.core.benefit import L_INSTR_TOKENS
 from dp_compact.core.cuts import ROLE_TOOL
-from dp_compact.replay.meter import REFETCH_OUTPUT_TOKENS, Recording, ReplayParams
+from dp_compact.pricing import Prices
+from dp_compact.replay.recording import REFETCH_OUTPUT_TOKENS, Recording, ReplayParams
 
-__all__ = ["OracleSchedule", "oracle_schedule"]
+__all__ = ["OracleSchedule", "call_days", "oracle_schedule", "request_prices"]
 
 Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,29 +74,73 @@ class OracleSchedule:
         Its total cost, $ (the meter's total when the schedule is replayed).
     schedule : tuple[tuple[int, int], ...]
         ``(call, cut)`` of each compaction, calls increasing: before call ``call`` the live head
-        is summarized and the tail starts at history message ``cut``.
-    feasible : bool
-        False when no schedule keeps every prompt within the window (a single message larger
-        than it); the schedule is then the optimum without the window, and its replay overflows.
+        is summarized and the tail starts at history message ``cut``. A forced summary-only
+        compaction (an overflow) has ``cut`` = the call's position (an empty tail).
+    overflows : int
+        Calls whose prompt no schedule keeps within the window (a message larger than it allows):
+        each a rejected request and a forced summary-only compaction. 0 for almost every session.
     """
 
     total_usd: float
     schedule: tuple[tuple[int, int], ...]
-    feasible: bool = True
+    overflows: int = 0
+
+    @property
+    def feasible(self) -> bool:
+        """True when every prompt of the schedule fits the window (no overflow)."""
+        return self.overflows == 0
+
+
+def call_days(rec: Recording) -> list[str]:
+    """UTC ISO day of each call (``""`` where its time is unknown: the session's own prices apply)."""
+    return ["" if math.isnan(t) else datetime.fromtimestamp(t, UTC).date().isoformat() for t in rec.call_times.tolist()]
+
+
+def request_prices(prices: Prices, day: str, prompt_tokens: float) -> Prices:
+    """The prices of one request (DESIGN §8): those in force on ``day`` (UTC ISO date; ``""``:
+    ``prices`` as given) at the whole-request tier of its ``prompt_tokens``."""
+    return (prices.on(day) if day else prices).at(prompt_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """One day's prices per tier: ``rows[t] = (p_input, p_cache, p_write, p_out)`` of tier row ``t``
+    (0 = base, ``t`` = a prompt above ``starts[t - 1]``), $/MTok."""
+
+    starts: Floats
+    rows: Floats
+
+    @classmethod
+    def of(cls, prices: Prices) -> _Table:
+        tiers = [prices] + [prices.at(start + 1) for start in prices.tier_starts]
+        rows = np.array([[p.p_input, p.p_cache, p.p_write, p.p_out] for p in tiers], dtype=np.float64)
+        return cls(np.array(prices.tier_starts, dtype=np.float64), rows)
+
+    def at(self, prompts: Floats) -> tuple[Floats, Floats, Floats, Floats]:
+        """(p_input, p_cache, p_write, p_out) of requests of ``prompts`` tokens, each shaped like ``prompts``."""
+        if self.starts.size == 0:
+            return tuple(np.full(prompts.shape, price) for price in self.rows[0])  # type: ignore[return-value]
+        picked = self.rows[np.searchsorted(self.starts, prompts, side="left")]
+        return picked[..., 0], picked[..., 1], picked[..., 2], picked[..., 3]
+
+
+def _tables(rec: Recording, params: ReplayParams) -> list[_Table]:
+    """Per call, the price table of its day (one table per distinct day)."""
+    by_day: dict[str, _Table] = {}
+    return [by_day.setdefault(day, _Table.of(params.prices.on(day) if day else params.prices)) for day in call_days(rec)]
 
 
 def _expired(rec: Recording, params: ReplayParams) -> npt.NDArray[np.bool_]:
-    """Whether the cache is empty before each call: the first call, and gaps longer than the TTL."""
+    """Whether the cache is empty before each call: more than the TTL since the previous call
+    (the meter's rule; an unknown time never expires it, and the first call finds the warm cache)."""
     expired = np.zeros(rec.n_calls, dtype=bool)
-    if rec.n_calls:
-        expired[0] = True
     if params.cache_ttl_s is not None and rec.n_calls > 1:
         gaps = np.diff(rec.call_times)
         expired[1:] = np.nan_to_num(gaps, nan=-np.inf) > params.cache_ttl_s
     return expired
 
 
-def _blockers(rec: Recording) -> list[npt.NDArray[np.int64]]:
+def _blockers(rec: Recording) -> list[Ints]:
     """Per call, ``lo[i]``: the latest tool call before cut ``i`` whose result is in ``[i, p_j)`` (−1: none).
 
     Cut ``i`` is feasible from a tail starting at ``s`` only when ``lo[i] < s``
@@ -94,10 +163,20 @@ def _rectangles(rows: int, cols: int, corners: list[tuple[int, int, int, float]]
     """Sum of weights over rectangles ``s > m, lo < k <= hi`` (``corners``: m, lo, hi, weight); shape (rows, cols)."""
     grid = np.zeros((rows + 1, cols + 1))
     for m, lo, hi, weight in corners:
+        hi = min(hi, cols - 1)
         if m + 1 < rows and lo < hi:
             grid[m + 1, lo + 1] += weight
             grid[m + 1, hi + 1] -= weight
     return np.cumsum(np.cumsum(grid, axis=0), axis=1)[:rows, :cols]
+
+
+def _penalty(rec: Recording, params: ReplayParams, tables: list[_Table]) -> float:
+    """A power of two above any schedule's total ($·1e6): the price of one overflow in the pass."""
+    top = max([float(t.rows.max()) for t in tables] + [0.0])
+    tokens = (params.v_tokens + params.s_tokens + float(rec.prefix_tokens[-1]) + L_INSTR_TOKENS + REFETCH_OUTPUT_TOKENS
+              + float(rec.output_tokens.max(initial=0)))
+    bound = 8.0 * (rec.n_calls + rec.use_calls.size + 1) * tokens * top
+    return 2.0 ** math.ceil(math.log2(max(bound, 1.0)))
 
 
 def oracle_schedule(rec: Recording, params: ReplayParams) -> OracleSchedule:
@@ -106,122 +185,222 @@ def oracle_schedule(rec: Recording, params: ReplayParams) -> OracleSchedule:
     Parameters
     ----------
     rec : Recording
-        The recorded calls, message tokens, cut structure and uses.
+        The recorded calls (positions, output tokens, times), message tokens, cut structure and uses.
     params : ReplayParams
-        Prices ($/MTok), window M, V and S (tokens), cache TTL (s), loss mode.
+        Prices ($/MTok; tiers, dated prices and write mix), window M, V, S and warm cache
+        (tokens), cache TTL (s), loss mode.
 
     Returns
     -------
     OracleSchedule
-        Its total ($) and the ``(call, cut)`` of each compaction.
+        Its total ($), the ``(call, cut)`` of each compaction and the overflows no schedule avoids.
+
+    Notes
+    -----
+    Assumes ``V + S`` fits the window (a forced summary-only compaction then always fits).
     """
-    result = _solve(rec, params, window=float(params.window))
-    if result is not None:
-        return result
-    unbounded = _solve(rec, params, window=np.inf)
-    assert unbounded is not None  # every cost is finite without the window
-    return replace(unbounded, feasible=False)
+    if rec.n_calls == 0:
+        return OracleSchedule(total_usd=0.0, schedule=())
+    return _Solver(rec, params).solve()
 
 
-def _solve(rec: Recording, params: ReplayParams, *, window: float) -> OracleSchedule | None:
-    """The backward pass and the forward read-out; None when no schedule fits ``window``."""
-    prices = params.prices
-    p_cache, p_write, p_out = prices.p_cache, prices.p_write, prices.p_out
-    v, s_tok = float(params.v_tokens), float(params.s_tokens)
-    prefix = rec.prefix_tokens.astype(np.float64)
-    n, calls = rec.arrays.n, rec.n_calls
-    positions, outputs = rec.call_positions, rec.output_tokens.astype(np.float64)
-    starts = np.append(rec.arrays.roles != ROLE_TOOL, False)
-    expired, blockers = _expired(rec, params), _blockers(rec)
-    charge = params.loss == "refetch" and rec.use_calls.size > 0
-    use_calls = np.unique(rec.use_calls) if charge else np.zeros(0, np.int64)
-    cols = use_calls.size + 1
-    states = np.arange(n + 1)
-    summary = np.where(states > 0, s_tok, 0.0)
-    request = L_INSTR_TOKENS * prices.p_input + s_tok * p_out
-    tokens = rec.message_tokens.astype(np.float64)
-    # previous use (as an index into use_calls) of each use, and the latest use per message so far
-    prev_use, last_use = np.full(rec.use_calls.size, -1, np.int64), {}
-    for u, (m, q) in enumerate(zip(rec.use_messages.tolist(), rec.use_calls.tolist(), strict=True)):
-        if charge:
-            prev_use[u] = last_use.get(m, -1)
-            last_use[m] = int(np.searchsorted(use_calls, q))
-    bounds = np.searchsorted(rec.use_calls, np.arange(calls + 1))
-    # carried[s, k]: refetched tokens in the context at the current call (messages < s whose latest
-    # use so far has index >= k); built for the last call, then peeled off call by call going back
-    carried = _rectangles(n + 1, cols, [(m, -1, q, tokens[m]) for m, q in last_use.items()])
+class _Solver:
+    """The backward pass (:meth:`_call`, one call at a time) and the forward read-out."""
 
-    later = np.zeros((n + 1, cols))  # value from call j + 1 on, per state (s, k)
-    decisions: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]] = [None] * calls  # type: ignore[list-item]
-    for j in range(calls - 1, -1, -1):
-        p = int(positions[j])
-        k_now = int(np.searchsorted(use_calls, j))  # uses before call j: the class of a compaction now
-        prompt = v + summary + prefix[p] - prefix
-        cached = np.zeros(n + 1) if expired[j] else v + summary + prefix[int(positions[j - 1])] - prefix
-        read = np.minimum(cached, prompt)
-        call_cost = read * p_cache + (prompt - read) * p_write + outputs[j] * p_out
-        # lost information at call j per state: refetches (count, tokens) and the carried tokens
-        carried_before, loss_now = np.zeros((n + 1, cols)), np.zeros((n + 1, cols))
-        if charge:
-            here = range(int(bounds[j]), int(bounds[j + 1]))
-            first = [(int(rec.use_messages[u]), int(prev_use[u]), k_now, 1.0) for u in here]
-            weighted = [(m, lo, hi, tokens[m]) for m, lo, hi, _ in first]
-            count, fresh = _rectangles(n + 1, cols, first), _rectangles(n + 1, cols, weighted)
-            carried_before = carried - fresh  # what the previous call carried
-            carried = carried_before
-            loss_now = (count * (prompt[:, None] * p_cache + REFETCH_OUTPUT_TOKENS * p_out) + fresh * p_write
-                        + (carried_before + fresh) * p_cache)
-        keep = call_cost[:, None] + loss_now + later
-        keep[prompt > window] = np.inf
-        # compaction to cut i: the request reads the cached prefix, whose end is the previous call's
-        if expired[j]:
-            from_state, to_cut = (v + summary - prefix) * p_write, prefix * p_write
-        else:
-            previous = prefix[int(positions[j - 1])]
-            from_state = (v + summary - prefix) * p_cache
-            to_cut = np.where(prefix <= previous, prefix * p_cache, previous * p_cache + (prefix - previous) * p_write)
-        after_prompt = v + s_tok + prefix[p] - prefix
-        after = to_cut + v * p_cache + (after_prompt - v) * p_write + outputs[j] * p_out
-        after = after + loss_now[:, k_now] + later[:, k_now]  # nothing is carried yet in the new class
-        after[after_prompt > window] = np.inf
-        candidates = starts.copy()
-        candidates[p:] = False
-        candidates[0] = False
-        best, best_cut = _best_cuts(after, candidates, blockers[j])
-        compact = (from_state + request)[:, None] + carried_before * p_cache + best[:, None]
-        value = np.minimum(keep, compact)
-        value[max(p, 1):] = np.inf  # a live tail is never empty
-        decisions[j] = (compact < keep, best_cut)
-        later = value
-    total = float(later[0, 0])
-    if not np.isfinite(total):
-        return None
-    schedule, s, k = [], 0, 0
-    for j in range(calls):
-        better, best_cut = decisions[j]
-        if better[s, k]:
-            s, k = int(best_cut[s]), int(np.searchsorted(use_calls, j))
+    def __init__(self, rec: Recording, params: ReplayParams) -> None:
+        self.rec, self.params = rec, params
+        self.v, self.s_tok = float(params.v_tokens), float(params.s_tokens)
+        self.window = float(params.window)
+        self.prefix = rec.prefix_tokens.astype(np.float64)
+        self.outputs = rec.output_tokens.astype(np.float64)
+        self.starts = np.append(rec.arrays.roles != ROLE_TOOL, False)
+        self.tables = _tables(rec, params)
+        self.expired, self.blockers = _expired(rec, params), _blockers(rec)
+        self.penalty = _penalty(rec, params, self.tables)
+        self.hit = float(getattr(params, "cache_hit_share", 1.0))  # the share of a cached prefix the provider serves
+        self.charge = params.loss == "refetch" and rec.use_calls.size > 0
+        self.use_calls = np.unique(rec.use_calls) if self.charge else np.zeros(0, np.int64)
+        self.tokens = rec.message_tokens.astype(np.float64)
+        # previous use (as an index into use_calls) of each use, and the latest use per message so far
+        self.prev_use, last_use = np.full(rec.use_calls.size, -1, np.int64), {}
+        for u, (m, q) in enumerate(zip(rec.use_messages.tolist(), rec.use_calls.tolist(), strict=True)):
+            if self.charge:
+                self.prev_use[u] = last_use.get(m, -1)
+                last_use[m] = int(np.searchsorted(self.use_calls, q))
+        self.bounds = np.searchsorted(rec.use_calls, np.arange(rec.n_calls + 1))
+        # carried[s, k]: refetched tokens in the context at the current call (messages < s whose latest
+        # use so far has index >= k); built for the last call, then peeled off call by call going back
+        rows, cols = rec.arrays.n + 1, self.use_calls.size + 1
+        self.carried = _rectangles(rows, cols, [(m, -1, q, self.tokens[m]) for m, q in last_use.items()])
+        self.decisions: list[npt.NDArray[np.int32]] = [np.zeros(0, np.int32)] * rec.n_calls
+
+    def solve(self) -> OracleSchedule:
+        rec = self.rec
+        last = rec.n_calls - 1
+        later = np.zeros((int(rec.call_positions[last]) + 1, self._classes(last)))
+        for j in range(last, -1, -1):
+            later = self._call(j, later)
+        schedule, s, k, overflows = [], 0, 0, 0
+        for j in range(rec.n_calls):
+            p, cut = int(rec.call_positions[j]), int(self.decisions[j][s, k])
+            if cut < 0 and self._prompt(s, p) <= self.window:
+                continue
+            overflows += cut < 0
+            s, k = (p if cut < 0 else cut), self._classes(j) - 1
             schedule.append((j, s))
-    return OracleSchedule(total_usd=total / 1e6, schedule=tuple(schedule))
+        total = float(later[0, 0]) - overflows * self.penalty
+        return OracleSchedule(total_usd=total / 1e6, schedule=tuple(schedule), overflows=overflows)
+
+    def _classes(self, j: int) -> int:
+        """Values of ``k`` reachable before call ``j``: 1 + the calls with uses before it."""
+        return int(np.searchsorted(self.use_calls, j)) + 1
+
+    def _prompt(self, s: int, p: int) -> float:
+        return self.v + (self.s_tok if s > 0 else 0.0) + float(self.prefix[p] - self.prefix[s])
+
+    def _call(self, j: int, later: Floats) -> Floats:
+        """The value before call ``j`` per reachable state ``(s, k)`` from the value ``later`` after it."""
+        rec, v, s_tok = self.rec, self.v, self.s_tok
+        p, cols = int(rec.call_positions[j]), self._classes(j)
+        k_now, rows = cols - 1, p + 1
+        later = later[:rows, :cols]
+        prefix = self.prefix[:rows]
+        base = v + np.where(np.arange(rows) > 0, s_tok, 0.0) - prefix  # a(s): the prompt is a(s) + prefix[end]
+        prompt = base + self.prefix[p]
+        table = self.tables[j]
+        _, p_cache, p_write, p_out = table.at(prompt)
+        if self.expired[j]:
+            cached, read_of_state, read_of_cut = np.zeros(rows), np.zeros(rows), np.zeros(rows)
+        elif j == 0:  # the warm cache: part of V, written by an earlier session
+            warm = float(self.params.warm_tokens)
+            cached, read_of_state, read_of_cut = np.full(rows, warm), np.zeros(rows), np.minimum(v + prefix, warm)
+        else:
+            previous = self.prefix[int(rec.call_positions[j - 1])]
+            cached, read_of_state, read_of_cut = base + previous, base, np.minimum(prefix, previous)
+        hit = self.hit
+        read = np.minimum(cached, prompt) * hit
+        call_cost = read * p_cache + (prompt - read) * p_write + self.outputs[j] * p_out
+        carried_before, loss_now = self._loss(j, rows, cols, prompt, p_cache, p_write, p_out)
+        keep = call_cost[:, None] + loss_now + later
+        # after a compaction to cut i (state i, class k_now): the call reads V, writes the rest
+        after = (hit * v * p_cache + (prompt - hit * v) * p_write + self.outputs[j] * p_out + loss_now[:, k_now]
+                 + later[:, k_now])
+        over = prompt > self.window
+        if over.any():  # keep overflows: the meter forces a summary-only compaction (to cut p), its own tier
+            q_in, q_cache, q_write, q_out = table.at(prompt[over] + L_INSTR_TOKENS)
+            forced = read[over] * q_cache + (prompt[over] - read[over]) * q_write + L_INSTR_TOKENS * q_in + s_tok * q_out
+            keep[over] = (forced[:, None] + carried_before[over] * q_cache[:, None]) + (after[p] + self.penalty)
+        fits = ~over
+        reads = (read_of_state * hit, read_of_cut * hit)
+        best, best_cut = self._compactions(j, p, base, reads, carried_before, after, fits)
+        better = best < keep
+        self.decisions[j] = np.where(better, best_cut, -1).astype(np.int32)
+        return np.where(better, best, keep)
+
+    def _loss(self, j: int, rows: int, cols: int, prompt: Floats, p_cache: Floats, p_write: Floats,
+              p_out: Floats) -> tuple[Floats, Floats]:
+        """Per state, the refetched tokens carried before call ``j`` and the loss charged at it ($·1e6)."""
+        if not self.charge:
+            return np.zeros((rows, cols)), np.zeros((rows, cols))
+        here = range(int(self.bounds[j]), int(self.bounds[j + 1]))
+        carried = self.carried[:rows, :cols]
+        if not here:
+            return carried, carried * p_cache[:, None]
+        k_now = cols - 1
+        firsts = [(int(self.rec.use_messages[u]), int(self.prev_use[u]), k_now, 1.0) for u in here]
+        count = _rectangles(rows, cols, firsts)
+        fresh = _rectangles(rows, cols, [(m, lo, hi, self.tokens[m]) for m, lo, hi, _ in firsts])
+        carried -= fresh  # in place: what the previous call carried (earlier calls read only this corner)
+        loss = (count * (prompt * p_cache + REFETCH_OUTPUT_TOKENS * p_out)[:, None] + fresh * p_write[:, None]
+                + (carried + fresh) * p_cache[:, None])
+        return carried, loss
+
+    def _compactions(self, j: int, p: int, base: Floats, reads: tuple[Floats, Floats], carried: Floats, after: Floats,
+                     fits: npt.NDArray[np.bool_]) -> tuple[Floats, Ints]:
+        """The least cost of compacting before call ``j`` per state ``(s, k)`` and its cut (−1: none).
+
+        The request's prompt is ``base[s] + prefix[i]``, read ``read_of_state[s] + read_of_cut[i]``
+        from the cache, priced at the tier of the request (its prompt and the instruction, as the
+        meter prices it): per tier, the cost is a part of ``s`` plus a part of ``i``.
+        """
+        rows, cols = carried.shape
+        read_of_state, read_of_cut = reads
+        prefix, table = self.prefix[:rows], self.tables[j]
+        lo_block = self.blockers[j][:rows]
+        candidates = self.starts[:rows] & fits
+        candidates[0] = False
+        candidates[p:] = False
+        free = candidates & (lo_block < 0)
+        best, best_cut = np.full((rows, cols), np.inf), np.full((rows, cols), -1, dtype=np.int64)
+        uppers = [*table.starts.tolist(), np.inf]
+        shifted = base + L_INSTR_TOKENS  # the request's tier counts its instruction
+        largest = self.v + self.s_tok + float(self.prefix[p]) + L_INSTR_TOKENS  # no request of this call is larger
+        for t, (p_in, p_cache, p_write, p_out) in enumerate(table.rows.tolist()):
+            if t and uppers[t - 1] >= largest:
+                break  # this tier and those above are out of reach
+            request = L_INSTR_TOKENS * p_in + self.s_tok * p_out
+            of_state = read_of_state * (p_cache - p_write) + base * p_write + request
+            of_cut = read_of_cut * (p_cache - p_write) + prefix * p_write + after
+            lower = uppers[t - 1] if t else -np.inf
+            lo = np.searchsorted(prefix, lower - shifted, side="right") if t else np.zeros(rows, np.int64)
+            lo = np.maximum(lo, np.arange(1, rows + 1))
+            hi = np.searchsorted(prefix, uppers[t] - shifted, side="right") if t < len(uppers) - 1 else np.full(rows, rows)
+            value, cut = _band_minima(of_cut, free, lo, hi)
+            total = (of_state + value)[:, None] + carried * p_cache
+            _fold(best, best_cut, total, cut[:, None], slice(0, rows))
+        for i in np.flatnonzero(candidates & (lo_block >= 0)).tolist():
+            span = slice(int(lo_block[i]) + 1, i)
+            p_in, p_cache, p_write, p_out = table.at(shifted[span] + prefix[i])
+            request = L_INSTR_TOKENS * p_in + self.s_tok * p_out
+            cost = ((read_of_state[span] + read_of_cut[i]) * (p_cache - p_write) + (base[span] + prefix[i]) * p_write
+                    + request + after[i])
+            _fold(best, best_cut, cost[:, None] + carried[span] * p_cache[:, None], np.full((1, 1), i), span)
+        return best, best_cut
 
 
-def _best_cuts(after: Floats, candidates: npt.NDArray[np.bool_], lo: npt.NDArray[np.int64]) -> tuple[Floats, npt.NDArray[np.int64]]:
-    """For every state ``s``: the least ``after[i]`` over feasible cuts ``i > s`` and that cut (ties: smaller i).
+def _fold(best: Floats, best_cut: Ints, cost: Floats, cut: Ints, span: slice) -> None:
+    """Keep, in ``best[span]`` and ``best_cut[span]``, the cheaper of what is there and ``cost`` at ``cut`` (ties: kept)."""
+    better = cost < best[span]
+    best[span] = np.where(better, cost, best[span])
+    best_cut[span] = np.where(better, cut, best_cut[span])
 
-    Cuts that no earlier tool call binds (``lo < 0``) are a suffix minimum; the others are
-    feasible only for ``lo[i] < s < i`` and are folded in one by one.
+
+def _band_minima(values: Floats, candidates: npt.NDArray[np.bool_], lo: Ints, hi: Ints) -> tuple[Floats, Ints]:
+    """Per query ``q``: the least ``values[i]`` over candidates ``i`` in ``[lo[q], hi[q])`` and that ``i``
+    (ties: the smaller ``i``); ``inf`` and −1 where the band holds none.
+
+    Candidates are ranked by value (then index); a suffix minimum of the ranks answers bands that
+    run to the end, a sparse table of them (O(N log N)) any other band.
     """
-    size = after.shape[0]
-    index = np.arange(size)
-    free = np.where(candidates & (lo < 0), after, np.inf)
-    suffix = np.minimum.accumulate(free[::-1])[::-1]
-    record = np.where(free == suffix, index, size)
-    first = np.minimum.accumulate(record[::-1])[::-1]
-    best, cut = np.full(size, np.inf), np.full(size, -1, dtype=np.int64)
-    best[:-1], cut[:-1] = suffix[1:], first[1:]
-    for i in np.flatnonzero(candidates & (lo >= 0)).tolist():
-        span = slice(int(lo[i]) + 1, i)
-        better = after[i] < best[span]
-        best[span] = np.where(better, after[i], best[span])
-        cut[span] = np.where(better, i, cut[span])
-    return best, cut
+    size = values.shape[0]
+    index = np.flatnonzero(candidates)
+    if index.size == 0:
+        return np.full(lo.shape, np.inf), np.full(lo.shape, -1, dtype=np.int64)
+    order = index[np.argsort(values[index], kind="stable")]
+    none = order.size
+    rank = np.full(size + 1, none, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    lo, hi = np.minimum(lo, size), np.minimum(hi, size)
+    if np.all(hi == size):
+        found = np.minimum.accumulate(rank[::-1])[::-1][lo]
+    else:
+        found = _range_min(rank[:size], lo, hi, none)
+    found = np.where(hi > lo, found, none)
+    ordered = np.append(order, -1)
+    cut = ordered[found]
+    return np.where(cut >= 0, values[np.maximum(cut, 0)], np.inf), cut
+
+
+def _range_min(ranks: Ints, lo: Ints, hi: Ints, none: int) -> Ints:
+    """``min(ranks[lo[q]:hi[q]])`` per query (``none`` for an empty range), by a sparse table."""
+    size = ranks.shape[0]
+    levels = max(1, int(size).bit_length())
+    table = np.full((levels, size + (1 << levels)), none, dtype=np.int64)
+    table[0, :size] = ranks
+    for level in range(1, levels):
+        width = 1 << (level - 1)
+        table[level, :size] = np.minimum(table[level - 1, :size], table[level - 1, width:size + width])
+    length = np.maximum(hi - lo, 1)
+    level = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 1  # floor(log2(length)), exact
+    right = np.maximum(hi - (1 << level), lo)
+    return np.minimum(table[level, lo], table[level, right])

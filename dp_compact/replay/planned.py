@@ -8,6 +8,7 @@ other tools and the ``--policy`` parser are :mod:`dp_compact.replay.policies`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from dp_compact.conversation import Message, Session, Usage
 from dp_compact.core.cuts import ROLE_USER, MessageArrays
 from dp_compact.core.planner import plan
+from dp_compact.core.timing import RECENT_GAPS, Timing
 from dp_compact.replay.meter import CallContext, Compaction
 from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.settings import Settings
@@ -41,6 +43,12 @@ class PlannerPolicy:
     (``ReplayParams.v_tokens`` with ``v_source == "measured"``, the prepared V:
     :func:`dp_compact.prepare.prepare`); ``DP_V`` / ``--v`` given, that value throughout. It is
     handed to the planner (``v_tokens``); the settings stay as the user gave them.
+
+    Time (DESIGN §8): the planner is told the seconds since the previous recorded call
+    (``Recording.call_times``; unknown before the first call or without times) and the replay's
+    cache TTL (``ReplayParams.cache_ttl_s``; None: the cache never expires), so that after a
+    pause longer than the TTL it sees the cache cold and may compact on resume, where the
+    rewrite is free.
     """
 
     settings: Settings
@@ -54,6 +62,15 @@ class PlannerPolicy:
         if ctx.call < 1 or ctx.params.v_source != "measured" or "v" in self.settings.model_fields_set:
             return self.settings.v
         return ctx.params.v_tokens
+
+    def timing_at(self, ctx: CallContext) -> Timing:
+        """What the planner knows of time before call ``ctx.call`` (the class docstring's)."""
+        times, j = ctx.rec.call_times, ctx.call
+        idle = float(times[j] - times[j - 1]) if 0 < j < times.size else math.nan
+        ttl = ctx.params.cache_ttl_s
+        recent = tuple(np.diff(times[max(j - RECENT_GAPS, 0):j]).tolist()) if j > 1 else ()
+        return Timing(idle if math.isfinite(idle) else None, cache_ttl_s=math.inf if ttl is None else float(ttl), source="replay",
+                      imminent=True, recent_gaps_s=recent)
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
         del self._usage[len(ctx.prompts):]
@@ -76,7 +93,8 @@ class PlannerPolicy:
         turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user turns so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
                           llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
-        result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays, v_tokens=self.v_at(ctx))
+        result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays, v_tokens=self.v_at(ctx),
+                      timing=self.timing_at(ctx))
         if result.decision != "compact":
             return None
         return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)
@@ -101,8 +119,9 @@ class Schedule:
     """A fixed list of compactions: before call ``call``, compact to the tail starting at ``cut``.
 
     The oracle's schedule is replayed through the meter with this policy (``name="oracle"``).
-    ``cuts`` maps call -> cut; a cut no longer inside the live tail (after a hard truncation)
-    is skipped; no overflow fallback (a hard truncation applies).
+    ``cuts`` maps call -> cut; a cut not strictly inside the live tail is skipped (a cut at the
+    call's position is the oracle's record of a forced compaction, which the overflow makes). On
+    an overflow: a forced summary-only compaction (:func:`_summary_only`), the oracle's rule.
     """
 
     name: str
@@ -117,7 +136,14 @@ class Schedule:
         return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
-        return None
+        return _summary_only(ctx)
+
+
+def _summary_only(ctx: CallContext) -> Compaction:
+    """The forced compaction of an overflow that the oracle prices (DESIGN §8 "No free overflow"):
+    the whole live conversation summarized into S tokens (``ReplayParams.s_tokens``), an empty
+    tail; one compaction request."""
+    return Compaction(cut=ctx.live.end, carry_tokens=ctx.params.s_tokens)
 
 
 #: ``--policy oracle``'s name.
@@ -128,7 +154,9 @@ ORACLE = "oracle"
 class Oracle:
     """The hindsight optimum as a policy: at the first call of a recording it solves
     :func:`~dp_compact.replay.oracle.oracle_schedule` for that recording and its params, then
-    carries the schedule out (:class:`Schedule`), so its replay costs what the oracle says."""
+    carries the schedule out (:class:`Schedule`), so its replay costs what the oracle says. Where
+    no schedule keeps a prompt within the window, the overflow forces a summary-only compaction
+    (:func:`_summary_only`), as the oracle priced it."""
 
     name: str = ORACLE
     fixed: bool = False
@@ -142,4 +170,4 @@ class Oracle:
         return self._schedule.before_call(ctx)
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
-        return None
+        return _summary_only(ctx)

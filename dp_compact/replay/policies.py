@@ -4,7 +4,7 @@ Policies (``--policy``; the numbers of the presets, with their sources, are in d
 
 ``dp``           the planner (DESIGN §2) with the current settings, consulted before every call
 ``seed``         the same with ``DP_MODEL=seed``
-``never``        never compacts (overflows are hard-truncated)
+``never``        never compacts (an overflow forces a summary-only compaction, DESIGN §8)
 ``threshold:F[:x]``  compact when the prompt reaches F·M; keep a share x ≤ 1 of the live tokens or
                  a budget of x > 1 tokens (largest feasible tail within it); no x: summary only
 ``claude-code``  compact at M − min(max output, 20,000) − 13,000 tokens; summary only
@@ -12,6 +12,9 @@ Policies (``--policy``; the numbers of the presets, with their sources, are in d
 ``openhands``    condense above 120 messages; keep the first 4, the summary and the last 55
 ``langchain``    summarize at 80 % of M; keep the last 20 messages
 ``oracle``       the hindsight-optimal schedule (:mod:`dp_compact.replay.oracle`), computed per recording
+``recorded``     what the recorded tool really did: its prompts and compactions as recorded
+                 (:mod:`dp_compact.replay.recorded`; not among the defaults: the bill check runs it
+                 on every session with usage records anyway)
 
 ``dp``, ``seed`` and ``oracle`` are :mod:`dp_compact.replay.planned`; the fixed rules are here.
 
@@ -34,6 +37,7 @@ from dp_compact.errors import SettingsError
 from dp_compact.core.planner import EXTRACTIVE_SUMMARY_TOKENS
 from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
 from dp_compact.replay.planned import ORACLE, Oracle, PlannerPolicy, Schedule
+from dp_compact.replay.recorded import RECORDED, Recorded
 from dp_compact.settings import Settings
 from dp_compact.measure.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
 
@@ -55,6 +59,8 @@ __all__ = [
     "ORACLE",
     "Oracle",
     "PlannerPolicy",
+    "RECORDED",
+    "Recorded",
     "SUMMARY_TOKENS",
     "Schedule",
     "Threshold",
@@ -75,7 +81,7 @@ LANGCHAIN_TRIGGER_RATIO = 0.8
 #: What ``dp-compact replay`` runs when no ``--policy`` is given.
 DEFAULT_POLICIES = ("oracle", "dp", "seed", "never", "claude-code", "codex", "openhands", "langchain")
 #: Every policy name ``--policy`` takes (``threshold:F[:keep]`` apart).
-ALL_POLICIES = DEFAULT_POLICIES
+ALL_POLICIES = (*DEFAULT_POLICIES, RECORDED)
 
 #: Summary tokens each tool writes (DESIGN §6 "Summary size per policy, from evidence").
 #: ``dp_compact``: the extractive summarizer's output measured with ``dp-compact compact --force
@@ -131,7 +137,8 @@ def _keep_at_least(ctx: CallContext, keep_messages: int) -> int | None:
 
 @dataclass(frozen=True)
 class Never:
-    """Never compact; an overflow is hard-truncated."""
+    """Never compact; no fallback of its own: an overflow gets the meter's forced summary-only
+    compaction (:func:`dp_compact.replay.context.forced_summary`)."""
 
     name: str = "never"
     fixed: bool = True
@@ -300,6 +307,8 @@ def parse_policy(spec: str, settings: Settings) -> Policy:
     name, _, rest = spec.strip().partition(":")
     if name == ORACLE and not rest:
         return Oracle()
+    if name == RECORDED and not rest:
+        return Recorded()
     presets = {"never": Never, "claude-code": _claude_code, "codex": Codex, "openhands": OpenHands, "langchain": LangChain}
     if name in presets and not rest:
         return presets[name]()
@@ -312,6 +321,6 @@ def parse_policy(spec: str, settings: Settings) -> Policy:
             raise SettingsError("--policy", spec, "threshold:F[:keep] needs 0 < F <= 1")
         kept = _number(spec, keep, "keep must be a share 0 < x <= 1 or a token budget x > 1") if keep else None
         return Threshold(name=spec.strip(), ratio=ratio, keep=kept)
-    known = "oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain"
+    known = "oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain, recorded"
     raise SettingsError("--policy", spec, f"unknown policy; use one of {known}")
 

@@ -24,6 +24,7 @@ __all__ = [
     "REFETCH_OUTPUT_TOKENS",
     "Recording",
     "ReplayParams",
+    "RecordedCut",
     "counted_tokens_per_message",
     "make_recording",
 ]
@@ -39,6 +40,36 @@ LOSS_MODES = ("refetch", "none")
 #: Output tokens of the extra call that fetches a dropped message again (DESIGN §6 "a short
 #: tool-call output"): a Read/cat call with its path, about 50-70 tokens in the shared transcripts.
 REFETCH_OUTPUT_TOKENS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCut:
+    """A compaction the recorded tool made (``Session.compaction_records``), placed among the calls.
+
+    Attributes
+    ----------
+    line : int
+        1-based source line of the record (``RecordedCompaction.line``).
+    call : int
+        The first call after it (C when no call follows).
+    position : int
+        Messages of the recording written before it: the tool's new segment starts there.
+    tool : str
+        Who compacted (``RecordedCompaction.tool``).
+    context_tokens : int or None
+        The context when it fired, provider tokens (``RecordedCompaction.pre_tokens``); None when
+        the file does not tell.
+    summary_tokens : int or None
+        The summary it wrote, provider tokens (its text counted, times the session's token
+        ratio); None when the file does not hold it.
+    """
+
+    line: int
+    call: int
+    position: int
+    tool: str
+    context_tokens: int | None = None
+    summary_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +108,12 @@ class Recording:
     tool_compactions : tuple[tuple[str, int], ...]
         ``(tool, context tokens when it fired)`` of each compaction the file records that was not
         started by hand (``RecordedCompaction.trigger != "manual"`` with a known size).
+    recorded_prompts, recorded_reads : ndarray[int64], shape (C,) or None
+        Each call's prompt and its cache reads as its usage record states them (provider tokens;
+        ``-1`` for a call without a record); None without usage records. The ``recorded``
+        policy's prompts (:mod:`dp_compact.replay.recorded`) and the measured cache-hit share.
+    cuts : tuple[RecordedCut, ...]
+        The compactions the file records, in order (every one, by hand or not).
     """
 
     messages: tuple[Message, ...]
@@ -94,6 +131,9 @@ class Recording:
     counted_prefix: Int64s | None = None
     counted_v: int | None = None
     tool_compactions: tuple[tuple[str, int], ...] = ()
+    recorded_prompts: Int64s | None = None
+    recorded_reads: Int64s | None = None
+    cuts: tuple[RecordedCut, ...] = ()
 
     @property
     def n_calls(self) -> int:
@@ -114,13 +154,16 @@ def make_recording(
     format: str = "",  # noqa: A002 - the Session field's name
     counted: tuple[Int64s, int | None] | None = None,
     tool_compactions: tuple[tuple[str, int], ...] = (),
+    recorded: tuple[Int64s, Int64s] | None = None,
+    cuts: tuple[RecordedCut, ...] = (),
 ) -> Recording:
     """A :class:`Recording` with its cumulative sums (arrays made read-only).
 
     ``uses`` is ``(messages, calls)``: message ``messages[u]`` is used by call ``calls[u]``
     (pairs whose message is not in that call's prompt are dropped); None = no uses.
     ``counted`` is ``(tokens per message as the provider counted them, shape (N,), counted V)``
-    from :func:`counted_tokens_per_message`; None = our counts.
+    from :func:`counted_tokens_per_message`; None = our counts. ``recorded`` is ``(prompts, cache
+    reads)`` per call from the usage records (``-1`` where none); ``cuts`` the recorded compactions.
 
     Raises
     ------
@@ -150,10 +193,17 @@ def make_recording(
     if per_message.shape != (n,):
         raise ValueError("counted tokens need N entries")
     counted_prefix = prefix if counted is None else np.concatenate(([0], np.cumsum(per_message)))
+    prompts = reads = None
+    if recorded is not None:
+        prompts, reads = (np.asarray(a, dtype=np.int64) for a in recorded)
+        if prompts.shape != positions.shape or reads.shape != positions.shape:
+            raise ValueError("recorded prompts and reads need C entries")
+        prompts.setflags(write=False)
+        reads.setflags(write=False)
     for array in (tokens, prefix, user, positions, outputs, times, used, users, counted_prefix):
         array.setflags(write=False)
     return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, used, users, path, format,
-                     counted_prefix, counted_v, tuple(tool_compactions))
+                     counted_prefix, counted_v, tuple(tool_compactions), prompts, reads, tuple(cuts))
 
 
 def counted_tokens_per_message(
@@ -235,6 +285,14 @@ class ReplayParams:
     already in the cache when the session starts, tokens: what its first recorded call read from
     a cache an earlier session had written (at most V; 0 without usage records), read from the
     cache by the first request of every policy alike.
+
+    ``ttl_reason`` says why ``cache_ttl_s`` applies (DESIGN §8: given, the session's recorded write
+    lifetime, the provider's default, or no times; :func:`dp_compact.replay.load.resolve_ttl`).
+    ``cache_hit_share`` (in (0, 1]) is the share of the cached prefix the provider really served
+    from its cache, measured from the session's usage records
+    (:func:`dp_compact.replay.recorded.measured_hit_share`; 1 without them): every request of every
+    policy reads ``cache_hit_share`` × its cached prefix and writes the rest (OpenAI's cache misses
+    a third of the reusable prefix on some Codex sessions, whatever the policy).
     """
 
     prices: Prices
@@ -244,10 +302,14 @@ class ReplayParams:
     loss: str = "refetch"
     v_source: str = ""
     warm_tokens: int = 0
+    ttl_reason: str = ""
+    cache_hit_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.loss not in LOSS_MODES:
             raise ValueError(f"loss must be one of {LOSS_MODES}, not {self.loss!r}")
+        if not 0.0 < self.cache_hit_share <= 1.0:
+            raise ValueError(f"cache_hit_share={self.cache_hit_share!r} must lie in (0, 1]")
 
     @property
     def window(self) -> int:

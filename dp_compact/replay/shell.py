@@ -19,6 +19,7 @@ from dp_compact.conversation import Session
 from dp_compact.errors import DpCompactError, skip_reason
 from dp_compact.io import SESSION_SUFFIXES, session_files
 from dp_compact.prepare import prepare
+from dp_compact.replay.bill import BillCheck, bill_check
 from dp_compact.replay.load import (
     call_times,
     load_recording,
@@ -27,6 +28,7 @@ from dp_compact.replay.load import (
     replay_history,
     replay_params,
     replay_v_tokens,
+    resolve_ttl,
 )
 from dp_compact.replay.meter import (
     FIXED_RECORDING,
@@ -38,6 +40,7 @@ from dp_compact.replay.meter import (
     replay,
 )
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
+from dp_compact.replay.recorded import measured_hit_share, recorded_costs
 from dp_compact.sessions import read_session
 from dp_compact.sessions.source import skipped_lines_note
 from dp_compact.settings import Settings
@@ -110,7 +113,11 @@ class SessionReplay:
         One per policy, in the order asked.
     notes : tuple[str, ...]
         The session's prepared notes (:attr:`dp_compact.prepare.PreparedSession.notes`: reading,
-        prices and window, token scale, V), then the warm cache's and the lines skipped.
+        prices and window, token scale, V), then the warm cache's, the cache-hit share's and the
+        lines skipped.
+    bill : BillCheck or None
+        The ``recorded`` replay against the bill of its usage records (:mod:`dp_compact.replay.bill`);
+        None for a session without usage records.
     """
 
     path: str
@@ -124,6 +131,7 @@ class SessionReplay:
     prefix_floor_usd: float
     results: tuple[PolicyResult, ...]
     notes: tuple[str, ...] = ()
+    bill: BillCheck | None = None
 
     def best_fixed_usd(self) -> float | None:
         """Total $ of the cheapest fixed policy replayed, None when there is none."""
@@ -142,9 +150,11 @@ class SessionReplay:
                         "call_source": self.call_source, "timed_calls": self.timed_calls, "uses": self.n_uses},
             "prices": self.params.prices.to_dict(), "v_tokens": self.params.v_tokens,
             "v_source": self.params.v_source, "warm_tokens": self.params.warm_tokens, "s_tokens": self.params.s_tokens,
-            "cache_ttl_s": self.params.cache_ttl_s, "max_context_tokens": self.params.window, "loss": self.params.loss,
+            "cache_ttl_s": self.params.cache_ttl_s, "cache_ttl_reason": self.params.ttl_reason,
+            "cache_hit_share": self.params.cache_hit_share, "max_context_tokens": self.params.window, "loss": self.params.loss,
             "assumption": FIXED_RECORDING, "prefix_floor_usd": self.prefix_floor_usd, "best_fixed_usd": best,
             "oracle_usd": oracle, "notes": list(self.notes),
+            "bill_check": self.bill.to_dict() if self.bill is not None else None,
             "policies": [{**r.to_dict(), "vs_best_fixed": _ratio(r.total_usd, best), "vs_oracle": _ratio(r.total_usd, oracle)}
                          for r in self.results],
         }
@@ -162,7 +172,7 @@ def _ratio(total: float, best: float | None) -> float | None:
 
 
 _SUMMED = ("calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd", "loss_usd", "compactions",
-           "overflows", "truncations", "refetches", "floor_usd")
+           "forced", "overflows", "truncations", "refetches", "floor_usd")
 
 
 @dataclass(frozen=True)
@@ -211,9 +221,16 @@ def _replay_one(recording: Recording, policy: Policy, params: ReplayParams, sett
 
 def replay_session(
     session: Session, settings: Settings, policies: Sequence[Parsed], *, cache_ttl_s: float | None = None,
-    use_cache: bool = True, loss: str = "refetch",
+    use_cache: bool = True, loss: str = "refetch", write_share: float | None = None,
 ) -> SessionReplay:
-    """Replay an already read session under each parsed policy (:func:`parse_policies`).
+    """Replay an already read session under each parsed policy (:func:`parse_policies`), and check
+    the ``recorded`` replay against the bill of its usage records (:mod:`dp_compact.replay.bill`).
+
+    ``cache_ttl_s`` (s): the ``--cache-ttl`` given, else None: the session's recorded write
+    lifetime where the recording has times, else no expiry (:func:`~dp_compact.replay.load.resolve_ttl`).
+    ``write_share`` (in [0, 1]): price every cache write as that share of 1-hour entries instead
+    of the session's recorded mix (:meth:`~dp_compact.pricing.Prices.with_write_share`: 0 = all
+    5-minute, 1 = all 1-hour writes; the default TTL follows it); the bill stays the bill.
 
     The session is prepared over its recorded history (:func:`~dp_compact.prepare.prepare`,
     ``history=True``). Every policy, the oracle included, is charged the same V (tokens): the
@@ -229,22 +246,33 @@ def replay_session(
     """
     parsed = parse_policies(policies, settings)
     prepared = prepare(session, settings, use_cache=use_cache, history=True)
-    recording, source = prepared_recording(prepared, with_times=cache_ttl_s is not None)
-    params, notes = replay_params(prepared, cache_ttl_s, loss)
+    if write_share is not None:
+        prepared = replace(prepared, prices=prepared.prices.with_write_share(write_share))
+    recording, source = prepared_recording(prepared)
+    timed = int(np.isfinite(recording.call_times).sum())
+    ttl, ttl_reason = resolve_ttl(prepared.prices, cache_ttl_s, timed)
+    params, notes = replay_params(prepared, ttl, loss)
+    params = replace(params, ttl_reason=ttl_reason)
+    share, share_note = measured_hit_share(recording, params)
+    params = replace(params, cache_hit_share=share)
+    notes = (*notes, share_note) if share_note else notes
     if session.skipped_lines:
         notes = (*notes, skipped_lines_note(session.skipped_lines, session.skipped_line_numbers))
     results = tuple(_replay_one(recording, policy, params, settings) for policy in parsed)
+    bill = None
+    if session.usage:
+        costs = recorded_costs(recording, params)
+        bill = bill_check(session.usage, prepared.placement, recording, params.prices, costs)
     return SessionReplay(
         path=session.path, format=session.format, n_messages=len(recording.messages), n_calls=recording.n_calls,
-        call_source=source, timed_calls=int(np.isfinite(recording.call_times).sum()),
-        n_uses=int(recording.use_calls.size), params=params,
-        prefix_floor_usd=prefix_floor_usd(recording, params), results=results, notes=notes,
+        call_source=source, timed_calls=timed, n_uses=int(recording.use_calls.size), params=params,
+        prefix_floor_usd=prefix_floor_usd(recording, params), results=results, notes=notes, bill=bill,
     )
 
 
 def replay_file(
     path: Path | str, settings: Settings, policies: Sequence[Parsed], *, cache_ttl_s: float | None = None,
-    lenient: bool = False, use_cache: bool = True, loss: str = "refetch",
+    lenient: bool = False, use_cache: bool = True, loss: str = "refetch", write_share: float | None = None,
 ) -> SessionReplay:
     """Read ``path`` (any supported format) and replay it under each policy (spec strings are parsed first).
 
@@ -257,7 +285,8 @@ def replay_file(
     """
     resolved = parse_policies(policies, settings)  # bad specs fail before the file is read
     session = read_session(path, lenient=lenient, raw_json=True)
-    return replay_session(session, settings, resolved, cache_ttl_s=cache_ttl_s, use_cache=use_cache, loss=loss)
+    return replay_session(session, settings, resolved, cache_ttl_s=cache_ttl_s, use_cache=use_cache, loss=loss,
+                          write_share=write_share)
 
 
 def _replay_or_skip(path: Path, settings: Settings, policies: tuple[Parsed, ...], options: dict[str, Any]) -> SessionReplay | str:
