@@ -19,11 +19,13 @@ import numpy.typing as npt
 from dp_compact.calibration.history import history_of
 from dp_compact.conversation import Session
 from dp_compact.core.planner import Plan
+from dp_compact.core.timing import IdleHazard
 from dp_compact.io import bulk_allocation
 from dp_compact.prepare import (
     PreparedSession,
     choose_prices,
     plan_prepared,
+    plan_timing,
     prepare,
     read_notes,
     reprice,
@@ -42,6 +44,7 @@ __all__ = [
     "choose_prices",
     "curve_file",
     "curve_plans",
+    "last_record_seconds",
     "plan_file",
     "plan_session",
     "read_notes",
@@ -53,7 +56,8 @@ __all__ = [
 ]
 
 
-def plan_session(session: Session, settings: Settings, *, use_cache: bool = True) -> Plan:
+def plan_session(session: Session, settings: Settings, *, use_cache: bool = True, now: float | None = None,
+                 now_source: str = "wall clock", idle_hazard: IdleHazard | None = None) -> Plan:
     """Plan an already read session: :func:`~dp_compact.prepare.prepare`, then
     :func:`~dp_compact.prepare.plan_prepared`. Raises as :func:`~dp_compact.prepare.choose_prices`.
 
@@ -63,9 +67,15 @@ def plan_session(session: Session, settings: Settings, *, use_cache: bool = True
     prices, window, token scale and V were chosen and how the current context was obtained
     (:func:`~dp_compact.measure.estimation.current_context`), and name a half-written last line left out
     of the file (``Session.partial_line``).
+
+    ``now`` (epoch seconds; adapters and the hook pass the wall clock) gives the silence since the
+    session's last recorded call (DESIGN §8, :func:`~dp_compact.prepare.plan_timing`); None: its
+    last call. ``idle_hazard``: a fitted one (DESIGN §8); default: the shipped one.
     """
     with bulk_allocation():
-        return plan_prepared(prepare(session, settings, use_cache=use_cache))
+        prepared = prepare(session, settings, use_cache=use_cache)
+        timing = plan_timing(prepared.session, now, now_source if now is not None else "transcript", hazard=idle_hazard)
+        return plan_prepared(prepared, timing=timing)
 
 
 def plan_file(
@@ -75,6 +85,9 @@ def plan_file(
     lenient: bool = False,
     stats: Path | str | None = None,
     use_cache: bool = True,
+    now: float | None = None,
+    now_source: str = "--now",
+    idle_hazard: IdleHazard | None = None,
 ) -> Plan:
     """Read ``path`` (any supported format) and plan it.
 
@@ -89,6 +102,14 @@ def plan_file(
         The seed agent's ``stats.json``.
     use_cache : bool
         Use the persistent token cache (``--no-cache`` turns it off).
+    now : float, optional
+        "Now", epoch seconds (``--now``; the wall clock for adapters): the plan knows the silence
+        since the last recorded call (DESIGN §8). Default: the time of the file's last record
+        (:func:`last_record_seconds`; deterministic on a file), else its last call's.
+    now_source : str
+        How the plan names where ``now`` comes from.
+    idle_hazard : IdleHazard, optional
+        A fitted idle hazard (``dp-compact calibrate``, DESIGN §8); default: the shipped one.
 
     Returns
     -------
@@ -103,9 +124,49 @@ def plan_file(
     """
     with bulk_allocation():  # one pause for reading and planning; the session is freed before the collector resumes
         session = read_session(path, lenient=lenient, stats=stats, raw_json=True)
-        result = plan_prepared(prepare(session, settings, use_cache=use_cache))
+        if now is None:
+            now, now_source = last_record_seconds(path), "transcript (its last record)"
+        prepared = prepare(session, settings, use_cache=use_cache)
+        result = plan_prepared(prepared, timing=plan_timing(prepared.session, now, now_source, hazard=idle_hazard))
         del session
     return result
+
+
+#: Bytes read from the end of a file to find its last record's time (a few records of a transcript).
+LAST_RECORD_BYTES = 1 << 16
+
+
+def last_record_seconds(path: Path | str) -> float | None:
+    """Epoch seconds of the last record of a JSONL transcript that states a time (a top-level
+    ``timestamp``: ISO 8601 text or epoch seconds / milliseconds, as Claude Code and Codex write
+    every line), read from its last :data:`LAST_RECORD_BYTES`; None when none does (or the file is
+    one JSON document, or not local)."""
+    import json
+    import math
+
+    from dp_compact.core.timing import parse_instant
+
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(size - LAST_RECORD_BYTES, 0))
+            lines = handle.read().splitlines()
+    except (OSError, TypeError, ValueError):
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "timestamp" in record:
+            try:
+                seconds = parse_instant(record["timestamp"])
+            except ValueError:
+                continue
+            if math.isfinite(seconds):
+                return seconds
+    return None
 
 
 def curve_plans(

@@ -23,9 +23,10 @@ from datetime import date
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.conversation import Session, first_call_day, recorded_history
+from dp_compact.conversation import Session, call_seconds, first_call_day, recorded_history
 from dp_compact.core.cuts import message_arrays
 from dp_compact.core.planner import Plan, plan
+from dp_compact.core.timing import RECENT_GAPS, IdleHazard, Timing
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.measure.estimation import (
     CallPlacement,
@@ -60,6 +61,7 @@ __all__ = [
     "PreparedTokens",
     "choose_prices",
     "plan_prepared",
+    "plan_timing",
     "prepare",
     "prepare_tokens",
     "read_notes",
@@ -311,13 +313,32 @@ def reprice(prepared: PreparedSession, settings: Settings) -> PreparedSession:
                    v_note=v_note)
 
 
-def plan_prepared(prepared: PreparedSession) -> Plan:
-    """The plan of a prepared session (DESIGN §2, §7): :func:`~dp_compact.core.planner.plan` with its
+def plan_timing(session: Session, now_s: float | None = None, source: str = "transcript", *,
+                hazard: IdleHazard | None = None) -> Timing:
+    """What the plan knows of time (DESIGN §8): the seconds from the session's last recorded call
+    (``Session.call_times``) to ``now_s`` (epoch seconds; None: the last call itself, so the
+    silence is 0), never below 0; a session without times gives an unknown silence (a timeless
+    plan). ``source`` names where "now" comes from; ``hazard`` None: the shipped one."""
+    times = call_seconds(session)
+    known = times[np.isfinite(times)]
+    if known.size == 0:
+        return Timing(None, hazard=hazard, source=source)
+    last = float(known.max())
+    gaps = tuple(np.diff(known)[-RECENT_GAPS:].tolist())
+    return Timing(max((last if now_s is None else float(now_s)) - last, 0.0), hazard=hazard, source=source, recent_gaps_s=gaps)
+
+
+def plan_prepared(prepared: PreparedSession, *, timing: Timing | None = None) -> Plan:
+    """The plan of a prepared session (DESIGN §2, §7, §8): :func:`~dp_compact.core.planner.plan` with its
     tokens, prices, V and placement; its notes open with :attr:`PreparedSession.notes` and its
-    ``v_source`` says where V comes from. Raises as :func:`~dp_compact.core.planner.plan`."""
+    ``v_source`` says where V comes from. ``timing``: the silence since the last call (DESIGN §8);
+    default :func:`plan_timing` of the session at its last recorded call. Raises as
+    :func:`~dp_compact.core.planner.plan`."""
     session = prepared.session
+    if timing is None:
+        timing = plan_timing(session)
     result = plan(session, prepared.message_tokens, prepared.settings, prepared.prices, arrays=message_arrays(session.messages),
-                  v_tokens=prepared.v_tokens, placement=prepared.placement)
+                  v_tokens=prepared.v_tokens, placement=prepared.placement, timing=timing)
     return replace(result, notes=prepared.notes + result.notes, v_source=prepared.v_source)
 
 

@@ -270,8 +270,8 @@ class TuneReport:
                 return f"the default is already the cheapest setting here; {thin}"
             return f"{self.settings[self.best]} is cheapest on these transcripts; {thin}"
         if self.best == self.default or self.held_back_usd <= 0:
-            return (f"the default is already best: the settings chosen on the other transcripts saved ${self.held_back_usd:.2f}"
-                    " in total on the transcripts held back (keep the default)")
+            return (f"the default is already best: the settings chosen on the other transcripts cost ${-self.held_back_usd:.2f}"
+                    " more than the default on the transcripts held back (keep the default)")
         share = self.held_back_usd / float(self.usd[self.default].sum())
         return (f"set {self.settings[self.best]}: chosen on the other transcripts each time, it saved ${self.held_back_usd:.2f}"
                 f" ({share:.1%}) against the default on the transcripts held back")

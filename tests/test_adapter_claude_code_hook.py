@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_hook_status_line_is_one_line_and_matches_the_plan(name):
     assert done.exit_code == 0, done.output
     line = done.stdout.strip()
     assert "\n" not in line and STATUS_LINE.match(line), line
-    plan = plan_file(transcript, load_settings(), lenient=True)
+    plan = plan_file(transcript, load_settings(), lenient=True, now=time.time())  # the hook plans at the wall clock (DESIGN §8)
     assert line.startswith(f"ctx {plan.estimates.context_tokens / 1000:.0f}k/{plan.prices.max_context_tokens / 1000:.0f}k")
     assert line.endswith("keep all" if plan.decision == "keep" else f"keep {plan.k}")
 

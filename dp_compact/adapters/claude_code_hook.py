@@ -96,9 +96,11 @@ def status_line(payload: Mapping[str, Any], settings: Settings) -> str:
     SessionError
         No ``transcript_path``, or an unreadable transcript.
     """
+    import time
+
     from dp_compact.api import plan_session
 
-    plan = plan_session(_session(payload), settings)
+    plan = plan_session(_session(payload), settings, now=time.time(), now_source="wall clock")  # the silence since the last call (DESIGN §8)
     head = f"ctx {_k(plan.estimates.context_tokens)}/{_k(plan.prices.max_context_tokens)}"
     if plan.decision != "compact":
         return f"{head} · keep all"

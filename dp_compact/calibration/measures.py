@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.calibration.history import History
+from dp_compact.calibration.idle import turn_end_gaps
 from dp_compact.calibration.recall import RecallCounts, recall_counts
 from dp_compact.conversation import Session, recorded_history
 from dp_compact.core.cuts import message_ages, message_arrays
@@ -58,6 +59,9 @@ class SessionMeasures:
         Recall counts per age unit, over the messages the replay judges (:func:`judged_messages`).
     estimate_tokens, prompt_tokens : ndarray[int64]
         Per placed call: cl100k tokens of the messages it was sent, and its reported prompt.
+    idle_gaps : tuple[float, ...]
+        Seconds from each final answer a user turn follows to the next call
+        (:func:`~dp_compact.calibration.idle.turn_end_gaps`; DESIGN §8 idle hazard).
     """
 
     path: str
@@ -79,6 +83,7 @@ class SessionMeasures:
     recall: dict[str, RecallCounts] = field(repr=False)
     estimate_tokens: npt.NDArray[np.int64] = field(repr=False)
     prompt_tokens: npt.NDArray[np.int64] = field(repr=False)
+    idle_gaps: tuple[float, ...] = ()
 
     def row(self) -> dict[str, Any]:
         """The JSON-ready summary row (no arrays); ``model`` None when the session records none."""
@@ -89,6 +94,7 @@ class SessionMeasures:
         row["model"] = self.model or None
         row["summary_tokens"] = list(self.summary_tokens)
         row["calls_placed"] = int(self.prompt_tokens.size)
+        row["idle_gaps"] = len(self.idle_gaps)
         return row
 
 
@@ -153,4 +159,5 @@ def measure_session(history: History, *, recall_l: float | None = None) -> Sessi
         avg_tokens=sum(u.prompt_tokens for u in usage) / len(usage) if usage else None, token_ratio=ratio,
         summary_tokens=tuple(int(n) for n in count_text_tokens(summaries)), recall_l=l_used, judged_messages=len(judged),
         verbatim_uses=int((uses.kind == KIND_VERBATIM).sum()), file_edit_uses=int((uses.kind == KIND_FILE_EDIT).sum()), recall=recall, estimate_tokens=x, prompt_tokens=y,
+        idle_gaps=tuple(turn_end_gaps(live).tolist()),
     )

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from dp_compact.calibration.fit import Estimate, bootstrap_draws, bootstrap_estimate, survival_estimates
 from dp_compact.calibration.history import History, history_of
+from dp_compact.calibration.idle import IdleFit, fit_idle
 from dp_compact.calibration.measures import AGE_UNITS, SessionMeasures, measure_session
 from dp_compact.calibration.recall import MIN_BIN_MESSAGES, RecallCounts, RecallFit, fit_exponential
 from dp_compact.errors import DpCompactError, no_readable_session, skip_reason
@@ -80,6 +81,10 @@ class Calibration:
     min_bin_messages : int
         Pooled age bins observed through fewer messages were left out of the recall fits
         (:data:`~dp_compact.calibration.recall.MIN_BIN_MESSAGES`).
+    idle : IdleFit or None
+        The idle hazard (DESIGN §8): chances that a person answers a final answer after 5 minutes
+        and after 1 hour, from the sessions' turn-end gaps (:mod:`dp_compact.calibration.idle`);
+        None when no session has one. Shipped as :data:`dp_compact.core.timing.IDLE_HAZARD`.
     """
 
     sessions: tuple[SessionMeasures, ...]
@@ -99,6 +104,7 @@ class Calibration:
     recorded_summaries: dict[str, tuple[int, ...]] = field(default_factory=dict)
     survival: tuple[Estimate, Estimate] | None = None
     min_bin_messages: int = MIN_BIN_MESSAGES
+    idle: IdleFit | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``calibration/results.json``); a value that could not be measured (NaN) is None."""
@@ -128,6 +134,7 @@ class Calibration:
                 "alpha": self.survival[0].to_dict(), "scale_calls": self.survival[1].to_dict(),
                 "lengths_calls": [s.llm_calls for s in self.sessions],
             },
+            "idle": None if self.idle is None else self.idle.to_dict(),
             "sessions": [s.row() for s in self.sessions], "skipped": list(self.skipped),
         }
 
@@ -282,6 +289,7 @@ def pool_sessions(
             ratios[family] = e
     pooled, fits, r2, draws = _recall_fits(sessions, bootstrap, rng)
     survival = survival_estimates([float(s.llm_calls) for s in sessions], bootstrap, rng)
+    idle = fit_idle([(s.path, s.idle_gaps) for s in sessions], bootstrap, np.random.default_rng(seed))  # its own stream: the other draws stay as they were
     scores = {u: (r2[u] if np.isfinite(r2[u]) else -np.inf) for u in AGE_UNITS}
     return Calibration(
         sessions=tuple(sessions), skipped=tuple(skipped),
@@ -291,7 +299,7 @@ def pool_sessions(
         summary_tokens=bootstrap_estimate([n for s in sessions for n in s.summary_tokens], np.median, bootstrap, rng),
         token_ratios=ratios, recall_l=l_used, recall=pooled, recall_fits=fits, recall_session_r2=r2,
         recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap, recall_draws=draws,
-        recorded_summaries={tool: tuple(n) for tool, n in sorted(summaries.items())}, survival=survival,
+        recorded_summaries={tool: tuple(n) for tool, n in sorted(summaries.items())}, survival=survival, idle=idle,
     )
 
 

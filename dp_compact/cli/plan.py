@@ -21,6 +21,13 @@ def plan(
     stats: Annotated[Optional[Path], typer.Option("--stats", help="Seed agent stats.json.")] = None,
     lenient: LenientOpt = False,
     no_cache: NoCacheOpt = False,
+    now: Annotated[Optional[str], typer.Option(
+        "--now", help="The time of the plan: ISO 8601 (2026-12-06T10:00:00Z), epoch seconds, or 'now' (the wall clock)."
+        " It gives the silence since the last recorded call (a cold cache, the idle hazard). Default: the time of the"
+        " file's last record.")] = None,
+    idle_hazard: Annotated[Optional[str], typer.Option(
+        "--idle-hazard", metavar="P5M,P1H", help="Chances that the person answers a final answer after 5 minutes and after"
+        " 1 hour (dp-compact calibrate fits them). Default: the shipped calibration.")] = None,
     *,
     flags: dict[str, Any],
 ) -> None:
@@ -28,7 +35,9 @@ def plan(
     from dp_compact.api import plan_file
     from dp_compact.cli.render import plan_json, render_plan
 
-    result = plan_file(session, load_settings(flags), lenient=lenient, stats=stats, use_cache=not no_cache)
+    instant, source = _now(now)
+    result = plan_file(session, load_settings(flags), lenient=lenient, stats=stats, use_cache=not no_cache, now=instant,
+                       now_source=source, idle_hazard=_hazard(idle_hazard))
     data = {**result.to_dict(), "window_source": result.prices.window_source}
     skipped = data["session"]["skipped_lines"]
     if skipped:
@@ -39,6 +48,35 @@ def plan(
     typer.echo(json.dumps(plan_json(data), ensure_ascii=False) if as_json else render_plan(data))
     if exit_code and result.decision == "compact":
         raise typer.Exit(EXIT_COMPACT)
+
+
+def _now(text: str | None) -> tuple[float | None, str]:
+    """``--now`` as epoch seconds and how the plan names it; the wall clock for "now"."""
+    if text is None:
+        return None, ""
+    if text.strip().lower() == "now":
+        import time
+
+        return time.time(), "wall clock"
+    from dp_compact.core.timing import parse_instant
+
+    try:
+        return parse_instant(text), f"--now {text}"
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--now") from None
+
+
+def _hazard(text: str | None) -> Any:
+    """``--idle-hazard P5M,P1H`` as an :class:`~dp_compact.core.timing.IdleHazard`, None when not given."""
+    if text is None:
+        return None
+    from dp_compact.core.timing import IdleHazard
+
+    try:
+        after_5m, after_1h = (float(part) for part in text.split(","))
+        return IdleHazard(after_5m, after_1h, source="--idle-hazard")
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: two chances P5M,P1H with 0 <= P1H <= P5M <= 1 ({exc})", param_hint="--idle-hazard") from None
 
 
 @app.command()

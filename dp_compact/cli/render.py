@@ -112,6 +112,71 @@ def _ahead_line(ahead: dict[str, Any]) -> str:
     )
 
 
+def duration(seconds: float) -> str:
+    """Seconds as people read them.
+
+    >>> duration(42), duration(300), duration(7260), duration(200_000)
+    ('42 s', '5 min', '2 h 1 min', '2 d 7 h')
+    """
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def _time_lines(timing: dict[str, Any]) -> list[str]:
+    """The plan's time lines (DESIGN §8): the silence and the cache, the write lifetime that pays."""
+    lines = []
+    ttl = timing["cache_ttl_s"]
+    life = "never expires" if ttl is None else f"lives {duration(ttl)} after its last use ({timing['ttl_source']})"
+    if timing["idle_s"] is not None:
+        state = ("cold: the next request rewrites the whole prompt, so compacting costs no extra rewrite" if timing["cold_now"]
+                 else "warm")
+        lines.append(f"time      {duration(timing['idle_s'])} since the last call (now: {timing['source']}); the cache {life}: {state}")
+        if timing["turn_end"] and not timing["cold_now"]:
+            hazard = timing["hazard"]
+            lines.append(f"          the agent waits for the person: the cache will have expired when they answer with chance"
+                         f" {timing['cold_chance']:.0%} (idle hazard: {hazard['after_5m']:.0%} of answers after 5 min,"
+                         f" {hazard['after_1h']:.0%} after 1 h; {hazard['source']})")
+    else:
+        lines.append(f"time      the silence since the last call is unknown (the transcript records no call times: a timeless"
+                     f" plan); the cache {life}")
+    life_costs = timing.get("lifetime")
+    if life_costs:
+        other = "5m" if life_costs["better"] == "1h" else "1h"
+        name = {"5m": "5-minute", "1h": "1-hour"}
+        verdict = ("the session uses it" if life_costs["current"] == life_costs["better"]
+                   else f"the session writes {name[life_costs['current']]} entries")
+        lines.append(
+            f"lifetime  {name[life_costs['better']]} cache writes pay for this session's rhythm: ${life_costs['saves_usd']:.4f}"
+            f" less than {name[other]} ones over its calls (5 min: ${life_costs['usd_5m']:.4f}, {life_costs['cold_5m']} cold"
+            f" calls; 1 h: ${life_costs['usd_1h']:.4f}, {life_costs['cold_1h']} cold); {verdict}")
+    elif timing.get("lifetime_note"):
+        lines.append(f"lifetime  {timing['lifetime_note']}")
+    return lines
+
+
+def _tier_line(tiers: dict[str, Any]) -> str:
+    """The plan's price-tier line (DESIGN §8): the next cliff and whether compacting before it pays."""
+    cliff = tiers.get("next")
+    if cliff is None:
+        return f"tiers     the prompt pays the tier {tiers['tier_now']}; no threshold above it"
+    above = cliff["above"]
+    when = cliff.get("compaction_calls")
+    pays = ("compacting before it pays: " + ("the plan compacts now" if when == 0 else f"the best schedule compacts in about"
+                                             f" {when:.0f} calls") if cliff.get("compacts_before")
+            else "compacting before it does not pay: the best schedule crosses it")
+    return (f"tiers     next cliff at {cliff['above_tokens']:,} prompt tokens: {cliff['tokens_to_go']:,} tokens, about"
+            f" {cliff['calls_to_go']} calls to go; above it every token of a request pays input {money(above['p_input'])} /"
+            f" cache {money(above['p_cache'])} / output {money(above['p_out'])} $/MTok; {pays}")
+
+
 def render_plan(data: dict[str, Any]) -> str:
     """A plan (``Plan.to_dict()`` plus ``window_source``) as a readable table."""
     prices, window = data["prices"], data["max_context_tokens"]
@@ -119,6 +184,10 @@ def render_plan(data: dict[str, Any]) -> str:
     ahead = data.get("lookahead")
     if ahead:
         lines.append(_ahead_line(ahead))
+    if data.get("timing"):
+        lines.extend(_time_lines(data["timing"]))
+    if data.get("tiers"):
+        lines.append(_tier_line(data["tiers"]))
     if data["decision"] == "compact" or data["best_candidate"]:
         where = "chosen cut" if data["decision"] == "compact" else "best candidate"
         if ahead:
@@ -216,7 +285,8 @@ def render_compaction(data: dict[str, Any]) -> str:
 
 _HEADER = (
     f"{'policy':<20} {'total $':>10} {'reads $':>9} {'input $':>9} {'writes $':>9} {'output $':>9} {'compact $':>9}"
-    f" {'loss $':>9} {'S':>6} {'compactions':>11} {'refetches':>9} {'overflows':>9} {'peak ctx':>9} {'mean ctx':>9}"
+    f" {'loss $':>9} {'S':>6} {'compactions':>11} {'forced':>6} {'refetches':>9} {'overflows':>9} {'truncated':>9}"
+    f" {'peak ctx':>9} {'mean ctx':>9}"
     f" {'vs best fixed':>13} {'vs oracle':>9}"
 )
 
@@ -227,14 +297,15 @@ def _ratio(value: float | None) -> str:
 
 
 def render_policy_table(rows: list[dict[str, Any]]) -> str:
-    """One line per policy: $ per term, S, counts, peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
+    """One line per policy: $ per term, S, counts (compactions, of them forced on an overflow; refetches;
+    overflows; hard truncations), peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
     lines = [_HEADER]
     for r in rows:
         lines.append(
             f"{r['policy']:<20} {r['total_usd']:>10.4f} {r['cache_read_usd']:>9.4f} {r['input_usd']:>9.4f}"
             f" {r['write_usd']:>9.4f} {r['output_usd']:>9.4f} {r['compaction_usd']:>9.4f} {r['loss_usd']:>9.4f}"
-            f" {r['summary_tokens']:>6,} {r['compactions']:>11} {r['refetches']:>9}"
-            f" {r['overflows']:>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
+            f" {r['summary_tokens']:>6,} {r['compactions']:>11} {r.get('forced', 0):>6} {r['refetches']:>9}"
+            f" {r['overflows']:>9} {r['truncations']:>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
             f" {_ratio(r['vs_best_fixed']):>13} {_ratio(r['vs_oracle']):>9}"
         )
     return "\n".join(lines)
@@ -250,6 +321,33 @@ def _prices_line(data: dict[str, Any]) -> str:
     )
 
 
+def _ttl_line(data: dict[str, Any]) -> str:
+    """The cache TTL applied and why, and the measured cache-hit share (DESIGN §8)."""
+    reason = data.get("cache_ttl_reason") or ("none" if data["cache_ttl_s"] is None else f"{data['cache_ttl_s']:g} s")
+    share = data.get("cache_hit_share", 1.0)
+    hits = "" if share >= 1.0 else f"; cache hits {share * 100:.1f} % of the cached prefix (measured from its usage)"
+    return f"cache     TTL {reason}{hits}"
+
+
+def _signed(value: float) -> str:
+    """``+$0.0123`` / ``-$0.0123``."""
+    return f"{'-' if value < 0 else '+'}${abs(value):.4f}"
+
+
+def bill_lines(bill: dict[str, Any] | None) -> list[str]:
+    """The bill check of a session report (``bill_check``): the bill, the recorded replay, their
+    ratio, and the named causes of the difference with $ each (the zero ones left out)."""
+    if bill is None:
+        return []
+    verdict = "within" if bill["within_tolerance"] else "OUTSIDE"
+    lines = [f"bill      ${bill['bill_usd']:.4f} from {bill['records']} usage records; recorded replay ${bill['recorded_usd']:.4f}"
+             f" ({bill['ratio']:.3f}x, {verdict} {bill['tolerance'] * 100:g} %); difference {_signed(bill['difference_usd'])}"]
+    for cause in bill["causes"]:
+        if cause["count"] or abs(cause["usd"]) >= 5e-5:
+            lines.append(f"          {_signed(cause['usd'])} {cause['cause']} ({cause['count']}): {cause['detail']}")
+    return lines
+
+
 def render_session(data: dict[str, Any]) -> str:
     """A session replay (``SessionReplay.to_dict()``) as a header and the policy table."""
     s = data["session"]
@@ -260,6 +358,8 @@ def render_session(data: dict[str, Any]) -> str:
         f"session   {s['path']}  ({s['format']}; {s['messages']} messages, {s['calls']} calls{timed}; {source};"
         f" {s['uses']} {'use' if s['uses'] == 1 else 'uses'} of earlier messages)",
         _prices_line(data),
+        _ttl_line(data),
+        *bill_lines(data.get("bill_check")),
         f"assumes   {data['assumption']}",
         f"floor     ${data['prefix_floor_usd']:.4f} (every call reads only V from cache, plus its recorded output)",
         render_policy_table(data["policies"]),
@@ -293,8 +393,26 @@ def render_directory(data: dict[str, Any]) -> str:
                  + (" or, marked *, DP_V (given, or none measured)" if unmeasured else ""))
     lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']}):",
               render_policy_table(rows), f"assumes   {data['assumption']}"]
+    lines += _bill_table(data["sessions"])
     lines += [f"skipped   {path}: {reason}" for path, reason in ((k["path"], k["reason"]) for k in data["skipped"])]
     return "\n".join(lines)
+
+
+def _bill_table(reports: list[dict[str, Any]]) -> list[str]:
+    """Per session with usage records: the bill, the recorded replay, their ratio, the TTL and the
+    named causes of the difference ($, the zero ones left out)."""
+    rows = [r for r in reports if r.get("bill_check")]
+    if not rows:
+        return []
+    lines = ["", "bill check (the recorded replay against the bill of the usage records, same prices):",
+             f"{'session':<36} {'bill $':>9} {'recorded $':>10} {'ratio':>6} {'TTL':>6} {'hits':>6}  causes of the difference"]
+    for report in rows:
+        bill = report["bill_check"]
+        ttl = f"{report['cache_ttl_s']:g}" if report["cache_ttl_s"] is not None else "none"
+        causes = ", ".join(f"{c['cause']} {_signed(c['usd'])}" for c in bill["causes"] if abs(c["usd"]) >= 5e-5) or "-"
+        lines.append(f"{Path(report['session']['path']).name[:36]:<36} {bill['bill_usd']:>9.4f} {bill['recorded_usd']:>10.4f}"
+                     f" {bill['ratio']:>6.3f} {ttl:>6} {report.get('cache_hit_share', 1.0):>6.3f}  {causes}")
+    return lines
 
 
 # ---- calibration ----
@@ -340,6 +458,10 @@ def render_calibration(c: Calibration) -> str:
         if scale.value >= SURVIVAL_SCALE_LIMIT and alpha.value > 1:
             lines.append(f"          the lengths vary no more than an exponential's: the fit is its limit, mean"
                          f" {scale.value / (alpha.value - 1):,.0f} calls (more sessions may show a heavier tail)")
+    if c.idle is not None:
+        lines.append(f"idle      P(answer after 5 min) = {_estimate(c.idle.after_5m, '.3f')}, P(after 1 h) = {_estimate(c.idle.after_1h, '.3f')}"
+                     f" over {c.idle.n_gaps} gaps after a final answer in {len(c.idle.gaps)} sessions (the idle hazard, DESIGN §8;"
+                     " dp-compact plan --idle-hazard)")
     for unit, (fit, q0, tau) in c.recall_fits.items():
         unit_scale = "user turns" if unit == "turns" else f"API rounds / {'L of the session' if c.recall_l is None else f'{c.recall_l:g}'}"
         mark = "  <- chosen" if unit == c.recall_age and math.isfinite(q0.value) else ""

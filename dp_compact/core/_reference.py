@@ -10,10 +10,10 @@ import math
 from collections.abc import Sequence
 
 from dp_compact.core.benefit import L_INSTR_TOKENS, RETENTION_FLOOR
-from dp_compact.pricing import Prices
+from dp_compact.pricing import CACHE_TTL_1H_S, CACHE_TTL_5M_S, Prices
 from dp_compact.conversation import Message
 
-__all__ = ["is_feasible_cut", "net_benefit_at"]
+__all__ = ["is_feasible_cut", "lifetime_costs_reference", "net_benefit_at", "rates_reference"]
 
 
 def is_feasible_cut(messages: Sequence[Message], cut: int, *, user_turns_only: bool = False) -> bool:
@@ -79,3 +79,23 @@ def net_benefit_at(
         "savings": savings, "cache_miss": cache_miss, "compact_cost": compact_cost,
         "info_loss": info_loss, "quality": quality, "net": net,
     }
+
+
+def rates_reference(prices: Prices, prompts: Sequence[float]) -> list[tuple[float, float, float, float]]:
+    """``(p_input, p_cache, p_write, p_out)`` of each prompt by :meth:`Prices.at`, one call at a time
+    (the per-call form of :func:`dp_compact.core.tiers.rates_at`)."""
+    return [(p.p_input, p.p_cache, p.p_write, p.p_out) for p in (prices.at(float(prompt)) for prompt in prompts)]
+
+
+def lifetime_costs_reference(gaps: Sequence[float], prompts: Sequence[float], prices: Prices) -> dict[str, float]:
+    """:func:`dp_compact.core.timing.lifetime_costs`' two sums, call by call with floats: ``usd_5m``, ``usd_1h``."""
+    out = {}
+    for name, ttl in (("5m", CACHE_TTL_5M_S), ("1h", CACHE_TTL_1H_S)):
+        total = 0.0
+        for j in range(1, len(prompts)):
+            at = prices.at(float(prompts[j]))
+            write = at.p_write_5m if name == "5m" else at.p_write_1h
+            read = 0.0 if gaps[j - 1] > ttl else min(float(prompts[j - 1]), float(prompts[j]))
+            total += read * at.p_cache + (float(prompts[j]) - read) * write
+        out[f"usd_{name}"] = total / 1e6
+    return out

@@ -25,6 +25,7 @@ __all__ = [
     "RULE_LOOKAHEAD",
     "RULE_NO_BENEFIT",
     "RULE_NO_CUT",
+    "RULE_RESUME",
     "RULE_WAIT",
     "Plan",
 ]
@@ -32,6 +33,7 @@ __all__ = [
 RULE_BENEFIT = "benefit"  # DESIGN §2 decision 2: best NetBenefit > 0
 RULE_LOOKAHEAD = "lookahead"  # DESIGN §7: compacting now costs less than the best schedule that waits
 RULE_WAIT = "wait"  # DESIGN §7: the best schedule keeps now
+RULE_RESUME = "compact-on-resume"  # DESIGN §8: keep now, compact when the person returns if the cache has expired
 RULE_FIXED_POINT = "just-compacted"  # nothing added since our own compaction: it already chose this cut
 RULE_FORCE = "force"  # DESIGN §2 decision 3: context above DP_FORCE_RATIO · M
 RULE_NO_BENEFIT = "no-benefit"  # decision 4: no positive benefit, context under the threshold
@@ -98,6 +100,15 @@ class Plan:
         (:func:`~dp_compact.core.planner.plan` called directly).
     lookahead_usd : ndarray or None
         Expected cost of compacting now at every feasible cut (for curves), $; not serialized.
+    timing : dict or None
+        What the plan knew of time (DESIGN §8; :func:`~dp_compact.core.timing.timing_facts`):
+        seconds since the last call, the cache TTL, whether the cache is cold, the chance it will
+        be at the next call, the idle hazard, and which write lifetime pays for the session's
+        rhythm (``lifetime``); None for a timeless plan.
+    tiers : dict or None
+        Whole-request price tiers (DESIGN §8): ``thresholds``, ``tier_now``, and ``next``
+        (:func:`~dp_compact.core.tiers.next_cliff`, with ``compacts_before``: whether the best
+        schedule compacts before the cliff); None without tiers.
     """
 
     decision: str
@@ -128,6 +139,8 @@ class Plan:
     context_after_tokens: int = 0
     lookahead_usd: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
     v_source: str = ""
+    timing: dict[str, Any] | None = None
+    tiers: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
@@ -168,4 +181,6 @@ class Plan:
             "context_after_tokens": self.context_after_tokens,
             "v_tokens": self.settings.get("v"),
             "v_source": self.v_source,
+            "timing": self.timing,
+            "tiers": self.tiers,
         }

@@ -24,9 +24,26 @@ The model (units: tokens, $/MTok; values in $):
   smallest tail (one API round, DESIGN §7), and the loss comes from the same recall term by distance from the end
   (:attr:`Forecast.loss_tail_usd`), so that the present and the future agree.
 - Output tokens are the same under every schedule (the recording's assumption, DESIGN §6) and
-  are left out.
+  are left out, but for what a price tier adds to them (below).
+- **Price tiers** (DESIGN §8): every request is priced at the tier of its own prompt
+  (:func:`~dp_compact.core.tiers.rates_at`, vectorized over the grid): a kept call at ``V + x``,
+  a summary request at ``V + H``, the call after a compaction at ``V + S + t``; the output of a
+  call (:attr:`Forecast.output_tokens`) pays what its tier adds to the base output price. A block
+  of several calls is priced at the tier of its first call (its last call may pass a threshold a
+  block early; the first :data:`BLOCK_DIVISOR` calls are single steps and exact).
+- **Time** (DESIGN §8): the call about to be made finds the cache cold with chance ``p``
+  (``cold_chance``: 1 when the silence already exceeds the TTL, ``cold_now``; at the end of an
+  assistant turn, the idle hazard). A cold call writes its whole prompt; a summary request made
+  on a cold cache writes ``V + H`` (then the next call reads V). Three present choices:
+  **keep** (``p`` · cold + (1 − p) · warm), **compact now** (the request while the cache is warm,
+  the next call after the pause: ``V + S + t`` written when cold) and, when ``0 < p < 1``,
+  **decide on resume** (``p`` · the best of keeping and compacting on a cold cache + (1 − p) · the
+  best on a warm one: "compact on resume if the cache has expired"). A later call (and a later
+  summary request) finds the cache cold with the session's own recent share of gaps beyond the
+  TTL (:attr:`Forecast.cold_share`; 0 for a timeless forecast).
 
-The values are computed on a grid of context sizes (:data:`GRID_POINTS`), backwards from a
+The values are computed on a grid of context sizes (:data:`GRID_POINTS`, and both sides of each
+price cliff), backwards from a
 horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_EPSILON` (at most
 :data:`MAX_HORIZON_CALLS` calls), interpolating linearly between grid points. The first
 :data:`BLOCK_DIVISOR` future calls are single steps; later a step covers a block of about
@@ -41,13 +58,17 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.core.benefit import compaction_request_cost
+from dp_compact.core.tiers import rates_at
 from dp_compact.pricing import Prices
 
 __all__ = [
     "BLOCK_DIVISOR",
     "BLOCK_GROWTH_SHARE",
+    "CLIFF_CALLS",
+    "CLIFF_PATHS",
     "FUTURE_TAIL_SHARES",
     "GRID_POINTS",
+    "GRID_POINTS_TIERED",
     "MAX_HORIZON_CALLS",
     "SURVIVAL_EPSILON",
     "Forecast",
@@ -58,6 +79,16 @@ __all__ = [
 
 #: Context sizes of the value grid, from 0 to the forced threshold (tokens beyond V).
 GRID_POINTS = 128
+#: With price tiers the values jump at each cliff, and linear interpolation smears a jump over a
+#: grid cell (8 % of the value in cases of tests/test_tiers.py's brute force with 512 evenly spaced
+#: sizes). So the grid has this many evenly spaced sizes...
+GRID_POINTS_TIERED = 512
+#: ... the present's own paths, keeping from now and from after compacting at up to this many of
+#: its cuts (evenly spaced by tail), call by call for :data:`CLIFF_CALLS` calls (exact there)...
+CLIFF_PATHS = 8
+#: ... and also holds both sides of where keeping reaches a cliff within this
+#: many calls (the value function jumps there; two points per call and threshold).
+CLIFF_CALLS = 64
 #: Shares of the live context a future compaction may keep (besides one call's growth): a small
 #: menu is enough for the future; the present decision takes every feasible cut.
 FUTURE_TAIL_SHARES = (0.05, 0.15, 0.3, 0.5)
@@ -97,6 +128,13 @@ class Forecast:
     remaining_calls : float or None
         A known length instead of the survival curve: exactly this many calls from now on, the
         present one included (``DP_E_FIXED`` · L when the user sets E); None = the curve.
+    output_tokens : float
+        Output tokens per call (recent median); only what a price tier adds to their price is
+        counted (module docstring).
+    cold_share : float
+        Chance that a later call finds the cache cold (the session's recent gaps longer than the
+        TTL, DESIGN §8): such a call, or summary request, writes its whole prompt. 0: every later
+        call is warm (a timeless forecast).
     """
 
     growth_tokens: float
@@ -106,6 +144,8 @@ class Forecast:
     loss_tail_tokens: Floats = field(default_factory=lambda: np.zeros(0))
     loss_tail_usd: Floats = field(default_factory=lambda: np.zeros(0))
     remaining_calls: float | None = None
+    output_tokens: float = 0.0
+    cold_share: float = 0.0
 
     def tail_loss(self, tokens: Floats | float) -> Floats:
         """Λ(tokens): the expected worth of the last ``tokens`` tokens, $ (module docstring)."""
@@ -136,6 +176,16 @@ class LookAhead:
     next_compaction_calls : float or None
         When keeping now, the first future call at which the best schedule compacts (with the
         session still running); None when it never does within the horizon.
+    cold_chance : float
+        Chance that the next call finds the cache cold (module docstring, "Time").
+    cold_now : bool
+        The silence already exceeds the TTL: compacting now is compacting on a cold cache.
+    resume_usd : float or None
+        Expected cost when deciding on resume (``0 < cold_chance < 1`` only): the best of keeping
+        and compacting once the state of the cache is known; None otherwise.
+    resume_cold_cut, resume_warm_cut : int or None
+        What deciding on resume does: the index of the cut it compacts at if the cache has
+        expired / is still warm, None when it keeps then.
     """
 
     keep_usd: float
@@ -144,6 +194,11 @@ class LookAhead:
     horizon_calls: int
     expected_calls: float
     next_compaction_calls: float | None = None
+    cold_chance: float = 0.0
+    cold_now: bool = False
+    resume_usd: float | None = None
+    resume_cold_cut: int | None = None
+    resume_warm_cut: int | None = None
 
     @property
     def best(self) -> int | None:
@@ -193,6 +248,8 @@ def look_ahead(
     s_tokens: int,
     limit_tokens: float,
     window_tokens: float | None = None,
+    cold_chance: float = 0.0,
+    cold_now: bool = False,
 ) -> LookAhead:
     """Expected cost of keeping now and of compacting now at each cut, with the best schedule after.
 
@@ -215,6 +272,11 @@ def look_ahead(
     window_tokens : float, optional
         The window M, tokens: a prompt between the threshold and M must be compacted, one above
         M cannot be sent. Default: ``limit_tokens``.
+    cold_chance : float
+        Chance in [0, 1] that the next call finds the cache cold (DESIGN §8; module docstring).
+    cold_now : bool
+        The cache is cold already (the silence exceeds the TTL): the summary request, too, finds
+        it cold; ``cold_chance`` is then 1.
 
     Returns
     -------
@@ -232,7 +294,7 @@ def look_ahead(
     if not (forecast.growth_tokens > 0 and forecast.survival_alpha > 0 and forecast.survival_scale > 0):
         raise ValueError("growth and the survival parameters must be positive")
     v, s, g = float(v_tokens), float(s_tokens), float(forecast.growth_tokens)
-    pc, pw = prices.p_cache, prices.p_write
+    p = 1.0 if cold_now else min(max(float(cold_chance), 0.0), 1.0)
     if forecast.remaining_calls is not None:
         horizon = int(min(max(np.ceil(forecast.remaining_calls), 2), MAX_HORIZON_CALLS))
         alive = (np.arange(horizon + 1) < forecast.remaining_calls).astype(np.float64)
@@ -242,22 +304,84 @@ def look_ahead(
         alive = continuation(forecast.calls_so_far, forecast.survival_alpha, forecast.survival_scale, horizon + 1)
     top = max((limit_tokens if window_tokens is None else max(window_tokens, limit_tokens)) - v, s + g)
     blocks = _blocks(horizon, max(int(BLOCK_GROWTH_SHARE * top / g), 1))
-    grid = np.linspace(0.0, top, GRID_POINTS)
     x0 = max(float(context_tokens) - v, 0.0)
     tails = np.maximum(x0 - heads, 0.0)
+    landing = np.unique(tails)[np.unique(np.linspace(0, max(np.unique(tails).size - 1, 0), CLIFF_PATHS).round().astype(np.int64))] \
+        if tails.size else tails
+    grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, np.concatenate(([x0], s + landing)))
     later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails)
-    read_write = (pc * max(v + x0 - g, 0.0) + pw * min(g, v + x0)) / 1e6
+    r0 = rates_at(prices, v + x0)
+    extra0 = _output_extra(prices, r0, forecast.output_tokens)
+    read_write = (r0.p_cache * max(v + x0 - g, 0.0) + r0.p_write * min(g, v + x0)) / 1e6 + extra0
     def after(x: Floats | float) -> Floats:  # the calls after this one, if the session goes on
         return alive[1] * _at(grid, later, x) if alive[1] > 0 else np.zeros(np.shape(x))
 
-    keep = read_write + float(after(x0 + g)) if v + x0 <= limit_tokens else float("inf")
-    request = compaction_request_cost(v + heads, 0.0, s, prices) / 1e6
-    action = request + (pc * v + pw * (s + tails)) / 1e6
-    compact = action + losses + after(s + tails + g)
+    can_keep = v + x0 <= limit_tokens
+    keep_after = float(after(x0 + g)) if can_keep else float("inf")
+    keep_warm = float(read_write) + keep_after
+    keep_cold = float(r0.p_write * (v + x0) / 1e6 + extra0) + keep_after
+    rr, ra = rates_at(prices, v + heads), rates_at(prices, v + s + tails)
+    request_warm = compaction_request_cost(v + heads, 0.0, s, rr) / 1e6
+    request_cold = compaction_request_cost(0.0, v + heads, s, rr) / 1e6
+    call_warm = (ra.p_cache * v + ra.p_write * (s + tails)) / 1e6 + _output_extra(prices, ra, forecast.output_tokens)
+    call_cold = call_warm + (ra.p_write - ra.p_cache) * v / 1e6
+    after_compacting = after(s + tails + g)
+    rest = losses + after_compacting
+    resume = cold_cut = warm_cut = None
+    if cold_now:
+        keep, action = keep_cold, request_cold + call_warm
+    elif p > 0.0:
+        keep = p * keep_cold + (1.0 - p) * keep_warm
+        action = request_warm + p * call_cold + (1.0 - p) * call_warm
+        cold_values, warm_values = request_cold + call_warm + rest, request_warm + call_warm + rest
+        cold_cut, warm_cut = _best_below(cold_values, keep_cold), _best_below(warm_values, keep_warm)
+        resume = float(p * (keep_cold if cold_cut is None else cold_values[cold_cut])
+                       + (1.0 - p) * (keep_warm if warm_cut is None else warm_values[warm_cut]))
+    else:
+        keep, action = keep_warm, request_warm + call_warm
+    compact = action + losses + after_compacting  # summed in this order: timeless, tierless plans as before
     return LookAhead(
         keep_usd=float(keep), compact_usd=compact, action_usd=action, horizon_calls=horizon, expected_calls=float(alive[:-1].sum()),
-        next_compaction_calls=_first_compaction(compact_at, blocks, grid, x0, g),
+        next_compaction_calls=_first_compaction(compact_at, blocks, grid, x0, g), cold_chance=p, cold_now=cold_now,
+        resume_usd=resume, resume_cold_cut=cold_cut, resume_warm_cut=warm_cut,
     )
+
+
+def _grid(top: float, v: float, g: float, calls: int, prices: Prices, starts: Floats) -> Floats:
+    """The context sizes of the value grid: :data:`GRID_POINTS` evenly from 0 to ``top``; with price
+    tiers :data:`GRID_POINTS_TIERED`, and the sizes either side of where keeping reaches each
+    cliff within ``calls`` calls (``threshold − V − k·g`` and one token more) and where a future
+    summary request from there to a share of :data:`FUTURE_TAIL_SHARES` does, so that
+    interpolation does not smear a cliff over a grid cell; and the present's paths (``starts``:
+    the context now and after compacting at some of its cuts, then ``k·g`` more each call).
+    Without tiers, :data:`GRID_POINTS` evenly spaced sizes only."""
+    if not prices.tiers:
+        return np.linspace(0.0, top, GRID_POINTS)
+    grid = np.linspace(0.0, top, GRID_POINTS_TIERED)
+    steps = g * np.arange(max(calls, 1), dtype=np.float64)
+    keep_at = np.array([start - v - steps for start in prices.tier_starts]).ravel()
+    # a future summary request from x to a share of x has the prompt V + (1 − share)·x
+    kept = 1.0 - np.array(FUTURE_TAIL_SHARES)[:, None]
+    request_at = (keep_at[None, :] / kept).ravel()
+    paths = (starts[:, None] + g * np.arange(1, max(calls, 1) + 1)[None, :]).ravel()  # the present's keep paths, after each action
+    at = np.concatenate((keep_at, request_at, paths - 1.0))
+    cliffs = np.concatenate((at, at + 1.0))
+    return np.unique(np.concatenate((grid, cliffs[(cliffs > 0) & (cliffs < top)])))
+
+
+def _best_below(values: Floats, bound: float) -> int | None:
+    """Index of the smallest of ``values`` (ties: the first) when it is below ``bound``, else None."""
+    if values.size == 0 or not np.isfinite(values).any():
+        return None
+    best = int(np.argmin(values))
+    return best if values[best] < bound else None
+
+
+def _output_extra(prices: Prices, rates: object, output_tokens: float) -> Floats | float:
+    """What a tier adds to a call's output, $ (0 without tiers: output is the same under every schedule)."""
+    if not prices.tiers or output_tokens <= 0:
+        return 0.0
+    return (rates.p_out - prices.p_out) * output_tokens / 1e6  # type: ignore[attr-defined]
 
 
 def _at(grid: Floats, values: Floats, x: Floats | float) -> Floats:
@@ -302,7 +426,6 @@ def _values(
     forecast: Forecast, limit: float, x0_tails: Floats,
 ) -> tuple[Floats, npt.NDArray[np.bool_]]:
     """W_1 on the grid by backward induction over the blocks, and per block where compacting is best."""
-    pc, pw = prices.p_cache, prices.p_write
     top = grid[-1]
     value = np.zeros_like(grid)
     compact_at = np.zeros((len(blocks), grid.size), dtype=bool)
@@ -310,11 +433,20 @@ def _values(
     least = max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)  # the present's smallest tail: one API round
     tails = np.minimum(np.maximum(np.vstack((np.zeros((1, grid.size)), shares * grid[None, :])), least), grid[None, :])
     lost = forecast.tail_loss(grid)[None, :] - forecast.tail_loss(tails)
-    first = (compaction_request_cost(v + grid - tails, 0.0, s, prices) / 1e6 + lost
-             + (pc * v + pw * (s + tails)) / 1e6)  # the compacting call itself
-    after = (pc * (v + s + tails) + pw * g) / 1e6  # each later call of the block, before its growth is read
-    keep_call = (pc * (v - g + grid) + pw * g) / 1e6
-    growth_read = pc * g / 1e6
+    rk, rr, rf = rates_at(prices, v + grid), rates_at(prices, v + grid - tails), rates_at(prices, v + s + tails)  # each request at its tier
+    out = forecast.output_tokens
+    first = (compaction_request_cost(v + grid - tails, 0.0, s, rr) / 1e6 + lost
+             + (rf.p_cache * v + rf.p_write * (s + tails)) / 1e6 + _output_extra(prices, rf, out))  # the compacting call itself
+    after = (rf.p_cache * (v + s + tails) + rf.p_write * g) / 1e6 + _output_extra(prices, rf, out)  # each later call of the block, before its growth is read
+    keep_call = (rk.p_cache * (v - g + grid) + rk.p_write * g) / 1e6 + _output_extra(prices, rk, out)
+    growth_read, growth_read_after = rk.p_cache * g / 1e6, rf.p_cache * g / 1e6
+    rho = forecast.cold_share
+    if rho > 0:  # a later call finds the cache cold with this chance: it writes its whole prompt
+        first = first + rho * (compaction_request_cost(0.0, v + grid - tails, s, rr) - compaction_request_cost(v + grid - tails, 0.0, s, rr)) / 1e6
+        after = (1 - rho) * after + rho * (rf.p_write * (v + s + tails + g) / 1e6 + _output_extra(prices, rf, out))
+        keep_call = (1 - rho) * keep_call + rho * (rk.p_write * (v + grid) / 1e6 + _output_extra(prices, rk, out))
+        growth_read = ((1 - rho) * rk.p_cache + rho * rk.p_write) * g / 1e6
+        growth_read_after = ((1 - rho) * rf.p_cache + rho * rf.p_write) * g / 1e6
     totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
     width = grid.size
     for index in range(len(blocks) - 1, -1, -1):
@@ -329,7 +461,7 @@ def _values(
             keep[v + grid + (b - 1) * g > limit] = np.inf
         else:
             keep[v + grid > limit] = np.inf
-        compact = first + rests[index] * after + ramps_after[index] * growth_read + ahead[width:].reshape(tails.shape)
+        compact = first + rests[index] * after + ramps_after[index] * growth_read_after + ahead[width:].reshape(tails.shape)
         best = compact.min(axis=0)
         compact_at[index] = best < keep
         value = np.minimum(keep, best)

@@ -26,11 +26,13 @@ from dp_compact.core.decision import (
     RULE_LOOKAHEAD,
     RULE_NO_BENEFIT,
     RULE_NO_CUT,
+    RULE_RESUME,
     RULE_WAIT,
     Plan,
 )
 from dp_compact.measure.estimation import CallPlacement, Estimates, estimate
 from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
+from dp_compact.core.timing import Timing
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
@@ -43,6 +45,7 @@ __all__ = [
     "RULE_LOOKAHEAD",
     "RULE_NO_BENEFIT",
     "RULE_NO_CUT",
+    "RULE_RESUME",
     "RULE_WAIT",
     "Plan",
     "forced_cut",
@@ -129,6 +132,7 @@ def plan(
     arrays: MessageArrays | None = None,
     v_tokens: int | None = None,
     placement: CallPlacement | None = None,
+    timing: Timing | None = None,
 ) -> Plan:
     """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2, §7).
 
@@ -152,6 +156,10 @@ def plan(
     placement : CallPlacement, optional
         The session's usage records placed on its messages
         (:func:`~dp_compact.measure.estimation.place_calls`), when the caller has it; placed here otherwise.
+    timing : Timing, optional
+        Seconds since the last call, the cache TTL and the idle hazard (DESIGN §8), for the
+        look-ahead planner; None: timeless (DESIGN §2, §7 as they are). Reading a clock is the
+        caller's (:func:`dp_compact.prepare.plan_prepared`).
 
     Returns
     -------
@@ -170,7 +178,10 @@ def plan(
     schedule that waits, or whenever the context exceeds DP_FORCE_RATIO · M; else keep. A
     conversation that is our own compaction's output with nothing added since
     (``Session.messages_since_compaction == 0``) is kept below the threshold: the plan that
-    compacted it already chose (a compaction is a fixed point).
+    compacted it already chose (a compaction is a fixed point). With ``timing`` and with price
+    tiers the look-ahead prices time and tiers (DESIGN §8,
+    :mod:`dp_compact.core.lookahead`): a third choice, ``compact-on-resume`` (keep now; compact when
+    the person returns if the cache has expired), a cold cache, and the tier of every request.
 
     ``DP_PLANNER=seed`` is a second name for ``DP_MODEL=seed``: the seed's model always decides by
     the myopic rules, and the plan's ``planner`` reads ``seed``.
@@ -227,7 +238,7 @@ def plan(
     keep = n - cuts
     common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens))
     if settings.planner == "lookahead" and settings.model == "recall":
-        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, prices, common)
+        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, prices, common, timing)
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}

@@ -18,13 +18,16 @@ import numpy.typing as npt
 
 from dp_compact.core.benefit import BenefitInputs, BenefitTerms, recall_costs
 from dp_compact.conversation import Session
-from dp_compact.core.decision import NO_TERMS, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT, RULE_WAIT, Plan
+from dp_compact.core.decision import NO_TERMS, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT, RULE_RESUME, RULE_WAIT, Plan
 from dp_compact.measure.estimation import Estimates
-from dp_compact.core.lookahead import Forecast, look_ahead
+from dp_compact.core.lookahead import Forecast, LookAhead, look_ahead
+from dp_compact.core.tiers import next_cliff
+from dp_compact.core.timing import Timing, at_turn_end, cache_state, timing_facts
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
-__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "growth_per_call", "plan_ahead", "round_keep", "summary_tokens"]
+__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "growth_per_call", "output_per_call", "plan_ahead", "round_keep",
+           "summary_tokens"]
 
 #: What the extractive summarizer writes, tokens: median over the shared sessions of
 #: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
@@ -55,6 +58,13 @@ def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> fl
     return max(total_tokens / max(calls, 1), 1.0)
 
 
+def output_per_call(session: Session) -> float:
+    """Output tokens per call the look-ahead expects (for price tiers, DESIGN §8): the median of the
+    last ``GROWTH_WINDOW_CALLS`` usage records' output, 0 without records."""
+    recent = np.sort(np.asarray([u.output_tokens for u in session.usage[-GROWTH_WINDOW_CALLS:]], dtype=np.float64))
+    return float((recent[(recent.size - 1) // 2] + recent[recent.size // 2]) / 2) if recent.size else 0.0
+
+
 def round_keep(session: Session) -> int:
     """The least the look-ahead keeps (DESIGN §7 "at least one API round"), messages: from the
     last assistant message that made tool calls (its results are what the agent is working
@@ -71,9 +81,10 @@ def plan_ahead(
     session: Session, tokens: npt.NDArray[np.int64], prefix: npt.NDArray[np.int64], ages: npt.NDArray[np.float64],
     cuts: npt.NDArray[np.int64],
     terms: BenefitTerms, inputs: BenefitInputs, est: Estimates, settings: Settings, prices: Prices,
-    common: dict[str, Any],
+    common: dict[str, Any], timing: Timing | None = None,
 ) -> Plan:
-    """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round."""
+    """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round,
+    with time and price tiers (DESIGN §8): ``timing`` says how long the cache has been idle."""
     n, total = len(session.messages), int(common["total_tokens"])
     s, v, window = summary_tokens(settings), inputs.v_tokens, prices.max_context_tokens
     threshold = float(common["force_threshold_tokens"])
@@ -97,10 +108,14 @@ def plan_ahead(
     from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)
     worth = (lost[-1] - lost[::-1]).astype(np.float64)  # what those tails hold, $
     forecast = Forecast(growth_tokens=g, calls_so_far=calls, survival_alpha=alpha, survival_scale=scale,
-                        loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known)
+                        loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known,
+                        output_tokens=output_per_call(session) if prices.tiers else 0.0,
+                        cold_share=timing.cold_share(prices) if timing is not None else 0.0)
     heads = prefix[cuts[allowed]]
+    turn_end = at_turn_end(session)
+    cold_now, cold_chance = cache_state(timing, prices, turn_end)
     ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
-                       window_tokens=window)
+                       window_tokens=window, cold_chance=cold_chance, cold_now=cold_now)
     values = np.full(cuts.shape, np.inf)
     values[allowed] = ahead.compact_usd
     best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[-1])
@@ -112,7 +127,10 @@ def plan_ahead(
         "next_compaction_calls": ahead.next_compaction_calls,
         "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
         "summary_tokens": float(s),
+        "resume_usd": ahead.resume_usd if ahead.resume_usd is not None and np.isfinite(ahead.resume_usd) else None,
     }
+    common = {**common, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
+              "tiers": _tier_facts(prices, context, g, ahead) if prices.tiers else None}
     best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
                  "saves_usd": info["saves_usd"]}
     forced = context > threshold or not can_keep
@@ -121,6 +139,11 @@ def plan_ahead(
         why = ("nothing was added since dp-compact compacted this conversation: the plan that compacted it weighed every"
                f" cut that is left (a compaction is a fixed point); context {context:,} tokens, {share}")
         return Plan("keep", RULE_FIXED_POINT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
+                    best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
+    resume = _resume(ahead, compact_value, allowed, cuts, n) if not forced else None
+    if resume is not None:
+        why = resume + f"; context {context:,} tokens, {share}"
+        return Plan("keep", RULE_RESUME, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
                     best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
     if not forced and not compact_value < ahead.keep_usd:
         when = ahead.next_compaction_calls
@@ -146,7 +169,49 @@ def plan_ahead(
                 " compaction drops until then" if when is not None else f"it would carry the {head:,} tokens this compaction drops")
         why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits ({wait});"
                f" the session is expected to go on for about {ahead.expected_calls:.0f} calls")
+        if ahead.resume_usd is not None:
+            why += (f"; it also beats waiting to decide when the person returns (${ahead.resume_usd - compact_value:.4f} more,"
+                    f" the cache {ahead.cold_chance:.0%} likely to have expired by then): the summary request reads the head"
+                    " from the cache while it is warm")
+    if ahead.cold_now:
+        why += ("; the cache is cold (the silence since the last call exceeds its lifetime): the next request rewrites the"
+                " whole prompt anyway, so compacting now adds no rewrite of the kept tail (② ≈ 0)")
     why += f"; context {context:,} tokens ({share}), about {after:,} after compacting ({after / window:.0%})"
     return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
                 terms=terms.at(best), best_candidate=best_info, lookahead=info,
                 context_after_tokens=after, lookahead_usd=values, **common)
+
+
+def _resume(ahead: LookAhead, compact_value: float, allowed: npt.NDArray[np.int64], cuts: npt.NDArray[np.int64], n: int) -> str | None:
+    """The explanation of "decide when the person returns" (DESIGN §8) when it is the cheapest of
+    the three choices and compacts in some case, else None."""
+    resume = ahead.resume_usd
+    if resume is None or not (resume < ahead.keep_usd and resume <= compact_value):
+        return None
+
+    def what(index: int | None) -> str:
+        return "keep" if index is None else f"compact keeping {int(n - cuts[allowed[index]])} messages"
+    return (f"compact on resume if the cache has expired: the person answers after the cache's lifetime with chance"
+            f" {ahead.cold_chance:.0%} (idle hazard); then {what(ahead.resume_cold_cut)} (a cold cache makes the rewrite free),"
+            f" else {what(ahead.resume_warm_cut)}. Expected ${resume:.4f}, against ${compact_value:.4f} compacting now and"
+            f" ${ahead.keep_usd:.4f} keeping")
+
+
+def _tier_facts(prices: Prices, context: int, g: float, ahead: LookAhead) -> dict[str, Any]:
+    """The next price cliff (:func:`~dp_compact.core.tiers.next_cliff`) and whether the best schedule
+    compacts before it (DESIGN §8), for the plan's ``tiers``."""
+    cliff = next_cliff(prices, context, g)
+    facts: dict[str, Any] = {"thresholds": list(prices.tier_starts), "tier_now": _tier_name(prices, context), "next": cliff}
+    if cliff is not None:
+        when = ahead.next_compaction_calls
+        now = ahead.best is not None and ahead.compact_usd[ahead.best] < ahead.keep_usd
+        before = now or (when is not None and when < cliff["calls_to_go"])
+        cliff["compacts_before"] = bool(before)
+        cliff["compaction_calls"] = 0.0 if now else when
+    return facts
+
+
+def _tier_name(prices: Prices, prompt: float) -> str:
+    """``"base"`` or ``"above N"``: the tier a prompt of ``prompt`` tokens pays."""
+    above = [t for t in prices.tier_starts if prompt > t]
+    return f"above {above[-1]:,}" if above else "base"
