@@ -565,6 +565,9 @@ class Session:
     skipped_line_numbers : tuple[int, ...]
         The 1-based numbers of the lines skipped (JSONL; a JSON document's entries have none).
         Ignored by equality.
+    repaired_lines : tuple[int, ...]
+        1-based numbers of the lines whose lone UTF-16 surrogate escapes were read as U+FFFD
+        (a JSON document: line 1). Ignored by equality.
     partial_line : int or None
         1-based number of a half-written last line left out (the agent was still writing it:
         no line break after it, not valid JSON), else None. Not counted in ``skipped_lines``.
@@ -643,6 +646,7 @@ class Session:
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)
     compaction_records: tuple[RecordedCompaction, ...] = field(default=(), compare=False, repr=False)
     skipped_line_numbers: tuple[int, ...] = field(default=(), compare=False, repr=False)
+    repaired_lines: tuple[int, ...] = field(default=(), compare=False, repr=False)
     markers: tuple[CompactionMarker, ...] = field(default=(), compare=False, repr=False)
     call_times: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 

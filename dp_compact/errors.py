@@ -4,6 +4,7 @@ The command line prints one line ``dp-compact: <message>`` and exits 2 for any o
 
     DpCompactError                       base class
     ├── SettingsError(ValueError)        names the DP_ variable, its value and the rule broken
+    │   └── EnvFileError                 a .env file that cannot be read (names the file, the line and the rule)
     ├── UnknownProfileError(ValueError)  lists close matches among the known pricing profiles
     ├── SessionError(ValueError)         a session file that cannot be read
     │   ├── UnknownFormatError           lists the supported formats
@@ -31,6 +32,7 @@ __all__ = [
     "CircuitOpenError",
     "CompactionError",
     "DpCompactError",
+    "EnvFileError",
     "MalformedLineError",
     "NoFeasibleCutError",
     "NotASessionError",
@@ -62,6 +64,14 @@ class SettingsError(DpCompactError, ValueError):
     def __init__(self, variable: str, value: object, rule: str, where: str = "") -> None:
         self.variable, self.value, self.rule = variable, value, rule
         super().__init__(f"{variable}={value!r}{f' ({where})' if where else ''}: {rule}")
+
+
+class EnvFileError(SettingsError):
+    """A ``.env`` file that cannot be read as settings (not UTF-8 text): ``path:line: rule``."""
+
+    def __init__(self, path: str, line: int | None, rule: str) -> None:
+        self.variable, self.value, self.rule, self.path, self.line = ".env", None, rule, path, line
+        DpCompactError.__init__(self, f"{path}{f':{line}' if line else ''}: {rule}")
 
 
 class UnknownProfileError(DpCompactError, ValueError):

@@ -1,8 +1,11 @@
 """The IO rules every file writer and folder walk shares.
 
-- :func:`write_atomic`: an output is written to a temporary file (``.tmp-*.part``) in its own folder, flushed to
-  disk, made an ordinary ``0644`` file, then renamed over the target (``os.replace``), and the
-  folder entry flushed: a reader sees the old file or the new one, never half of one.
+- :func:`write_atomic`: an output is written to a temporary file (``.tmp-<name>.<pid>.<random>.part``)
+  in its own folder, flushed to disk, then renamed over the target (``os.replace``), and the
+  folder entry flushed: a reader sees the old file or the new one, never half of one. The file
+  is created with the permissions the caller allows (default ``0666``) less the umask, never
+  more: an output made from a ``0600`` transcript stays ``0600``. Temporary files that a
+  killed writer left (its process gone) are removed by the next write into the folder.
 - :func:`session_files`: the session files of a list of files and folders (folders searched
   recursively by suffix, bookkeeping files of the shared folders left out).
 """
@@ -11,13 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import glob
 import os
-import tempfile
+import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["NOT_SESSIONS", "SESSION_SUFFIXES", "bulk_allocation", "session_files", "write_atomic"]
+__all__ = [
+    "NOT_SESSIONS", "SESSION_SUFFIXES", "bulk_allocation", "clean_temporary_files", "private_mode_of", "session_files", "write_atomic",
+]
 
 #: Suffixes of session files (JSONL, one JSON document, SWE-agent ``.traj``), DESIGN §4.
 SESSION_SUFFIXES = frozenset({".json", ".jsonl", ".traj"})
@@ -54,7 +61,52 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def write_atomic(path: Path | str, data: bytes | Callable[[BinaryIO], object], *, make_parents: bool = True) -> Path:
+#: Prefix and suffix of :func:`write_atomic`'s temporary files.
+TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".part"
+#: Age after which a temporary file is removed even when its writer's process id is in use again.
+STALE_TEMP_SECONDS = 24 * 3600
+
+
+def _pid_alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (or cannot be probed: then it is left alone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def clean_temporary_files(folder: Path | str, name: str | None = None) -> list[Path]:
+    """Remove the temporary files of :func:`write_atomic` in ``folder`` whose writer is gone.
+
+    A file ``.tmp-<name>.<pid>.<random>.part`` is removed when process ``pid`` no longer exists,
+    or it is older than :data:`STALE_TEMP_SECONDS`; ``name`` limits it to one target's files.
+    Returns the files removed; errors are ignored (another run may clean at the same time).
+    """
+    removed: list[Path] = []
+    pattern = f"{TEMP_PREFIX}{glob.escape(name) if name else '*'}.*{TEMP_SUFFIX}*"  # and SQLite's -wal / -shm of one
+    with contextlib.suppress(OSError):
+        for path in Path(folder).glob(pattern):
+            stem = path.name.removesuffix("-wal").removesuffix("-shm").removesuffix("-journal")
+            if not stem.endswith(TEMP_SUFFIX):
+                continue
+            pid_text = stem[: -len(TEMP_SUFFIX)].split(".")[-2]
+            try:
+                stat = path.lstat()
+                old = time.time() - stat.st_mtime > STALE_TEMP_SECONDS
+                if (pid_text.isdigit() and not _pid_alive(int(pid_text))) or old:
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def write_atomic(
+    path: Path | str, data: bytes | Callable[[BinaryIO], object], *, make_parents: bool = True, mode: int = 0o666,
+) -> Path:
     """Write ``data`` to ``path`` atomically: temporary file in the same folder, fsync, rename.
 
     Parameters
@@ -66,6 +118,9 @@ def write_atomic(path: Path | str, data: bytes | Callable[[BinaryIO], object], *
         (a figure's ``savefig``).
     make_parents : bool
         Make the folder when it is missing.
+    mode : int
+        The most the file may allow (``0o600`` for a private one; a transcript's own mode for
+        what is made from it); the umask takes its bits away as for any new file.
 
     Returns
     -------
@@ -86,7 +141,9 @@ def write_atomic(path: Path | str, data: bytes | Callable[[BinaryIO], object], *
     target = Path(path)
     if make_parents:
         target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".tmp-{target.name}.", suffix=".part", dir=target.parent)
+    clean_temporary_files(target.parent, target.name)
+    name = str(target.parent / f"{TEMP_PREFIX}{target.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0), mode & 0o777)
     try:
         with os.fdopen(fd, "wb") as handle:
             if isinstance(data, (bytes, bytearray, memoryview)):
@@ -95,7 +152,6 @@ def write_atomic(path: Path | str, data: bytes | Callable[[BinaryIO], object], *
                 data(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(name, 0o644)  # an ordinary file; mkstemp makes it private
         os.replace(name, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -103,6 +159,15 @@ def write_atomic(path: Path | str, data: bytes | Callable[[BinaryIO], object], *
         raise
     _fsync_dir(target.parent)
     return target
+
+
+def private_mode_of(source: Path | str) -> int:
+    """The permission bits of ``source`` (read and write bits only), for what is written from it;
+    ``0o666`` when it cannot be read (the umask alone decides then)."""
+    try:
+        return os.stat(source).st_mode & 0o666
+    except (OSError, ValueError):
+        return 0o666
 
 
 def session_files(paths: Path | str | Iterable[Path | str]) -> list[Path]:

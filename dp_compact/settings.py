@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dp_compact.errors import SettingsError
 
-__all__ = ["DEFAULT_PROVIDER", "Settings", "default_settings", "load_settings", "variable_notes"]
+__all__ = ["DEFAULT_PROVIDER", "ENV_FILE", "Settings", "check_env_file", "default_settings", "env_file_values", "load_settings", "variable_notes"]
 
 #: DESIGN §3: the default pricing profile.
 DEFAULT_PROVIDER = "claude-sonnet-4"
@@ -136,6 +136,7 @@ def load_settings(**flags: Any) -> Settings:
         file)" when that is where it was set), the value and the rule.
     """
     given = {key: value for key, value in flags.items() if value is not None}
+    check_env_file()
     try:
         return Settings(**given)
     except ValidationError as exc:
@@ -145,6 +146,45 @@ def load_settings(**flags: Any) -> Settings:
         from_env_file = name.startswith("DP_") and name.upper() not in {key.upper() for key in os.environ}
         where = "from the .env file" if from_env_file else ""  # not a flag, not in the environment: read from .env
         raise SettingsError(name, error.get("input"), error["msg"], where) from None
+
+
+#: The settings file read from the working folder (pydantic-settings ``env_file``).
+ENV_FILE = ".env"
+
+
+def check_env_file(path: str = ENV_FILE) -> bytes | None:
+    """The bytes of the ``.env`` file when there is one, after checking it is UTF-8 text.
+
+    Raises
+    ------
+    EnvFileError
+        If it cannot be read or is not UTF-8: ``.env:LINE: rule`` (one line, for every command
+        and the hook alike, where a traceback came before).
+    """
+    from dp_compact.errors import EnvFileError
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise EnvFileError(path, None, f"cannot read the settings file: {exc.strerror or exc}") from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise EnvFileError(path, line, f"the settings file is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8") from None
+    return data
+
+
+def env_file_values(path: str = ENV_FILE) -> dict[str, str | None]:
+    """The variables of the ``.env`` file (``dotenv_values``), {} without one; EnvFileError as :func:`check_env_file`."""
+    if check_env_file(path) is None:
+        return {}
+    from dotenv import dotenv_values
+
+    return dict(dotenv_values(path, encoding="utf-8"))
 
 
 def default_settings() -> Settings:

@@ -31,7 +31,7 @@ def _is_error(result):
 
 
 async def _session_calls(archive: Path, calls: list[tuple[str, dict]]) -> tuple[list[str], list]:
-    env = {**os.environ, "DP_ARCHIVE_DIR": str(archive)}
+    env = {**os.environ, "DP_ARCHIVE_DIR": str(archive), "DP_MCP_ROOTS": os.pathsep.join([str(SESSIONS), str(archive)])}
     params = StdioServerParameters(command=sys.executable, args=["-m", "dp_compact.cli", "mcp"], env=env)
     async with stdio_client(params) as streams, ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
@@ -55,5 +55,6 @@ def test_mcp_server_plans_recalls_and_restores(tmp_path):
     assert not _is_error(plan) and (planned["decision"], planned["k"], planned["N"]) == (expected["decision"], expected["k"], expected["N"])
     hits = _structured(recall)["result"]
     assert [h["ref"] for h in hits] == [ref] and hits[0]["session"] == "run-7"
-    assert _structured(restore)["result"] == HEAD
+    page = _structured(restore)
+    assert page["messages"] == HEAD and page["next_offset"] is None and page["total"] == len(HEAD)
     assert _is_error(bad) and "no archive under archive://run-7/nope" in bad.content[0].text

@@ -265,12 +265,9 @@ def _note_variables() -> None:
     """Print on stderr the unknown ``DP_*`` names and the settings taken from ``.env``, once per run."""
     import os
 
-    from dotenv import dotenv_values
+    from dp_compact.settings import env_file_values, variable_notes
 
-    from dp_compact.settings import variable_notes
-
-    env_file = dotenv_values(".env") if os.path.isfile(".env") else {}
-    for text in variable_notes(os.environ, env_file):
+    for text in variable_notes(os.environ, env_file_values()):
         note(text)
 
 

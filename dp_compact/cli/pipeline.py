@@ -11,6 +11,10 @@ import typer
 from dp_compact.cli.app import EXIT_INVALID, CommandError, app, load_settings, note
 from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, ToOpt, settings_options
 
+#: ``recall --limit`` bound: :data:`dp_compact.pipeline.archive.MAX_SEARCH_LIMIT` (not imported here:
+#: the archive module loads SQLite, which a command line that never searches does not need).
+MAX_SEARCH_LIMIT = 10_000
+
 Api = Literal["anthropic", "openai"]
 
 
@@ -126,14 +130,14 @@ def restore(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSONL here (atomically) instead of stdout.")] = None,
 ) -> None:
     """Print (or write to OUTPUT) the original messages archived under REF, as JSONL."""
-    from dp_compact.pipeline.archive import ArchiveStore, write_jsonl_atomic
+    from dp_compact.pipeline.archive import PRIVATE_FILE_MODE, ArchiveStore, json_line, write_jsonl_atomic
 
     messages = ArchiveStore(load_settings().archive_dir).restore(ref)
     if output is None:
         for message in messages:
-            typer.echo(json.dumps(message, ensure_ascii=False))
+            typer.echo(json_line(message).decode("utf-8").rstrip("\n"))  # ASCII escapes where text holds lone surrogates
         return
-    write_jsonl_atomic(output, messages)
+    write_jsonl_atomic(output, messages, mode=PRIVATE_FILE_MODE)  # archived heads are private, as in the archive
     typer.echo(f"restored {len(messages)} messages from {ref} to {output}", err=True)
 
 
@@ -141,7 +145,7 @@ def restore(
 def recall(
     query: Annotated[str, typer.Argument(help="Words, file paths or identifiers (all must match; word* for a prefix).")],
     session: Annotated[Optional[str], typer.Option("--session", help="Only archives of this session.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="Most archives listed.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_SEARCH_LIMIT, help="Most archives listed.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
     """List archived heads matching QUERY, best first, with their summaries."""

@@ -16,6 +16,12 @@ Except for 1., the largest prompt the provider accepted (max ``Usage.prompt_toke
 window from below: a smaller window is impossible, so the next known window of the model that
 holds the prompt is taken instead, or the prompt itself rounded up to ``WINDOW_ROUNDING_TOKENS``
 when none does. A Claude Code session on a 1M-token window therefore shows it by its prompts.
+A prompt that no known window of the model holds is believed only when it is plausible: at most
+:data:`MAX_PLAUSIBLE_WINDOW_TOKENS`, and either at most :data:`PLAUSIBLE_JUMP` times the window
+the evidence gave, or not one record alone (at least :data:`CORROBORATING_PROMPTS` prompts above
+every known window, within a factor :data:`CORROBORATION_RATIO` of it): a single corrupted usage
+record (a cache write of 5,000,000 in a 31-token conversation) no longer sets the window; the
+sentence says it was not believed.
 
 Trade-offs: a tool's rule is matched to the nearest known window rather than solved for M, since
 the recorded size overshoots the trigger by whatever the last call added (Claude Code's posthog
@@ -40,6 +46,10 @@ __all__ = [
     "CLAUDE_CODE_OUTPUT_RESERVE_TOKENS",
     "CLAUDE_WINDOWS",
     "CODEX_AUTO_COMPACT_RATIO",
+    "CORROBORATING_PROMPTS",
+    "CORROBORATION_RATIO",
+    "MAX_PLAUSIBLE_WINDOW_TOKENS",
+    "PLAUSIBLE_JUMP",
     "WINDOW_NOTE_PREFIX",
     "WINDOW_ROUNDING_TOKENS",
     "claude_code_trigger_tokens",
@@ -65,6 +75,18 @@ CLAUDE_CODE_DEFAULT_WINDOW_TOKENS = 200_000
 CLAUDE_WINDOWS = (200_000, 1_000_000)
 #: A window inferred from a prompt no known window holds is that prompt rounded up to this, tokens.
 WINDOW_ROUNDING_TOKENS = 1_000
+#: The largest window believed from evidence or accepted as a setting: 100M tokens, the per-call
+#: bound of :data:`dp_compact.sessions.usage.MAX_TOKENS_PER_CALL` (ten times the largest window a
+#: model is served with, Llama 4 Scout's 10M; the largest ever announced, Magic's LTM-2-mini).
+MAX_PLAUSIBLE_WINDOW_TOKENS = 100_000_000
+#: A prompt up to this multiple of the evidenced window is believed on its own (a model served with
+#: a larger window than listed: gpt-4o prompts of 152k on a listed 128k); beyond it, one record may be corrupt.
+PLAUSIBLE_JUMP = 2.0
+#: Prompts above every known window needed before a far larger one sets the window.
+CORROBORATING_PROMPTS = 2
+#: A corroborating prompt is at least this share of the largest one (a session grows gradually:
+#: two prompts of 210k and 5M say nothing about a 5M window).
+CORROBORATION_RATIO = 0.5
 #: Every note :func:`window_note` writes starts so.
 WINDOW_NOTE_PREFIX = "context window "
 
@@ -241,6 +263,14 @@ def context_window(
     larger = [m for m in sizes if m >= prompt]
     if larger:
         return larger[0], f"{below}: the next known window of {model or 'the model'}"
+    assert session is not None  # a prompt was found in its usage
+    largest = max(session.usage, key=lambda u: u.prompt_tokens)
+    close = sum(1 for u in session.usage if u.prompt_tokens >= max(CORROBORATION_RATIO * prompt, window + 1))
+    if prompt > MAX_PLAUSIBLE_WINDOW_TOKENS or (prompt > PLAUSIBLE_JUMP * window and close < CORROBORATING_PROMPTS):
+        where = f" on line {largest.line}" if largest.line else ""
+        why = f"above {MAX_PLAUSIBLE_WINDOW_TOKENS:,}, the most any model accepts" if prompt > MAX_PLAUSIBLE_WINDOW_TOKENS else (
+            f"more than {PLAUSIBLE_JUMP:g} times that window on one usage record alone, which no other prompt comes near")
+        return window, f"{source}; a prompt of {prompt:,} tokens{where} above every known window of {model or 'the model'} is not believed ({why})"
     rounded = -(-prompt // WINDOW_ROUNDING_TOKENS) * WINDOW_ROUNDING_TOKENS
     return rounded, f"{below} and no known window of {model or 'the model'} holds it: that prompt rounded up"
 

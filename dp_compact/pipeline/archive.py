@@ -10,13 +10,23 @@ A head is referenced as ``archive://<session>/<id>``. ``<session>`` is the calle
 sanitized for file systems (:func:`session_id_for`); ``<id>`` sorts by creation time
 (``YYYYMMDDTHHMMSSffffffZ-<8 hex>``).
 
-Writes are atomic: both files are written to temporary files in the session directory, fsynced
-and renamed into place, and only then is the index row inserted, in one transaction. An archive
-exists once its index row does: :meth:`ArchiveStore.restore` and :meth:`ArchiveStore.search`
-only see indexed archives, so a crash mid-write leaves nothing visible (at worst unreferenced
-files, never a half archive). Each operation opens and closes its own SQLite connection (WAL
-journal, busy timeout: :mod:`dp_compact.pipeline.archive_index`), so one store may be shared
-between threads.
+Writes are atomic and private: the archive holds heads verbatim (pasted secrets, tool outputs),
+so its folders are made ``0700`` and its files ``0600`` (less the umask), and a session folder
+that is a symbolic link is refused (it could point anywhere). Each file is written to a
+temporary file in the session folder, fsynced and renamed into place; an archive exists once
+its index row does: :meth:`ArchiveStore.restore` and :meth:`ArchiveStore.search` only see
+indexed archives.
+
+A compaction archives in two steps (:meth:`ArchiveStore.stage`, then :meth:`Staged.commit`
+once its output is written): first a marker ``<id>.pending`` (the output's path, the writer's
+process id, the index rows), then the two files; the output; then the index row, in one
+transaction; then the marker is removed. When the output cannot be written the staged files
+are removed (:meth:`Staged.discard`), so the archive never records a compaction that did not
+happen. A kill at any point leaves a marker at worst: the next write (:meth:`ArchiveStore.recover`)
+indexes a staged archive whose output holds its reference and removes one whose output does
+not, and removes temporary files and archive files that neither a row nor a marker claims.
+Each operation opens and closes its own SQLite connection (WAL journal, busy timeout:
+:mod:`dp_compact.pipeline.archive_index`), so one store may be shared between threads.
 
 This is the pipeline's IO shell: it touches files, the environment and the clock.
 """
@@ -38,10 +48,17 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import ArchiveError
-from dp_compact.io import write_atomic
-from dp_compact.pipeline.archive_index import ArchiveIndex, fts_query, index_text, keyword_text, searchable_strings
+from dp_compact.io import _pid_alive, clean_temporary_files, write_atomic
+from dp_compact.pipeline.archive_index import (
+    ArchiveIndex,
+    fts_query,
+    index_text,
+    keyword_text,
+    query_terms,
+    searchable_strings,
+)
 
-__all__ = ["ARCHIVE_SCHEME", "ArchiveHit", "ArchiveStore", "default_archive_root", "preview_ref", "session_id_for", "write_jsonl_atomic"]
+__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "Staged", "default_archive_root", "json_line", "preview_ref", "session_id_for", "write_jsonl_atomic"]
 
 #: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
 ARCHIVE_SCHEME = "archive://"
@@ -49,8 +66,14 @@ ARCHIVE_SCHEME = "archive://"
 SESSION_ID_MAX_CHARS = 80
 #: Characters of the summary shown per search hit.
 SUMMARY_EXCERPT_CHARS = 240
+#: Most hits one search returns (a bound SQLite's LIMIT takes as a 64-bit integer, and more than anyone reads).
+MAX_SEARCH_LIMIT = 10_000
 #: Head text indexed per archive, characters (bounds the index; the JSONL keeps everything).
 INDEX_BODY_MAX_CHARS = 2_000_000
+#: Permissions of archive folders and files (the umask may take more away): the owner's only.
+PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
+#: Suffix of the marker of an archive staged for a compaction whose output is not written yet.
+PENDING_SUFFIX = ".pending"
 _SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -139,7 +162,7 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _json_line(obj: Any) -> bytes:
+def json_line(obj: Any) -> bytes:
     """One compact JSON line; ASCII escapes when the text holds lone surrogates."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     try:
@@ -148,8 +171,9 @@ def _json_line(obj: Any) -> bytes:
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def write_jsonl_atomic(path: Path | str, messages: Sequence[Any]) -> None:
-    """Write ``messages`` as JSONL to ``path`` atomically (temp file in the same directory, fsync, rename).
+def write_jsonl_atomic(path: Path | str, messages: Sequence[Any], *, mode: int = 0o666) -> None:
+    """Write ``messages`` as JSONL to ``path`` atomically (temp file in the same directory, fsync, rename);
+    ``mode``: the most the file may allow (:func:`~dp_compact.io.write_atomic`).
 
     Raises
     ------
@@ -159,7 +183,7 @@ def write_jsonl_atomic(path: Path | str, messages: Sequence[Any]) -> None:
     """
     target = Path(path)
     try:
-        write_atomic(target, b"".join(_json_line(m) for m in messages))
+        write_atomic(target, b"".join(json_line(m) for m in messages), mode=mode)
     except (OSError, TypeError, ValueError) as exc:
         raise ArchiveError(f"{target}: cannot write: {exc}") from exc
 
@@ -178,6 +202,28 @@ class ArchiveStore:
         self.root = Path(root) if root is not None else default_archive_root()
         self.index = ArchiveIndex(self.root)
         self.index_path = self.index.path
+
+    def _prepare(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> tuple[str, bytes, bytes, tuple, tuple]:
+        """(ref, JSONL bytes, metadata bytes, index row, FTS row) of a head to archive; ArchiveError when not JSON-ready."""
+        session = session_id_for(session_id)
+        now = datetime.now(UTC)
+        archive_id = _new_id(now)
+        ref = f"{ARCHIVE_SCHEME}{session}/{archive_id}"
+        summary = index_text(str(metadata.get("summary") or ""))
+        meta = {
+            **metadata, "ref": ref, "session": session, "id": archive_id,
+            "created": now.isoformat(timespec="microseconds"), "message_count": len(head_raw),
+        }
+        try:
+            jsonl = b"".join(json_line(m) for m in head_raw)
+            meta_bytes = json.dumps(meta, ensure_ascii=False, indent=1, default=_jsonable).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError) as exc:
+            raise ArchiveError(f"cannot archive session {session}: {exc}", ref=ref) from exc
+        body: list[str] = []
+        searchable_strings(list(head_raw), body)
+        row = (ref, session, archive_id, meta["created"], summary, len(head_raw), hashlib.sha256(jsonl).hexdigest())
+        fts = (ref, summary, index_text(keyword_text(meta)), index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
+        return ref, jsonl, meta_bytes, row, fts
 
     def write(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> str:
         """Archive a head verbatim and index it; return its reference.
@@ -202,44 +248,103 @@ class ArchiveStore:
         Raises
         ------
         ArchiveError
-            If a message or the metadata is not JSON-serializable, or a file or the index cannot
-            be written; nothing is then visible to :meth:`restore` or :meth:`search`.
+            If a message or the metadata is not JSON-serializable, a file or the index cannot be
+            written, or the session folder is a symbolic link; nothing is then visible to
+            :meth:`restore` or :meth:`search`.
         """
-        session = session_id_for(session_id)
-        now = datetime.now(UTC)
-        archive_id = _new_id(now)
-        ref = f"{ARCHIVE_SCHEME}{session}/{archive_id}"
-        summary = index_text(str(metadata.get("summary") or ""))
-        meta = {
-            **metadata, "ref": ref, "session": session, "id": archive_id,
-            "created": now.isoformat(timespec="microseconds"), "message_count": len(head_raw),
-        }
-        try:
-            jsonl = b"".join(_json_line(m) for m in head_raw)
-            meta_bytes = json.dumps(meta, ensure_ascii=False, indent=1, default=_jsonable).encode("utf-8", "surrogatepass")
-        except (TypeError, ValueError) as exc:
-            raise ArchiveError(f"cannot archive session {session}: {exc}", ref=ref) from exc
-        body: list[str] = []
-        searchable_strings(list(head_raw), body)
-        row = (ref, session, archive_id, meta["created"], summary, len(head_raw), hashlib.sha256(jsonl).hexdigest())
-        fts = (ref, summary, index_text(keyword_text(meta)), index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
-        self._place_and_index(self.root / session, archive_id, jsonl, meta_bytes, row, fts)
-        return ref
+        staged = self.stage(session_id, head_raw, metadata, output=None)
+        staged.commit()
+        return staged.ref
 
-    def _place_and_index(self, directory: Path, archive_id: str, jsonl: bytes, meta: bytes, row: tuple, fts: tuple) -> None:
-        """Write both files atomically, then insert the index rows in one transaction; undo all on failure."""
+    def stage(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any], *, output: str | None) -> Staged:
+        """Place a head's files, not yet indexed, for a compaction whose output is written next.
+
+        Parameters and errors as :meth:`write`; ``output``: the file the compaction writes (the
+        marker names it, for :meth:`recover`). Returns the :class:`Staged` archive: call its
+        ``commit()`` once the output is written, ``discard()`` when it could not be.
+        """
+        self.recover()
+        ref, jsonl, meta_bytes, row, fts = self._prepare(session_id, head_raw, metadata)
+        session, archive_id = row[1], row[2]
+        directory = self._session_dir(session, create=True, ref=ref)
+        marker = directory / f"{archive_id}{PENDING_SUFFIX}"
+        pending = {"ref": ref, "pid": os.getpid(), "output": output, "row": list(row), "fts": list(fts)}
         placed: list[Path] = []
         try:
-            for data, final in ((jsonl, directory / f"{archive_id}.jsonl"), (meta, directory / f"{archive_id}.json")):
-                placed.append(write_atomic(final, data))
-            self.index.insert(row, fts)
+            placed.append(write_atomic(marker, json.dumps(pending, ensure_ascii=True).encode("ascii"), make_parents=False, mode=PRIVATE_FILE_MODE))
+            for data, final in ((jsonl, directory / f"{archive_id}.jsonl"), (meta_bytes, directory / f"{archive_id}.json")):
+                placed.append(write_atomic(final, data, make_parents=False, mode=PRIVATE_FILE_MODE))
         except BaseException as exc:
-            for path in placed:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-            if isinstance(exc, OSError | sqlite3.Error):
-                raise ArchiveError(f"{directory}: cannot write archive {archive_id}: {exc}", ref=row[0]) from exc
+            _remove(reversed(placed))
+            if isinstance(exc, OSError):
+                raise ArchiveError(f"{directory}: cannot write archive {archive_id}: {exc}", ref=ref) from exc
             raise
+        return Staged(self, ref, tuple(row), tuple(fts), tuple(placed[1:]), marker)
+
+    def _session_dir(self, session: str, *, create: bool, ref: str | None = None) -> Path:
+        """``root/session``, made private when ``create``; ArchiveError when it is a symbolic link or not a folder."""
+        directory = self.root / session
+        if directory.is_symlink():
+            raise ArchiveError(f"{directory}: the archive session folder is a symbolic link; refused (it may point anywhere)", ref=ref)
+        if create:
+            try:
+                self.root.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+                directory.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+            except OSError as exc:
+                raise ArchiveError(f"{directory}: cannot make the archive folder: {exc.strerror or exc}", ref=ref) from exc
+            if directory.is_symlink() or not directory.is_dir():
+                raise ArchiveError(f"{directory}: the archive session folder is not a plain folder; refused", ref=ref)
+        return directory
+
+    def recover(self) -> list[str]:
+        """Finish or undo what a killed compaction left (module docstring); remove leftovers.
+
+        A staged archive whose writer is gone is indexed when its output holds its reference,
+        else removed; temporary files of dead writers and archive files that neither an index
+        row nor a marker claims are removed. Returns the references indexed. Errors are ignored
+        (a later run tries again); never raises.
+        """
+        indexed: list[str] = []
+        if not self.root.is_dir():
+            return indexed
+        with contextlib.suppress(OSError, ArchiveError, sqlite3.Error):
+            clean_temporary_files(self.root)
+            known = self.index.ids()
+            for directory in self.root.iterdir():
+                if directory.is_symlink() or not directory.is_dir():
+                    continue
+                clean_temporary_files(directory)
+                indexed += self._recover_folder(directory, known)
+        return indexed
+
+    def _recover_folder(self, directory: Path, known: set[tuple[str, str]]) -> list[str]:
+        """:meth:`recover` in one session folder."""
+        indexed, pending = [], set()
+        for marker in sorted(directory.glob(f"*{PENDING_SUFFIX}")):
+            archive_id = marker.name[: -len(PENDING_SUFFIX)]
+            pending.add(archive_id)
+            try:
+                state = json.loads(marker.read_bytes())
+                if _pid_alive(int(state["pid"])):
+                    continue  # still being written
+                files = [directory / f"{archive_id}.jsonl", directory / f"{archive_id}.json"]
+                if all(f.is_file() for f in files) and state.get("output") is not None and _holds(state["output"], state["ref"]):
+                    self.index.insert(tuple(state["row"]), tuple(state["fts"]), replace=True)
+                    indexed.append(state["ref"])
+                    known.add((directory.name, archive_id))
+                elif (directory.name, archive_id) not in known:
+                    _remove(files)
+                marker.unlink()
+            except (OSError, ValueError, KeyError, TypeError, ArchiveError):
+                continue
+        for path in directory.iterdir():
+            stem, suffix = path.name.rsplit(".", 1) if "." in path.name else (path.name, "")
+            candidate = suffix in ("jsonl", "json") and _SESSION_RE.fullmatch(stem) and stem not in pending and (directory.name, stem) not in known
+            # A writer makes its marker before its files and removes it only after its row is committed
+            # (or its files removed): looked at in that order, an unclaimed file is an orphan.
+            if candidate and not (directory / f"{stem}{PENDING_SUFFIX}").exists() and self.index.lookup(f"{ARCHIVE_SCHEME}{directory.name}/{stem}") is None:
+                _remove([path])  # an archive file no row and no marker claims
+        return indexed
 
     def _row(self, ref: str) -> tuple[str, str, int, str]:
         """The index row of ``ref``; ArchiveError when malformed or unknown."""
@@ -269,7 +374,7 @@ class ArchiveStore:
             (SHA-256 recorded at write time).
         """
         session, archive_id, count, digest = self._row(ref)
-        path = self.root / session / f"{archive_id}.jsonl"
+        path = self._session_dir(session, create=False, ref=ref) / f"{archive_id}.jsonl"
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -284,7 +389,7 @@ class ArchiveStore:
     def metadata(self, ref: str) -> dict[str, Any]:
         """The metadata stored with ``ref`` (summary, anchors, counts, ...); ArchiveError as :meth:`restore`."""
         session, archive_id, _, _ = self._row(ref)
-        path = self.root / session / f"{archive_id}.json"
+        path = self._session_dir(session, create=False, ref=ref) / f"{archive_id}.json"
         try:
             return json.loads(path.read_text(encoding="utf-8", errors="surrogatepass"))
         except (OSError, ValueError) as exc:
@@ -302,7 +407,7 @@ class ArchiveStore:
         session : str, optional
             Only archives of this session (sanitized as :meth:`write` does).
         limit : int
-            Most hits returned.
+            Most hits returned, 1 to :data:`MAX_SEARCH_LIMIT` (0: none).
 
         Returns
         -------
@@ -312,13 +417,84 @@ class ArchiveStore:
         Raises
         ------
         ArchiveError
-            If the index cannot be read.
+            If the index cannot be read; the query has too many terms or characters, or matches
+            too much (:mod:`~dp_compact.pipeline.archive_index` bounds); ``limit`` is out of range.
         """
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_SEARCH_LIMIT:
+            raise ArchiveError(f"limit must be a whole number from 1 to {MAX_SEARCH_LIMIT:,}, not {limit!r}")
         match = fts_query(query)
         if not match or limit <= 0:
             return []
-        rows = self.index.search(match, None if session is None else session_id_for(session), limit)
+        rows = self.index.search(match, None if session is None else session_id_for(session), limit, query_terms(query))
         return [
             ArchiveHit(ref, sess, created, summary[:SUMMARY_EXCERPT_CHARS], snippet, count, -float(rank))
             for ref, sess, created, summary, snippet, count, rank in rows
         ]
+
+
+def _remove(paths: Any) -> None:
+    """Unlink each path, ignoring errors."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _holds(output: str, ref: str) -> bool:
+    """True when the file ``output`` exists and its bytes hold ``ref`` (its compaction was written)."""
+    try:
+        with open(output, "rb") as file:
+            return ref.encode("ascii") in file.read()
+    except (OSError, UnicodeEncodeError):
+        return False
+
+
+@dataclass(slots=True)
+class Staged:
+    """An archive placed by :meth:`ArchiveStore.stage`: its files are written, its index row is not."""
+
+    store: ArchiveStore
+    ref: str
+    row: tuple[Any, ...]
+    fts: tuple[Any, ...]
+    files: tuple[Path, ...]
+    marker: Path
+    done: bool = False
+
+    def commit(self) -> None:
+        """Insert the index row (one transaction), then remove the marker; ArchiveError when the
+        index cannot be written (the marker stays: the next write indexes the archive)."""
+        if self.done:
+            return
+        try:
+            self.store.index.insert(self.row, self.fts)
+        except BaseException:
+            if self.marker.exists() and not _pending_output(self.marker):
+                self.discard()  # nothing was written that refers to it
+            raise
+        self.done = True
+        with contextlib.suppress(OSError):
+            self.marker.unlink()
+            _fsync_folder(self.marker.parent)
+
+    def discard(self) -> None:
+        """Remove the staged files and the marker (the compaction's output was not written)."""
+        if self.done:
+            return
+        _remove(self.files)
+        _remove([self.marker])
+        self.done = True
+
+
+def _pending_output(marker: Path) -> str | None:
+    """The output a marker names, or None."""
+    try:
+        return json.loads(marker.read_bytes()).get("output")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush a folder entry; errors ignored."""
+    from dp_compact.io import _fsync_dir
+
+    _fsync_dir(folder)

@@ -10,16 +10,20 @@ is written.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
-from dp_compact.pipeline.archive import preview_ref
+from dp_compact.pipeline.archive import ArchiveStore, preview_ref
 from dp_compact.pipeline.breaker import CircuitBreaker
 from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
+from dp_compact.pipeline.convert import to_api
 from dp_compact.pipeline.io import check_output, target_api, write_messages
+from dp_compact.pipeline.repairs import repair_notes
+from dp_compact.sessions.source import repaired_lines_note
 from dp_compact.sessions.common import count_llm_calls, count_user_turns
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
@@ -31,17 +35,21 @@ from dp_compact.core.planner import RULE_WAIT, Plan, forced_cut
 from dp_compact.prepare import PreparedSession, plan_prepared, prepare
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
-from dp_compact.conversation import Message, Session
+from dp_compact.conversation import Message, Session, recorded_history
 from dp_compact.settings import Settings
 from dp_compact.measure.tokens import count_text_tokens
 
-__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "CompactionResult", "compact_file", "compact_session"]
+__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "compact_file", "compact_session"]
 
 RULE_KEEP_FLAG = "keep-flag"  # the user chose k (--keep K)
 RULE_FORCED_FLAG = "force-flag"  # --force where the planner would keep everything
 #: ``dp-compact compact`` without --keep where the look-ahead planner would wait for a compaction it
 #: has scheduled (DESIGN §7): compacting was asked for now, at the cut the planner prices best now.
 RULE_REQUESTED = "requested"
+#: ``compact`` declined: the summary part would be no smaller than the head it replaces (DESIGN §5:
+#: a compaction never makes the context larger; a tiny session's head is smaller than any summary).
+#: With ``--keep K`` or ``--force`` the user chose it: the compaction is made, with a note saying it grows.
+RULE_WOULD_GROW = "would-grow"
 #: Share of the kept tail's message tokens added for JSON framing when sizing the summary: the
 #: SCHEMA reference count (JSON of each message) runs ~4 % above the text count on case 07.
 TAIL_FRAMING_FACTOR = 1.10
@@ -125,10 +133,18 @@ def _choose_cut(
     return None, decided.rule, decided.explanation, decided
 
 
+#: The summary's hard bound is at least this many tokens, room allowing: what every request and
+#: changed file of a long session takes in their shortest forms (DESIGN §9 "Retention"; 108 changed
+#: files and 10 requests of the largest shared Claude Code session take about 1,300), still below
+#: the summaries Claude Code writes itself (5,675-5,870 tokens, calibration/results.json).
+RETAINED_SUMMARY_TOKENS = 2_000
+
+
 def _summary_budget(settings: Settings, window: int, v_tokens: int, tail_tokens: int) -> tuple[int, int]:
-    """(target, max) summary tokens: S and 2·S, lowered so that V + summary + tail fits DP_FORCE_RATIO·M."""
+    """(target, max) summary tokens: S and max(2·S, :data:`RETAINED_SUMMARY_TOKENS`), lowered so
+    that V + summary + tail fits DP_FORCE_RATIO·M."""
     room = int(settings.force_ratio * window - v_tokens - TAIL_FRAMING_FACTOR * tail_tokens)
-    limit = max(min(2 * settings.s, room), MIN_SUMMARY_BUDGET_TOKENS)
+    limit = max(min(max(2 * settings.s, RETAINED_SUMMARY_TOKENS), room), MIN_SUMMARY_BUDGET_TOKENS)
     return min(settings.s, limit), limit
 
 
@@ -160,7 +176,7 @@ def _summarize(request: SummaryRequest, summarizer: Summarizer, breaker: Circuit
         raise
     if breaker is not None:
         breaker.record_success(path)
-    return with_instructions(body, request.instructions)
+    return with_instructions(body, request.instructions, request)
 
 
 def _request(prepared: PreparedSession, head: tuple[Message, ...], tail_tokens: int) -> SummaryRequest:
@@ -170,8 +186,31 @@ def _request(prepared: PreparedSession, head: tuple[Message, ...], tail_tokens: 
     return SummaryRequest(
         head=head, shrunk_head=shrink_messages(head), previous_summary=head[0].text if is_summary_text(head[0].text) else None,
         target_tokens=target, max_tokens=limit, instructions=tuple(head_instructions(head)), system_text=session.system_text,
-        system_messages=tuple(m for m in session.system_messages if isinstance(m, dict)),
+        system_messages=tuple(m for m in session.system_messages if isinstance(m, dict)), earlier=_earlier(session),
     )
+
+
+def _earlier(session: Session) -> tuple[Message, ...]:
+    """The recorded messages before the live conversation: segments the tool compacted itself
+    (Claude Code, Codex), whose requests and changed files a summary still carries (DESIGN §9);
+    () for a file without recorded compactions or without line numbers."""
+    first = session.messages[0].line if session.messages else 0
+    if not session.compactions or first <= 0:
+        return ()
+    return tuple(m for m in recorded_history(session) if 0 < m.line < first)
+
+
+def _reading_notes(session: Session) -> tuple[str, ...]:
+    """What reading repaired in the file (lone surrogates read as U+FFFD)."""
+    return (f"{session.path}: {repaired_lines_note(session.repaired_lines)}",) if session.repaired_lines else ()
+
+
+def _summary_part_tokens(messages: list[dict[str, Any]], written_tail: int) -> int:
+    """Tokens of the written summary part (summary message and acknowledgement), counted as message text is."""
+    lead = sum(1 for m in messages if m.get("role") in ("system", "developer"))
+    part = messages[lead : len(messages) - written_tail]
+    texts = [m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"), ensure_ascii=False) for m in part]
+    return int(count_text_tokens(texts).sum()) if texts else 0
 
 
 def _notes(prepared: PreparedSession, api: Api, output_tokens: int, archived: bool) -> tuple[str, ...]:
@@ -246,10 +285,22 @@ def compact_session(
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 
-    summary_text, messages = assemble(None)
+    summary_text, messages = assemble(None if archiver is None else preview_ref(Path(session.path).stem))
     violations = validate_messages(messages, api)
     if violations:  # checked before anything is archived
         raise CompactionError(f"{session.path}: the compacted conversation would break {api} rules: {violations[0]}")
+    written_tail = len(to_api(tail, api, issued=[{"role": "user", "content": ""}]))  # as reassemble writes it
+    repaired = _reading_notes(session) + repair_notes([m.raw for m in tail], messages[len(messages) - written_tail :], api)
+    added = _summary_part_tokens(messages, written_tail)
+    if added >= head_tokens and rule in (RULE_KEEP_FLAG, RULE_FORCED_FLAG):  # the user chose it: made as asked, and said so
+        asked = f"--keep {keep}" if rule == RULE_KEEP_FLAG else "--force"
+        repaired += ((f"the summary part ({added:,} tokens) is no smaller than the {len(head)}-message head it replaces"
+                      f" ({head_tokens:,} tokens): this compaction makes the context larger ({asked} was asked for)"),)
+    elif added >= head_tokens:  # DESIGN §5: a compaction replaces the head by something smaller, or is not made
+        why = (f"the summary part ({added:,} tokens) would be no smaller than the {len(head)}-message head it replaces"
+               f" ({head_tokens:,} tokens): compacting would make the context larger, so nothing is written")
+        return CompactionResult(decision="keep", k=len(session.messages), notes=prepared.notes + repaired,
+                                **{**base, "rule": RULE_WOULD_GROW, "explanation": why})
     ref = None
     if archiver is not None and not dry_run:
         metadata = _metadata(session, head, body, anchors, {"head": head_tokens, "tail": tail_tokens})
@@ -262,7 +313,7 @@ def compact_session(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
         summary_tokens=summary_tokens, output_tokens=summary_tokens + tail_tokens, summary=summary_text, anchors=anchors,
         archive_ref=ref, summarizer=getattr(summarizer, "name", type(summarizer).__name__),
-        notes=prepared.notes + _notes(prepared, api, summary_tokens + tail_tokens, archiver is not None),
+        notes=prepared.notes + repaired + _notes(prepared, api, summary_tokens + tail_tokens, archiver is not None),
         messages=tuple(messages), **base,
     )
 
@@ -341,11 +392,39 @@ def compact_file(
     session = read_session(path, lenient=lenient)
     if not dry_run:
         check_output(output, source=path)
-    result = compact_session(
-        session, settings, keep=keep, force=force, requested=requested, to=to, summarizer=summarizer, archiver=archiver,
-        breaker=breaker, dry_run=dry_run, use_cache=use_cache,
-    )
-    if result.decision != "compact" or dry_run:
-        return result
-    write_messages(output, result.messages, result.api or "anthropic", source=path)
+    staging = _StagingArchiver(archiver, str(Path(output).absolute())) if isinstance(archiver, ArchiveStore) and not dry_run else None
+    try:
+        result = compact_session(
+            session, settings, keep=keep, force=force, requested=requested, to=to, summarizer=summarizer,
+            archiver=staging if staging is not None else archiver, breaker=breaker, dry_run=dry_run, use_cache=use_cache,
+        )
+        if result.decision != "compact" or dry_run:
+            return result
+        write_messages(output, result.messages, result.api or "anthropic", source=path)
+    except BaseException:
+        if staging is not None:
+            staging.discard()  # the archive records no compaction whose output was not written
+        raise
+    if staging is not None:
+        staging.commit()
     return replace(result, output=str(output))
+
+
+class _StagingArchiver:
+    """An :class:`ArchiveStore` whose writes wait for the output (:meth:`ArchiveStore.stage`)."""
+
+    def __init__(self, store: ArchiveStore, output: str) -> None:
+        self.store, self.output, self.staged = store, output, []
+
+    def write(self, session_id: str, head_raw: list[dict[str, Any]], metadata: dict[str, Any]) -> str:
+        staged = self.store.stage(session_id, head_raw, metadata, output=self.output)
+        self.staged.append(staged)
+        return staged.ref
+
+    def commit(self) -> None:
+        for staged in self.staged:
+            staged.commit()
+
+    def discard(self) -> None:
+        for staged in self.staged:
+            staged.discard()

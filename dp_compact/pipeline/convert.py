@@ -32,6 +32,8 @@ from dp_compact.pipeline.repairs import (
     call_ids,
     merge_same_role,
     openai_orphans_as_text,
+    without_duplicate_results,
+    without_empty_assistant,
     without_empty_text,
 )
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api
@@ -344,8 +346,8 @@ def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, 
         out.extend(converted)
     out = [api_keys_only(m, api) for m in out]
     if api == API_ANTHROPIC:
-        return anthropic_orphans_as_text(merge_same_role(without_empty_text(out)), call_ids(issued[-1:]))
-    return openai_orphans_as_text(out, call_ids(issued))
+        return anthropic_orphans_as_text(merge_same_role(without_duplicate_results(without_empty_text(out))), call_ids(issued[-1:]))
+    return openai_orphans_as_text(without_duplicate_results(without_empty_assistant(out)), call_ids(issued))
 
 
 def system_messages_for(system_raw: Sequence[Any], system_text: str, api: Api) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ Every output goes through :func:`write_messages`: it is checked with
 :func:`~dp_compact.pipeline.validate.validate_messages` first, never written over the input,
 and written atomically (a temporary file in the output's directory, fsync, ``os.replace``;
 the temporary file is removed on any failure), so a failed run leaves neither a partial output
-nor a temporary file behind.
+nor a temporary file behind. An output is no more readable than its input (its permission
+bits, less the umask).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import ArchiveError, CompactionError, SessionError
+from dp_compact.io import private_mode_of, write_atomic
 from dp_compact.pipeline.convert import raw_shape, system_messages_for, to_api
 from dp_compact.pipeline.shrink import SHRINK_KEEP_TURNS, shrink_session
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api, Violation
@@ -68,8 +70,6 @@ def check_output(output: Path | str, *, source: Path | str) -> None:
     CompactionError
         If ``output`` is the input file, a folder, or its folder cannot be written.
     """
-    import tempfile
-
     target = Path(output)
     if _same_file(target, Path(source)) or target.resolve() == Path(source).resolve():
         raise CompactionError(f"{target}: refusing to overwrite the input; give another -o/--output")
@@ -77,8 +77,7 @@ def check_output(output: Path | str, *, source: Path | str) -> None:
         raise CompactionError(f"{target}: is a folder; give a file name to -o/--output")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".probe"):
-            pass
+        write_atomic(target.parent / f".{target.name}.probe", b"", make_parents=False, mode=0o600).unlink()
     except OSError as exc:
         raise CompactionError(f"{target}: cannot write the output: {exc.strerror or exc}") from exc
 
@@ -102,7 +101,7 @@ def write_messages(output: Path | str, messages: Sequence[dict[str, Any]], api: 
         shown = "; ".join(map(str, violations[:_MAX_SHOWN_VIOLATIONS]))
         raise CompactionError(f"{target}: output would break {len(violations)} {api} rule(s), nothing written: {shown}")
     try:
-        write_jsonl_atomic(target, messages)
+        write_jsonl_atomic(target, messages, mode=private_mode_of(source))  # no more readable than the input
     except ArchiveError as exc:
         raise CompactionError(f"{target}: cannot write the output: {exc.__cause__ or exc}") from exc
 

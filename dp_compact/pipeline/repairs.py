@@ -10,6 +10,10 @@ breaks the target's rules:
 - Anthropic: text blocks that are empty or only white space are dropped ("text content blocks
   must contain non-whitespace text"; agents record them from streamed responses), and a message
   left with no content at all is dropped; nothing else of the message changes;
+- a tool result repeated for one call (the same call answered twice: an agent that logged a
+  result twice) is written once, the first one; both APIs refuse a call answered twice;
+- OpenAI: an assistant message with neither content nor tool calls is dropped (chat completions
+  refuse it; it carries nothing);
 - Anthropic: adjacent messages of one role are merged into one (the Messages API itself
   "combines consecutive user or assistant turns"), tool results first, and only the leading
   thinking blocks of the merged assistant message are kept (Anthropic's extended-thinking guide
@@ -32,8 +36,11 @@ __all__ = [
     "api_keys_only",
     "call_ids",
     "merge_same_role",
-    "without_empty_text",
     "openai_orphans_as_text",
+    "repair_notes",
+    "without_duplicate_results",
+    "without_empty_assistant",
+    "without_empty_text",
 ]
 
 #: Message keys each API accepts (Anthropic Messages API ``MessageParam``; OpenAI chat-completions
@@ -147,15 +154,15 @@ def anthropic_orphans_as_text(messages: list[dict[str, Any]], before: set[str]) 
                 results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
                 orphans = [b for b in results if b.get("tool_use_id") not in previous]
                 answered = {b.get("tool_use_id") for b in results}
-                missing = _missing_results([i for i in previous if i not in answered])
+                missing = _missing_results(list(dict.fromkeys(i for i in previous if i not in answered)))  # an id issued twice: answered once
                 if orphans or missing:
                     texts = [{"type": "text", "text": _orphan_text(str(b.get("tool_use_id")), b.get("content"))} for b in orphans]
                     others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
                     message = {**message, "content": [b for b in results if b not in orphans] + missing + texts + others}
             elif previous:
-                message = {**message, "content": [*_missing_results(previous), {"type": "text", "text": content}]}
+                message = {**message, "content": [*_missing_results(list(dict.fromkeys(previous))), {"type": "text", "text": content}]}
         elif previous and position > 0:
-            out.append({"role": "user", "content": _missing_results(previous)})
+            out.append({"role": "user", "content": _missing_results(list(dict.fromkeys(previous)))})
         previous = [str(b.get("id")) for b in _blocks(message.get("content")) if isinstance(b, dict) and b.get("type") == "tool_use"] \
             if message.get("role") == "assistant" else []
         out.append(message)
@@ -183,3 +190,85 @@ def openai_orphans_as_text(messages: list[dict[str, Any]], before: set[str]) -> 
             unanswered = [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)] if role == "assistant" else []
         out.append(message)
     return out
+
+
+def _result_ids(message: dict[str, Any]) -> list[str]:
+    """Ids answered by one written message (Anthropic ``tool_result`` blocks, an OpenAI ``tool`` message)."""
+    if message.get("role") == "tool":
+        return [str(message.get("tool_call_id"))]
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, list):
+        return []
+    return [str(b.get("tool_use_id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def without_duplicate_results(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Written messages with every tool result after the first one for its call left out.
+
+    A call issued again later (an id reused by the agent) may be answered again. A user message
+    left with no content is dropped; messages without a repeated result are the same objects.
+
+    >>> call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}
+    >>> result = {"type": "tool_result", "tool_use_id": "t1", "content": "a"}
+    >>> without_duplicate_results([call, {"role": "user", "content": [result, result]}])[1]["content"]
+    [{'type': 'tool_result', 'tool_use_id': 't1', 'content': 'a'}]
+    """
+    out: list[dict[str, Any]] = []
+    answered: set[str] = set()
+    for message in messages:
+        answered -= call_ids([message])  # a call issued (again) may be answered
+        ids = _result_ids(message)
+        if not ids or not answered.intersection(ids) and len(set(ids)) == len(ids):
+            answered.update(ids)
+            out.append(message)
+            continue
+        if message.get("role") == "tool":
+            continue  # an OpenAI tool message answering a call already answered
+        kept, seen = [], set(answered)
+        for block in message["content"]:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                if str(block.get("tool_use_id")) in seen:
+                    continue
+                seen.add(str(block.get("tool_use_id")))
+            kept.append(block)
+        answered = seen
+        if kept:
+            out.append({**message, "content": kept})
+    return out
+
+
+def without_empty_assistant(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI messages without assistant messages that have neither content nor tool calls."""
+    return [
+        m for m in messages
+        if not (m.get("role") == "assistant" and not m.get("tool_calls") and not m.get("function_call")
+                and (m.get("content") is None or (isinstance(m.get("content"), str | list) and not m.get("content"))))
+    ]
+
+
+def repair_notes(before: Sequence[Any], after: Sequence[dict[str, Any]], api: Api) -> tuple[str, ...]:
+    """What the repairs of :func:`~dp_compact.pipeline.convert.to_api` changed, for the user's notes.
+
+    ``before``: the raw messages given (``Message.raw``); ``after``: what was written for them.
+    Counts blank text blocks dropped (Anthropic), messages dropped as empty, and tool results
+    written once for a call answered more than once.
+    """
+    def blank(messages: Sequence[Any]) -> int:
+        return sum(1 for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)
+                   for b in m["content"] if _blank_text(b))
+
+    def results(messages: Sequence[Any]) -> int:
+        return sum(len(_result_ids(m)) for m in messages if isinstance(m, dict))
+
+    notes = []
+    dropped_blocks = blank(before) - blank(after) if api == API_ANTHROPIC else 0
+    if dropped_blocks > 0:
+        notes.append(f"{dropped_blocks} empty or white-space-only text block(s) dropped (the Messages API refuses them)")
+    empty = sum(1 for m in before if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") in (None, "", [])
+                and not m.get("tool_calls"))
+    if empty:
+        notes.append(f"{empty} empty assistant message(s) dropped (they carry nothing; the APIs refuse them)")
+    duplicates = results(before) - results(after)
+    if duplicates > 0:
+        notes.append(f"{duplicates} repeated tool result(s) dropped: each call's first result is kept (a call answered twice is refused)")
+    return tuple(notes)

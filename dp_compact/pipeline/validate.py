@@ -3,17 +3,21 @@
 Anthropic Messages (the Messages API reference and its tool-use and extended-thinking guides):
 
 - every message is ``{"role": "user" | "assistant", "content": str | [blocks]}``, non-empty;
-- roles alternate, starting with user (``roles-alternate``, ``first-role``);
+- the first message is a user message (``first-role``); consecutive messages of one role are
+  allowed: the Messages API "combines consecutive user or assistant turns" into one (Messages
+  API reference, ``messages``), so a tool result must still directly follow its call's message;
 - every ``tool_result`` answers a ``tool_use`` of the directly preceding assistant message, and
   the tool results come before any other block of their user message;
 - every ``tool_use`` is answered in the next user message; a pending call (no result yet) is
   allowed only in the very last message;
 - tool-call ids are unique and answered once; no empty text block;
 - ``thinking`` / ``redacted_thinking`` blocks only in assistant messages and only at the start;
-- a message has no keys but ``role`` and ``content`` (``unknown-key``), and its blocks are of the
-  Messages API's content types (``unknown-block``); a server tool's result (any ``*_tool_result``
-  type, :func:`~dp_compact.sessions.anthropic.is_server_result`) is one in an assistant message,
-  where the API returned it and requires it sent back (``advisor_tool_result`` included).
+- a message has no keys but ``role`` and ``content`` (``unknown-key``); a block of a type not
+  listed in :data:`ANTHROPIC_BLOCK_TYPES` is kept as the source recorded it (the API adds types,
+  such as ``advisor_tool_result``, faster than any list), with its pairing inferred: a server
+  tool's result (``*_tool_result`` with a ``tool_use_id``,
+  :func:`~dp_compact.sessions.anthropic.is_server_result`) belongs in an assistant message after
+  the ``*_tool_use`` block of that id (``server-result``), where the API returned it.
 
 OpenAI chat completions:
 
@@ -68,6 +72,20 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+def _server_results(index: int, role: str, blocks: list[dict[str, Any]]) -> Iterator[Violation]:
+    """Server-tool results (``*_tool_result`` but ``tool_result``) in an assistant message after their call."""
+    used: set[str] = set()
+    for block in blocks:
+        kind = str(block.get("type"))
+        if kind != "tool_result" and kind.endswith("_tool_use") or kind == "server_tool_use":
+            used.add(str(block.get("id")))
+        elif kind != "tool_result" and is_server_result(kind) and "tool_use_id" in block:
+            if role != "assistant":
+                yield Violation(index, "server-result", f"{kind} blocks belong to assistant messages, after their server tool call")
+            elif str(block.get("tool_use_id")) not in used:
+                yield Violation(index, "server-result", f"{kind} {block.get('tool_use_id')} follows no server tool call of its message")
+
+
 def _anthropic_shape(index: int, message: Any) -> Iterator[Violation]:
     """Role, content type, empty text and block placement of one Anthropic message."""
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
@@ -81,10 +99,7 @@ def _anthropic_shape(index: int, message: Any) -> Iterator[Violation]:
     yield from _unknown_keys(index, message, API_ANTHROPIC)
     blocks = _blocks(message)
     kinds = [b.get("type") for b in blocks]
-    for kind in sorted({str(k) for k in kinds} - ANTHROPIC_BLOCK_TYPES):
-        if role == "assistant" and is_server_result(kind):
-            continue
-        yield Violation(index, "unknown-block", f"{kind!r} is not a Messages API content block type")
+    yield from _server_results(index, role, blocks)
     for kind, block in zip(kinds, blocks, strict=True):
         if kind == "text" and not str(block.get("text", "")).strip():
             yield Violation(index, "empty-text", "text content blocks must contain non-whitespace text")
@@ -114,8 +129,6 @@ def _anthropic(messages: Sequence[Any]) -> Iterator[Violation]:
         role, blocks = message["role"], _blocks(message)
         if index == 0 and role != "user":
             yield Violation(index, "first-role", "the first message must be a user message")
-        if index and isinstance(messages[index - 1], dict) and messages[index - 1].get("role") == role:
-            yield Violation(index, "roles-alternate", f"two {role} messages in a row")
         results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
         expected = pending[1] if pending else []
         for call_id in results:

@@ -128,6 +128,8 @@ def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Sessi
                 session = replace(session, partial_line=source.partial_line)
             if session.skipped_lines:
                 session = replace(session, skipped_line_numbers=source.skipped_line_numbers())
+            if source.repaired_line_numbers():
+                session = replace(session, repaired_lines=source.repaired_line_numbers())
             return session
     formats = "; ".join(supported_formats())
     raise UnknownFormatError(path, None, f"{UnknownFormatError.OPENING}. Supported formats: {formats}")

@@ -16,6 +16,8 @@ in :attr:`Source.partial_line` (the commands print a note); a bad line anywhere 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from array import array
 from bisect import bisect_right
@@ -31,7 +33,7 @@ from dp_compact._fast import maker
 from dp_compact.errors import MalformedLineError, SessionError
 
 __all__ = [
-    "BINARY_SNIFF_BYTES", "NEAR_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "skipped_lines_note",
+    "BINARY_SNIFF_BYTES", "NEAR_BYTES", "PIECE_BYTES", "SNIFF_RECORDS", "Records", "UTF8_BOM", "Record", "Source", "each_record", "partial_line_note", "repaired_lines_note", "skipped_lines_note", "loads_replacing_surrogates",
     "read_source",
 ]
 
@@ -61,6 +63,40 @@ _WHITE_SPACE = b" \t\n\r\x0b\x0c"
 #: every character is printable ASCII that JSON writes as itself (:meth:`Records.absent_after`).
 _ESCAPED_ASCII = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
 _PLAIN_STRING = re.compile(r'[ !#-\[\]-~]*')
+
+
+#: A UTF-16 surrogate code point, which in a parsed string is always a lone one (JSON.stringify
+#: writes ``"\\ud83d"`` for half of a cut emoji; UTF-8 cannot encode it).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: The character a lone surrogate becomes (Unicode's REPLACEMENT CHARACTER).
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate of its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(REPLACEMENT_CHARACTER, value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def loads_replacing_surrogates(data: bytes | memoryview, error: orjson.JSONDecodeError) -> Any:
+    """The JSON value of ``data`` that orjson refused for a lone surrogate escape (``"\\ud800"``),
+    each lone surrogate replaced by U+FFFD; re-raises ``error`` when that was not the reason.
+
+    >>> loads_replacing_surrogates(b'{"t": "a\\\\ud83d"}', orjson.JSONDecodeError("surrogate", "", 0))
+    {'t': 'a\ufffd'}
+    """
+    if "surrogate" not in error.msg:
+        raise error
+    try:
+        value = json.loads(bytes(data))
+    except (ValueError, RecursionError):
+        raise error from None
+    return _without_surrogates(value)
 
 
 def _key_value(key: str, value: bytes) -> re.Pattern[bytes]:
@@ -110,7 +146,7 @@ class Records(Sequence[Record]):
     :attr:`bad_lines` (counted once however often it is read).
     """
 
-    __slots__ = ("_whole", "_bounds", "_piece", "_spans", "_path", "_lenient", "_escape_at", "_plain_from", "bad_lines")
+    __slots__ = ("_whole", "_bounds", "_piece", "_spans", "_path", "_lenient", "_escape_at", "_plain_from", "bad_lines", "repaired_lines")
 
     def __init__(self, path: str, data: bytes | None, spans: array[int], lenient: bool, bounds: array[int] | None = None) -> None:
         """``data``: the file's bytes held whole; else ``bounds``: where each piece of the file
@@ -120,6 +156,7 @@ class Records(Sequence[Record]):
         self._escape_at = -1  # the furthest escaped printable ASCII character found so far (-1: none found)
         self._plain_from: int | None = None  # from this byte on the file holds no such escape (None: not known)
         self.bad_lines: set[int] = set()
+        self.repaired_lines: set[int] = set()  # lines whose lone surrogates became U+FFFD
 
     def __len__(self) -> int:
         """Non-blank lines (a malformed one included)."""
@@ -156,9 +193,14 @@ class Records(Sequence[Record]):
         spans = self._spans
         start, end, line = spans[3 * index], spans[3 * index + 1], spans[3 * index + 2]
         base, data = self._holding(start)
+        text = memoryview(data)[start - base : end - base]
         try:
-            return _make_record(line, orjson.loads(memoryview(data)[start - base : end - base]), end - start)
+            return _make_record(line, orjson.loads(text), end - start)
         except orjson.JSONDecodeError as exc:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                value = loads_replacing_surrogates(text, exc)
+                self.repaired_lines.add(line)
+                return _make_record(line, value, end - start)
             if not self._lenient:
                 rule = f"line {line} is not valid JSON ({exc.msg} at column {exc.colno})"
                 if index == 0 and data[start - base : end - base].lstrip()[:1] not in (b"{", b"["):  # not even an opening
@@ -327,6 +369,7 @@ class Source:
     lenient: bool = False
     partial_line: int | None = None
     rejected: set[int] = field(default_factory=set, compare=False)
+    document_repaired: set[int] = field(default_factory=set, compare=False)
     _sample: list[Record] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -346,6 +389,11 @@ class Source:
     def skipped(self) -> int:
         """Lines skipped so far as not JSON (lenient): found when the :class:`Records` were read."""
         return len(getattr(self.records, "bad_lines", ()))
+
+    def repaired_line_numbers(self) -> tuple[int, ...]:
+        """1-based numbers of the lines read so far whose lone surrogate escapes became U+FFFD (a
+        document: line 1), in order (:func:`repaired_lines_note`)."""
+        return tuple(sorted(set(getattr(self.records, "repaired_lines", ())) | self.document_repaired))
 
     def skipped_line_numbers(self) -> tuple[int, ...]:
         """1-based numbers of the lines skipped so far (lenient), as not JSON or rejected by the reader, in order."""
@@ -386,8 +434,9 @@ def _jsonl_by_first_line(text: bytes) -> bool:
     return end >= 0 and _FIRST_VALUE.search(text, end) is not None and _whole_value(text, first.start())
 
 
-def _as_document(text: bytes) -> Any | None:
-    """The whole file as one JSON value, or None when it is not one (or is a one-line record).
+def _as_document(text: bytes) -> tuple[Any | None, bool]:
+    """The whole file as one JSON value, or None when it is not one (or is a one-line record), and
+    whether lone surrogates were replaced in it.
 
     A file that is JSONL by its first line (:func:`_jsonl_by_first_line`) is not parsed whole
     here. Raises :class:`_BrokenDocument` when the text opens a document whose first two lines
@@ -396,21 +445,25 @@ def _as_document(text: bytes) -> Any | None:
     """
     first = _FIRST_VALUE.search(text)  # no copy of the file, as strip() would make
     if first is None or _jsonl_by_first_line(text):
-        return None
+        return None, False
     start = first.start()
     line_end = text.find(b"\n", start)
     try:
-        value = orjson.loads(text)
+        repaired = False
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            value, repaired = loads_replacing_surrogates(text, exc), True
     except orjson.JSONDecodeError as exc:
         if line_end >= 0 and exc.lineno > text.count(b"\n", 0, start) + 1 and not _whole_value(text, line_end + 1):
             raise _BrokenDocument(exc) from exc  # neither its first nor its second line is a record: a document
-        return None
+        return None, False
     end = len(text)
     while end > start and text[end - 1] in _WHITE_SPACE:
         end -= 1
     if isinstance(value, dict) and text.find(b"\n", start, end) < 0:
-        return None  # a JSONL file of one record
-    return value
+        return None, False  # a JSONL file of one record
+    return value, repaired
 
 
 #: Bytes after a line that :meth:`Records.spelled_soon` searches. A Claude Code record written
@@ -538,6 +591,16 @@ def each_record(
     return skipped
 
 
+def repaired_lines_note(lines: Sequence[int]) -> str:
+    """What a command says of lines whose lone surrogate escapes were replaced by U+FFFD.
+
+    >>> repaired_lines_note([3])
+    'line 3: lone UTF-16 surrogate escape(s) (half of a cut emoji) replaced by U+FFFD'
+    """
+    shown = ", ".join(map(str, lines[:SKIPPED_LINES_SHOWN])) + (f" and {len(lines) - SKIPPED_LINES_SHOWN} more" if len(lines) > SKIPPED_LINES_SHOWN else "")
+    return f"line{'s' if len(lines) > 1 else ''} {shown}: lone UTF-16 surrogate escape(s) (half of a cut emoji) replaced by U+FFFD"
+
+
 def partial_line_note(path: str, line: int) -> str:
     """The note a command prints for a half-written last line it left out (``path:line: ...``)."""
     return f"{path}:{line}: half-written last line left out (no line break after it: the agent is still writing it)"
@@ -621,14 +684,14 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
         size = len(data)
         data = data.removeprefix(UTF8_BOM)
         try:
-            document = _as_document(data)
+            document, repaired = _as_document(data)
         except _BrokenDocument as broken:
             error = broken.error
             raise MalformedLineError(path, error.lineno, (
                 f"not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): the file is one JSON document"
                 " and is cut off or damaged there")) from error
         if document is not None:
-            return Source(str(path), None, document, nbytes=size, lenient=lenient)
+            return Source(str(path), None, document, nbytes=size, lenient=lenient, document_repaired={1} if repaired else set())
         spans, base = _line_spans(data)[0], 0  # offsets in data, after a byte order mark
     partial: int | None = None
     if partial_last_line and spans and spans[-2] - base == len(data) and not data.endswith(b"\n"):

@@ -6,7 +6,8 @@ writes, which are added; OpenAI's ``input_tokens`` / ``prompt_tokens`` (Chat Com
 Responses, Codex ``token_count``) already include the cached part. :func:`usage_from_api` tells
 them apart by their keys, record by record, and :func:`token_count` rejects a count that is not
 a non-negative whole number with a ValueError, which the readers turn into a
-:class:`~dp_compact.errors.MalformedLineError` naming ``file:line``.
+:class:`~dp_compact.errors.MalformedLineError` naming ``file:line``, as it rejects a count above
+:data:`MAX_TOKENS_PER_CALL`, which no provider accepts for one call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 
 from dp_compact.conversation import Usage
 
-__all__ = ["token_count", "usage_from_api"]
+__all__ = ["MAX_TOKENS_PER_CALL", "token_count", "usage_from_api"]
+
+#: The most tokens a count of one call may hold: 100 million, ten times the largest context window
+#: a model is served with (Llama 4 Scout, 10M tokens, Meta's model card, April 2025; Gemini 1.5 Pro
+#: and 2.5 Pro 2M, Anthropic 1M, OpenAI 1M) and the largest any model has been announced with
+#: (Magic's LTM-2-mini, 100M, August 2024). A larger count is a corrupted record: believed, a cache
+#: write of 2^62 made the window 4.6e18 tokens and forced a compaction of a 31-token conversation.
+MAX_TOKENS_PER_CALL = 100_000_000
 
 #: Keys that only an Anthropic-style usage object has: ``input_tokens`` then excludes them.
 _ANTHROPIC_CACHE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
@@ -41,14 +49,30 @@ def token_count(value: Any, name: str) -> int:
     """
     if value is None:
         return 0
+    count: int | None = None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value)
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        count = value
+    elif isinstance(value, float) and value.is_integer() and value >= 0:
+        count = int(value) if value <= MAX_TOKENS_PER_CALL else MAX_TOKENS_PER_CALL + 1
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        count = int(value) if len(value.strip()) <= 12 else MAX_TOKENS_PER_CALL + 1
+    if count is not None and count <= MAX_TOKENS_PER_CALL:
+        return count
+    shown = _shown(value)
+    if count is not None:
+        raise ValueError(
+            f"usage field {name!r} is {shown} tokens, above {MAX_TOKENS_PER_CALL:,}, more than any provider accepts"
+            " for one call (a corrupted record)"
+        )
     raise ValueError(f"usage field {name!r} must be a non-negative whole number of tokens, not {shown}")
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message, at most 60 characters (a huge int is not written out in full)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"about 2^{value.bit_length() - 1}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _cached_openai(usage: dict[str, Any]) -> int:
@@ -100,7 +124,7 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
         given, output, read, write = (usage.get("input_tokens"), usage.get(output_key), usage.get("cache_read_input_tokens"),
                                       usage.get("cache_creation_input_tokens"))
         plain = type(given) is int and type(output) is int and type(read) is int and type(write) is int
-        if plain and min(given, output, read, write) >= 0:
+        if plain and min(given, output, read, write) >= 0 and given + read + write + output <= MAX_TOKENS_PER_CALL:
             total = given + read + write  # both cache keys are there: the Anthropic convention
             return Usage(total, read, write, output, line, "anthropic", _one_hour(usage, write)) if total else None  # positional: a keyword costs a third more
     source_input = "input_tokens" if "input_tokens" in usage else "prompt_tokens"
@@ -109,6 +133,11 @@ def usage_from_api(usage: dict[str, Any], line: int = 0) -> Usage | None:
     read = token_count(usage.get("cache_read_input_tokens"), "cache_read_input_tokens")
     write = token_count(usage.get("cache_creation_input_tokens"), "cache_creation_input_tokens")
     cached = _cached_openai(usage)
+    if given + read + write + cached > MAX_TOKENS_PER_CALL:
+        raise ValueError(
+            f"a prompt of {given + read + write + cached:,} tokens (input and cache counts together) is above {MAX_TOKENS_PER_CALL:,},"
+            " more than any provider accepts for one call (a corrupted record)"
+        )
     anthropic = not usage.keys().isdisjoint(_ANTHROPIC_CACHE_KEYS)
     openai = not usage.keys().isdisjoint(_OPENAI_CACHE_KEYS)
     if openai and anthropic:
