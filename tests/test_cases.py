@@ -17,11 +17,9 @@ from tests.conftest import CASES, need
 
 #: Cases whose fault is not fixed yet, each with what is wrong; they still run and report.
 KNOWN_FAILURES: dict[str, str] = {
-    "28-compaction-grows-a-tiny-session": "compact writes a compaction whose summary is larger than the head it replaces",
     "31-empty-text-blocks-in-history": "the Messages API refuses the blank text block of kept message 13, so compact drops it"
     " (a valid output), but the case's tail is the exact common suffix of output and input, which then begins at"
     " message 14, a tool result: dropping or filling the block and an unchanged message 13 cannot both hold",
-    "29-fixed-prefix-alone-over-forced-threshold": "--when-due compacts when the fixed prefix alone is over the forced threshold",
 }
 
 
@@ -31,7 +29,7 @@ def _case_folders() -> list[Path]:
 
 def _marked(folder: Path) -> object:
     reason = KNOWN_FAILURES.get(folder.name)
-    return pytest.param(folder, marks=pytest.mark.xfail(reason=reason, strict=False)) if reason else folder
+    return pytest.param(folder, marks=pytest.mark.xfail(reason=reason, strict=True)) if reason else folder
 
 
 @pytest.mark.parametrize("folder", [_marked(f) for f in _case_folders()] or [CASES / "absent"], ids=lambda p: p.name)

@@ -149,9 +149,9 @@ def test_compact_json_plan_has_the_descriptive_keys_too():
 
 def test_profiles_spell_prices_as_plans_print_them():
     table = runner.invoke(app, ["profiles"]).stdout
-    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:-1]}
-    assert rows["claude-sonnet-4"][:4] == ["3.00", "0.30", "3.75", "15.00"]  # DESIGN §3: 3.00 / 0.30 / 15.00
-    assert rows["gpt-4o"][:4] == ["2.50", "1.25", "-", "10.00"]  # DESIGN §3: 2.50 / 1.25 / 10.00
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:-2]}
+    assert rows["claude-sonnet-4"][:5] == ["3.00", "0.30", "3.75", "6.00", "15.00"]  # DESIGN §3: 3.00 / 0.30 / 15.00; §8: 1-hour writes 2 x
+    assert rows["gpt-4o"][:5] == ["2.50", "1.25", "-", "-", "10.00"]  # DESIGN §3: 2.50 / 1.25 / 10.00
     assert rows["gemini-2.5-pro"][1] == "0.125"  # no digit lost
     plan = runner.invoke(app, ["plan", str(EXAMPLE), "--no-cache", "--provider", "claude-sonnet-4"]).stdout
     assert "input 3.00 / cache 0.30 / output 15.00 $/MTok, write 3.75" in plan

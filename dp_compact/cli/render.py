@@ -26,11 +26,13 @@ __all__ = [
     "plan_json",
     "render_calibration",
     "render_compaction",
+    "render_detectors",
     "render_directory",
     "render_hits",
     "render_plan",
     "render_policy_table",
     "render_profiles",
+    "render_receipts",
     "render_session",
 ]
 
@@ -219,7 +221,8 @@ def write_text(prices: dict[str, Any]) -> str:
     if prices.get("p_cache_write") is not None or prices.get("p_cache_write_1h") is not None:
         share = prices.get("write_1h_share", 0.0)
         mix = "1-hour entries" if share >= 1 else "5-minute entries" if share <= 0 else f"{share:.0%} 1-hour entries"
-        text = f", write {money(prices['p_write'])} ({mix})"
+        price = money(prices["p_write"]) if share in (0, 1) else f"{prices['p_write']:.2f}"  # a blend has no exact digits to keep
+        text = f", write {price} ({mix})"
     tiers = prices.get("tiers") or []
     if tiers:
         text += "; whole request above " + ", ".join(f"{t['above_tokens']:,} tokens: input {money(t['p_input'])} / cache {money(t['p_cache'])}"
@@ -228,14 +231,18 @@ def write_text(prices: dict[str, Any]) -> str:
 
 
 def render_profiles(rows: list[Prices]) -> str:
-    """The pricing profiles, prices spelled as plans print them ($/MTok; window in tokens)."""
-    lines = [f"{'profile':<20} {'input':>7} {'cache':>7} {'write':>7} {'output':>7} {'window':>10}  ($/MTok, tokens)"]
+    """The pricing profiles, prices spelled as plans print them ($/MTok; window in tokens): input,
+    cache read, cache write for 5-minute and 1-hour entries, output, window, and whole-request tiers."""
+    lines = [f"{'profile':<20} {'input':>7} {'cache':>7} {'write':>7} {'write1h':>7} {'output':>7} {'window':>10}  ($/MTok, tokens)"]
     for p in rows:
         write = money(p.p_cache_write) if p.p_cache_write is not None else "-"
+        hour = money(p.p_cache_write_1h) if p.p_cache_write_1h is not None else "-"
+        tiers = "".join(f"; above {t.start_tokens:,}: {money(t.p_input)} / {money(t.p_cache)} / {money(t.p_out)}" for t in p.tiers)
         lines.append(
-            f"{p.name:<20} {money(p.p_input):>7} {money(p.p_cache):>7} {write:>7} {money(p.p_out):>7} {p.max_context_tokens:>10,}"
+            f"{p.name:<20} {money(p.p_input):>7} {money(p.p_cache):>7} {write:>7} {hour:>7} {money(p.p_out):>7} {p.max_context_tokens:>10,}{tiers}"
         )
-    lines.append("Any other model name is looked up in genai-prices' bundled price data (offline).")
+    lines.append("Profiles are written by hand from each provider's pricing page. Any other model name is looked up in")
+    lines.append("genai-prices' bundled price data (offline), at the price in force on the session's date.")
     return "\n".join(lines)
 
 
@@ -318,6 +325,7 @@ def _prices_line(data: dict[str, Any]) -> str:
     return (
         f"prices    {p['name']}: input {money(p['p_input'])} / cache {money(p['p_cache'])} / output {money(p['p_out'])} $/MTok{write_text(p)};"
         f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,} tokens; cache TTL {ttl}; lost information: {data['loss']}"
+        f", {data.get('detector', 'verbatim')} detector"
     )
 
 
@@ -366,7 +374,83 @@ def render_session(data: dict[str, Any]) -> str:
     ]
     if best is not None:
         lines.append(f"best fixed policy: ${best:.4f}")
+    if data.get("by_detector"):
+        lines += ["", render_detectors(data["by_detector"])]
+    if data.get("receipts") is not None:
+        lines += ["", render_receipts(data["receipts"])]
     lines += [f"note      {note}" for note in data["notes"]]
+    return "\n".join(lines)
+
+
+#: What each detector counts as a later use of a dropped message (DESIGN §6, §9).
+_DETECTED = {
+    "verbatim": "200 characters repeated, or a read file edited",
+    "strict": "also a path, identifier or command named again",
+}
+
+
+def render_detectors(runs: list[dict[str, Any]]) -> str:
+    """The policy ranking under each detector side by side (``by_detector`` or ``totals_by_detector``):
+    per policy its total $, ratio to the oracle, rank and refetches under each, and how its rank moved."""
+    first, *others = runs
+    head = f"{'policy':<20}" + "".join(f" {r['detector'] + ' $':>11} {'vs oracle':>9} {'rank':>4} {'refetches':>9}" for r in runs)
+    lines = ["ranking under both detectors (" + "; ".join(f"{r['detector']}: {_DETECTED.get(r['detector'], '')},"
+                                                       f" {r['uses']:,} uses" for r in runs) + "):",
+             head + f" {'rank moved':>10}"]
+    for index, row in enumerate(first["policies"]):
+        cells = "".join(f" {r['policies'][index]['total_usd']:>11.4f} {_ratio(r['policies'][index]['vs_oracle']):>9}"
+                        f" {r['policies'][index]['rank']:>4} {r['policies'][index]['refetches']:>9}" for r in runs)
+        moved = others[-1]["policies"][index]["rank"] - row["rank"] if others else 0
+        lines.append(f"{row['policy']:<20}{cells} {('=' if moved == 0 else f'{moved:+d}'):>10}")
+    return "\n".join(lines)
+
+
+def _clock(iso: str | None) -> str:
+    """``2026-04-26T22:33:29Z`` as ``04-26 22:33:29``; ``-`` when unknown."""
+    return f"{iso[5:10]} {iso[11:19]}" if iso else "-"
+
+
+def _paid_back(r: dict[str, Any]) -> str:
+    """When a receipt paid back, or why it did not."""
+    if r["paid_back_call"] is not None:
+        return f"call {r['paid_back_call']} ({_clock(r['paid_back_time'])})"
+    if r["needed_at_call"] is not None:
+        return f"needed: call {r['needed_at_call']} would not fit without it"
+    if r["until_call"] == r["call"]:
+        return "another compaction at the same call"
+    return f"not by the next compaction (call {r['until_call']})" if r["next_compaction"] else "not by the end"
+
+
+def _used_again(used: list[dict[str, Any]], shown: int = 4) -> str:
+    """``message@call`` of the first few uses of what it dropped, and how many more."""
+    if not used:
+        return "-"
+    text = ", ".join(f"m{u['message']}@c{u['call']}" for u in used[:shown])
+    return text + (f" +{len(used) - shown} more" if len(used) > shown else "")
+
+
+def render_receipts(policies: list[dict[str, Any]]) -> str:
+    """Every compaction's receipt per policy (``receipts`` of a session report): its call and time,
+    messages dropped, its cost (request, cache rewrite), what it saved on the calls that followed up
+    to the next compaction, the net, when it paid back, what it dropped that was used again
+    (message index @ call index)."""
+    lines = []
+    for p in policies:
+        source = p["receipts"][0]["source"] if p["receipts"] else "replay"
+        lines.append(f"receipts  {p['policy']}: {p['compactions']} compactions; requests ${p['request_usd']:.4f}, cache rewrites"
+                     f" ${p['rewrite_usd']:.4f}; saved ${p['saved_usd']:.4f} on the calls that followed ({source});"
+                     f" net {_signed(p['net_usd'])}; {p['paid_back']} paid back")
+        if not p["receipts"]:
+            continue
+        lines.append(f"{'#':>4} {'call':>5} {'time (UTC)':>14} {'dropped':>7} {'summary':>7} {'request $':>9} {'rewrite $':>9}"
+                     f" {'saved $':>9} {'net $':>9}  {'paid back':<42} used again")
+        for r in p["receipts"]:
+            forced = "*" if r["forced"] else " "
+            lines.append(f"{r['number']:>3}{forced} {r['call']:>5} {_clock(r['time']):>14} {r['dropped_messages']:>7}"
+                         f" {r['summary_tokens']:>7,} {r['request_usd']:>9.4f} {r['rewrite_usd']:>9.4f} {r['saved_usd']:>9.4f}"
+                         f" {r['net_usd']:>+9.4f}  {_paid_back(r):<42} {_used_again(r['used_again'])}")
+    if any(r["forced"] for p in policies for r in p["receipts"]):
+        lines.append("* forced by an overflow")
     return "\n".join(lines)
 
 
@@ -391,8 +475,11 @@ def render_directory(data: dict[str, Any]) -> str:
         lines.append(f"{'vs oracle':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
     lines.append("V: each session's fixed prefix, tokens, measured from its usage records"
                  + (" or, marked *, DP_V (given, or none measured)" if unmeasured else ""))
-    lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']}):",
+    lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']},"
+                  f" {data.get('detector', 'verbatim')} detector):",
               render_policy_table(rows), f"assumes   {data['assumption']}"]
+    if data.get("totals_by_detector"):
+        lines += ["", render_detectors(data["totals_by_detector"])]
     lines += _bill_table(data["sessions"])
     lines += [f"skipped   {path}: {reason}" for path, reason in ((k["path"], k["reason"]) for k in data["skipped"])]
     return "\n".join(lines)
