@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -90,6 +91,15 @@ PDF_TEXT_TOKENS_PER_PAGE = 2250
 _BATCH = 512
 #: Texts tokenized at once (:func:`count_text_tokens`): their token lists are held until counted.
 _COUNT_BATCH = 2048
+#: Fewer texts than this are counted in this thread (tiktoken's batch call starts a thread pool each time).
+_THREADED_FROM = 8
+#: A text longer than this many characters is counted in pieces of at most this size, cut before a
+#: whitespace character where there is one (where the tokenizer's pre-split would cut anyway):
+#: byte-pair encoding of one long run without whitespace grows faster than its length (a run of
+#: 5,000,000 equal characters took 4.3 s and 50,000,000 took 50 s and 2.5 GB in one piece), in
+#: pieces it is linear. A hard cut inside a run changes the count by at most a token or two per piece.
+MAX_PIECE_CHARS = 32_768
+_LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
 #: Bytes of a cache key (XXH3-128 digest size).
 _KEY_BYTES = 16
 #: Seed of the cache keys' hash: it names the encoding counted (``ENCODING_NAME``) and the key
@@ -131,11 +141,42 @@ def count_text_tokens(texts: Sequence[str]) -> npt.NDArray[np.int64]:
 
     Special-token text such as ``<|endoftext|>`` is counted as ordinary text, never rejected.
     """
+    owners: list[int] = []
+    pieces: list[str] = []
+    if any(len(t) > MAX_PIECE_CHARS for t in texts):
+        for index, text in enumerate(texts):
+            for piece in _pieces(text):
+                owners.append(index)
+                pieces.append(piece)
+        texts = pieces
     counts = np.zeros(len(texts), dtype=np.int64)
     for start in range(0, len(texts), _COUNT_BATCH):  # the token lists of one batch at a time: memory stays flat
         batch = list(texts[start : start + _COUNT_BATCH])
-        counts[start : start + len(batch)] = [len(e) for e in _encoding().encode_ordinary_batch(batch, num_threads=2)]
+        encoding = _encoding()
+        if len(batch) < _THREADED_FROM:  # a thread pool per call costs more than it saves on a few texts
+            counts[start : start + len(batch)] = [len(encoding.encode_ordinary(text)) for text in batch]
+        else:
+            counts[start : start + len(batch)] = [len(e) for e in encoding.encode_ordinary_batch(batch, num_threads=2)]
+    if owners:
+        return np.bincount(np.asarray(owners, dtype=np.int64), weights=counts, minlength=owners[-1] + 1 if owners else 0).astype(np.int64)
     return counts
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut into pieces of at most :data:`MAX_PIECE_CHARS` characters, each cut just before
+    the last whitespace character of its window when it has one (so a word keeps its leading space)."""
+    if len(text) <= MAX_PIECE_CHARS:
+        return [text]
+    out: list[str] = []
+    start = 0
+    while len(text) - start > MAX_PIECE_CHARS:
+        window = text[start : start + MAX_PIECE_CHARS]
+        found = _LAST_SPACE.search(window, MAX_PIECE_CHARS // 2)
+        end = start + (found.start() if found is not None and found.start() > 0 else MAX_PIECE_CHARS)
+        out.append(text[start:end])
+        start = end
+    out.append(text[start:])
+    return out
 
 
 def default_cache_path() -> Path:

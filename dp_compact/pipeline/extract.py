@@ -83,10 +83,32 @@ def identifiers(text: str) -> list[str]:
     return list(dict.fromkeys(m.group(0) for m in IDENTIFIER.finditer(text) if not HAS_EXTENSION.search(m.group(0))))
 
 
+#: A stem of every word :data:`~dp_compact.text.patterns.ERROR` matches, lower case: a text holding
+#: none of them has no error line (a test in the module's tests keeps the two in step).
+_ERROR_WORDS = ("error", "exception", "traceback", "fail", "fatal", "panic", "denied", "not found", "cannot", "can't",
+                "unable", "invalid", "refused", "time", "crash", "broken", "missing", "undefined", "segfault", "abort")
+
+
 def error_lines(text: str, limit: int = 3) -> list[str]:
-    """Up to ``limit`` lines of ``text`` that mention an error or failure, stripped."""
-    lines = [line.strip() for line in text.splitlines() if ERROR.search(line)]
-    return [line for line in dict.fromkeys(lines) if line][:limit]
+    r"""Up to ``limit`` lines of ``text`` that mention an error or failure, stripped, in order,
+    without duplicates; one scan of the text that stops at the ``limit``-th line found.
+
+    >>> error_lines("ok\nError: x failed\nfine\nTraceback (most recent call last):\nError: x failed")
+    ['Error: x failed', 'Traceback (most recent call last):']
+    """
+    lower = text.lower()
+    if not any(word in lower for word in _ERROR_WORDS):  # a substring test runs far faster than the pattern
+        return []
+    found: dict[str, None] = {}
+    position = 0
+    while len(found) < limit and (match := ERROR.search(text, position)) is not None:
+        start = max(text.rfind("\n", 0, match.start()), text.rfind("\r", 0, match.start())) + 1
+        end = min((i for i in (text.find("\n", match.end()), text.find("\r", match.end())) if i >= 0), default=len(text))
+        line = text[start:end].strip()
+        if line:
+            found.setdefault(line, None)
+        position = end + 1
+    return list(found)
 
 
 def sentences(text: str) -> list[str]:

@@ -314,19 +314,23 @@ def condensed(carried: dict[str, list[str]], budget: int) -> dict[str, list[str]
         if cost(form) <= budget:
             return form
     requests, changed = forms[-1]["requests"], forms[-1]["changed"]
-    left_out = {"requests": 0, "changed": 0}
-
-    def form() -> dict[str, list[str]]:
-        notes = {key: [f"({n} more {'requests' if key == 'requests' else 'lines of changed files'}: see the archive)"] if n else []
-                 for key, n in left_out.items()}
-        return {"requests": requests[:1] + notes["requests"] + requests[1:], "changed": notes["changed"] + changed}
-
-    while cost(form()) > budget and (len(requests) > 1 or changed):
-        if changed and len(changed) >= len(requests) - 1:
-            changed, left_out["changed"] = changed[1:], left_out["changed"] + 1
+    # Leave out the oldest items (never the first request), one at a time from the longer list, until
+    # the rest fits: each item's cost counted once (a line "- item"), so this is linear in the items.
+    item_costs = count_text_tokens([f"- {x}\n" for x in (*requests, *changed)]).tolist()
+    request_costs, changed_costs = item_costs[: len(requests)], item_costs[len(requests):]
+    note_cost = 2 * 16  # the two "(N more ...: see the archive)" lines, tokens at most
+    total = cost(forms[-1]) + note_cost
+    first_r, first_c = 1, 0  # next request / changed line to leave out
+    while total > budget and (first_r < len(requests) or first_c < len(changed)):
+        if first_c < len(changed) and len(changed) - first_c >= len(requests) - first_r:
+            total -= changed_costs[first_c]
+            first_c += 1
         else:  # the first request stays (DESIGN §9: after five compactions the first request is still there)
-            requests, left_out["requests"] = requests[:1] + requests[2:], left_out["requests"] + 1
-    return form()
+            total -= request_costs[first_r]
+            first_r += 1
+    notes = {"requests": [f"({first_r - 1} more requests: see the archive)"] if first_r > 1 else [],
+             "changed": [f"({first_c} more lines of changed files: see the archive)"] if first_c else []}
+    return {"requests": requests[:1] + notes["requests"] + requests[first_r:], "changed": notes["changed"] + changed[first_c:]}
 
 
 def collect_sections(request: SummaryRequest) -> dict[str, list[str]]:
