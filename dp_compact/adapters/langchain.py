@@ -10,6 +10,17 @@ an acknowledgement ``AIMessage`` when the kept tail starts with a user message, 
 messages themselves, unchanged (same objects, ids and metadata). Otherwise nothing is returned
 and the messages are left as they are.
 
+With an archive, the middleware also registers two tools (LangChain middleware's ``tools``):
+``dp_recall`` searches what compactions archived and ``dp_restore`` returns archived messages by
+their ``archive://`` key (:mod:`dp_compact.adapters.recall`; ``recall=None`` registers none).
+The application's own record stays whole: :meth:`DpCompactMiddleware.history` returns every
+message of a thread as the agent made it, summaries left out.
+
+With ``native=`` an Anthropic action of :mod:`dp_compact.adapters.native` (``clear_tool_uses_20250919``
+or ``compact_20260112``), the middleware compacts nothing itself: it adds the edit and its beta
+header to every model call (``ModelRequest.model_settings``, which LangChain binds to the chat
+model, as ``ChatAnthropic``'s ``context_management`` and ``betas``), and the provider acts.
+
 Token counts come from each ``AIMessage.usage_metadata`` where present (LangChain's convention:
 ``input_tokens`` includes cache reads); the window from the model's profile
 (``max_input_tokens``) and the prices from the model's name (DESIGN §3 profiles, genai-prices);
@@ -33,6 +44,7 @@ except ImportError as exc:
     raise MissingExtraError("langchain", "langchain", exc.name) from None
 
 from dp_compact.adapters.live import LiveCompactor, ModelFacts, live_session, output_pairs
+from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.conversation import Usage
 
 __all__ = ["METADATA_KEY", "DpCompactMiddleware", "model_facts", "to_openai", "usage_of"]
@@ -100,6 +112,16 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         at ``DP_ARCHIVE_DIR`` (else the user data directory); None archives nothing.
     summarizer : Summarizer, optional
         Default the extractive summarizer (offline, no model call).
+    recall : {"session", "all"} or None
+        Offer the agent the tools ``dp_recall`` and ``dp_restore`` over the archive: this thread's
+        archives (``"session"``, the default) or every session's (``"all"``); None offers none.
+        No tools without an archive.
+    keep_history : bool
+        Keep every message of each thread as the agent made it, for :meth:`history` (in memory).
+    native : NativeAction, optional
+        An Anthropic context-management edit (:func:`~dp_compact.adapters.native.anthropic_clear_tool_uses`,
+        :func:`~dp_compact.adapters.native.anthropic_compact`) sent with every model call instead
+        of compacting here.
     **settings
         Settings by field name (``provider=``, ``max_context_tokens=``, ``planner=``, ``v=`` ...), as
         command-line flags: above ``DP_*``, ``.env`` and the profile.
@@ -110,20 +132,65 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         The plan made before each model call, in order.
     compactions : list of CompactionResult
         The compactions carried out, in order.
+    tools : list of BaseTool
+        The recall tools LangChain registers with the agent (empty without recall).
 
     Raises
     ------
     SettingsError
         An invalid setting (at construction).
+    ValueError
+        ``native`` is not an Anthropic context-management edit (OpenAI's compact endpoint returns
+        an encrypted item LangChain messages cannot carry: use the pydantic-ai processor).
     """
 
     def __init__(
-        self, model: Any = None, *, session_id: str | None = None, archive: Any = "default", summarizer: Any = None, **settings: Any
+        self, model: Any = None, *, session_id: str | None = None, archive: Any = "default", summarizer: Any = None,
+        recall: Scope | None = "session", keep_history: bool = True, native: Any = None, **settings: Any,
     ) -> None:
+        if native is not None and getattr(native, "provider", None) != "anthropic":
+            raise ValueError(f"native= takes an Anthropic context-management edit, not {native!r}")
+        self.native = native
         AgentMiddleware.__init__(self)
         LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, **settings)
         self.facts = model_facts(model)
         self.session_id = session_id
+        self.recall = Recall(self.archive, self._session_id, recall) if recall is not None and self.archive is not None else None
+        self.tools = _recall_tools(self.recall) if self.recall is not None else []
+        self.keep_history = keep_history
+        self._histories: dict[str, tuple[list[BaseMessage], set[str]]] = {}
+
+    def history(self, session_id: str | None = None) -> list[BaseMessage]:
+        """Every message of a thread as the agent made it, oldest first: the application's full record.
+
+        The state's messages lose the compacted head; this list keeps it (the same message objects,
+        never our summaries or acknowledgements). It is held in memory by this middleware; the
+        archive holds the same heads on disk (``dp-compact restore``).
+
+        Parameters
+        ----------
+        session_id : str, optional
+            The thread id (default: the one given at construction, else ``"langchain"``).
+
+        Returns
+        -------
+        list of BaseMessage
+            Empty when the thread is unknown or ``keep_history`` is False.
+        """
+        key = session_id or self.session_id or "langchain"
+        return list(self._histories.get(key, ([], set()))[0])
+
+    def _record(self, messages: Sequence[BaseMessage]) -> None:
+        """Add the messages not seen before to this thread's history (ours left out)."""
+        if not self.keep_history:
+            return
+        kept, seen = self._histories.setdefault(self._session_id(), ([], set()))
+        for message in messages:
+            key = message.id or f"object-{id(message)}"
+            if key in seen or METADATA_KEY in message.additional_kwargs:
+                continue
+            seen.add(key)
+            kept.append(message)
 
     def _session_id(self) -> str:
         """The given session id, else the running graph's thread id, else ``langchain``."""
@@ -168,13 +235,15 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
                 out.append(original)
                 continue
             new = convert_to_messages([message])[0]
-            if isinstance(new, HumanMessage):
-                new.additional_kwargs[METADATA_KEY] = info
+            new.additional_kwargs[METADATA_KEY] = info if isinstance(new, HumanMessage) else {"acknowledgement": True}
             out.append(new)
         return out
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Replace the messages by the compacted list when the plan says compact; else None."""
+        self._record(state["messages"])
+        if self.native is not None:  # the provider compacts
+            return None
         compacted = self.compact_messages(state["messages"])
         if compacted is None:
             return None
@@ -183,3 +252,44 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """As :meth:`before_model` (planning and the extractive summary are local computations)."""
         return self.before_model(state, runtime)
+
+    def _with_native(self, request: Any) -> Any:
+        """``request`` with the native edit and its beta header added to its model settings."""
+        extra = self.native.anthropic_kwargs()
+        settings = dict(request.model_settings)
+        settings["betas"] = sorted({*(settings.get("betas") or ()), *extra["betas"]})
+        settings["context_management"] = extra["context_management"]
+        return request.override(model_settings=settings)
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        """Send the native edit with the call when ``native`` is set; else the call as it is."""
+        return handler(self._with_native(request) if self.native is not None else request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        """As :meth:`wrap_model_call`."""
+        return await handler(self._with_native(request) if self.native is not None else request)
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record the run's last messages (the final answer) in the thread's history; no update."""
+        self._record(state["messages"])
+        return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """As :meth:`after_agent`."""
+        return self.after_agent(state, runtime)
+
+
+def _recall_tools(recall: Recall) -> list[Any]:
+    """``dp_recall`` and ``dp_restore`` as LangChain tools over ``recall``."""
+    from langchain_core.tools import StructuredTool
+
+    def dp_recall(query: str, limit: int = 5) -> str:
+        return recall.search(query, limit)
+
+    def dp_restore(ref: str, offset: int = 0, max_chars: int = DEFAULT_RESTORE_CHARS) -> str:
+        return recall.restore(ref, offset, max_chars)
+
+    return [
+        StructuredTool.from_function(dp_recall, name="dp_recall", description=RECALL_DESCRIPTION),
+        StructuredTool.from_function(dp_restore, name="dp_restore", description=RESTORE_DESCRIPTION),
+    ]

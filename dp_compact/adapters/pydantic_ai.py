@@ -9,6 +9,20 @@ cut (DESIGN §5): the head is summarized and archived, the summary becomes a ``M
 starts with a user prompt, and the kept messages are returned as the same objects. Otherwise the
 list is returned unchanged.
 
+With an archive, :meth:`DpCompactProcessor.recall_toolset` is a ``FunctionToolset`` of two tools
+for the agent (``toolsets=[...]``, or the ``Toolset`` capability): ``dp_recall`` searches what
+compactions archived and ``dp_restore`` returns archived messages by their ``archive://`` key
+(:mod:`dp_compact.adapters.recall`). A history processor rewrites the run's history, so
+``result.all_messages()`` is the compacted history; :meth:`DpCompactProcessor.history` is the
+application's full record (every message as the run made it, ours left out).
+
+With ``native=`` (:mod:`dp_compact.adapters.native`) the processor compacts nothing itself and the
+provider acts, through pydantic-ai's own settings and capabilities: an Anthropic edit goes in
+``Agent(model_settings=processor.native_model_settings())`` (``anthropic_context_management``,
+``anthropic_betas``); OpenAI's compact endpoint is pydantic-ai's
+``OpenAICompaction(trigger=processor.native_trigger)``, which calls ``/responses/compact`` when
+dp's plan says compact.
+
 Token counts come from each ``ModelResponse.usage`` (pydantic-ai's ``input_tokens`` includes the
 cache reads and writes) and the model from ``ModelResponse.model_name``; give the window with
 ``max_context_tokens=`` when the model's profile is not the one a price list knows. Requires
@@ -32,6 +46,7 @@ except ImportError as exc:
     raise MissingExtraError("pydantic_ai", "pydantic-ai", exc.name) from None
 
 from dp_compact.adapters.live import LiveCompactor, ModelFacts, live_session
+from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.pipeline.compact import CompactionResult
 from dp_compact.conversation import Usage
 
@@ -122,6 +137,11 @@ class DpCompactProcessor(LiveCompactor):
         at ``DP_ARCHIVE_DIR`` (else the user data directory); None archives nothing.
     summarizer : Summarizer, optional
         Default the extractive summarizer (offline, no model call).
+    recall : {"session", "all"} or None
+        What :meth:`recall_toolset` searches: this session's archives (default) or every session's.
+    native : NativeAction, optional
+        A provider-native action used instead of compacting here (see :meth:`native_model_settings`
+        and :meth:`native_trigger`).
     **settings
         Settings by field name (``provider=``, ``max_context_tokens=``, ``v=`` ...), as command-line
         flags: above ``DP_*`` and ``.env``.
@@ -139,26 +159,110 @@ class DpCompactProcessor(LiveCompactor):
         An invalid setting (at construction).
     """
 
-    def __init__(self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None, **settings: Any) -> None:
+    def __init__(
+        self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None,
+        recall: Scope | None = "session", native: Any = None, **settings: Any,
+    ) -> None:
         super().__init__(archive=archive, summarizer=summarizer, **settings)
+        self.native = native
         self.model = model.split(":", 1)[-1] if model else None
         self.session_id = session_id
+        self.recall = Recall(self.archive, lambda: self.session_id, recall) if recall is not None and self.archive is not None else None
+        self._history: list[ModelMessage] = []
+        self._seen: set[int] = set()  # ids of the messages in _history and of those we made (held in _made)
+        self._made: list[ModelMessage] = []
+
+    def recall_toolset(self) -> Any:
+        """The tools ``dp_recall`` and ``dp_restore`` over this session's archive, as a pydantic-ai ``FunctionToolset``.
+
+        Raises
+        ------
+        ValueError
+            If the processor has no archive or was made with ``recall=None``.
+        """
+        from pydantic_ai.toolsets import FunctionToolset
+
+        recall = self.recall
+        if recall is None:
+            raise ValueError("no recall tools: the processor has no archive, or recall=None")
+
+        def dp_recall(query: str, limit: int = 5) -> str:
+            return recall.search(query, limit)
+
+        def dp_restore(ref: str, offset: int = 0, max_chars: int = DEFAULT_RESTORE_CHARS) -> str:
+            return recall.restore(ref, offset, max_chars)
+
+        toolset: FunctionToolset[Any] = FunctionToolset()
+        toolset.add_function(dp_recall, takes_ctx=False, name="dp_recall", description=RECALL_DESCRIPTION)
+        toolset.add_function(dp_restore, takes_ctx=False, name="dp_restore", description=RESTORE_DESCRIPTION)
+        return toolset
+
+    def native_model_settings(self) -> dict[str, Any]:
+        """pydantic-ai model settings asking for the Anthropic edit of ``native`` (``AnthropicModelSettings``).
+
+        Raises
+        ------
+        ValueError
+            If ``native`` is not an Anthropic context-management edit.
+        """
+        if self.native is None or self.native.provider != "anthropic":
+            raise ValueError(f"no Anthropic native action: {self.native!r}")
+        extra = self.native.anthropic_kwargs()
+        return {"anthropic_context_management": extra["context_management"], "anthropic_betas": extra["betas"]}
+
+    def native_trigger(self, messages: list[ModelMessage]) -> bool:
+        """True when dp's plan says compact ``messages`` now: the ``trigger`` of pydantic-ai's ``OpenAICompaction``.
+
+        The plan is appended to :attr:`plans`; nothing is compacted here.
+        """
+        from dp_compact.api import plan_session
+
+        self._record(messages)
+        plan = plan_session(self._session(messages, to_openai(messages)), self.settings)
+        self.plans.append(plan)
+        return bool(plan.decision == "compact")
+
+    def _session(self, messages: Sequence[ModelMessage], wires: list[tuple[dict[str, Any], int, list[int]]]) -> Any:
+        """The live session of ``messages`` (usage records after our last compaction only)."""
+        stale = _stale(messages)
+        usages = [None if n in stale else usage_of(messages[n]) for _, n, _ in wires]
+        name = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None) or self.model
+        return live_session([w for w, _, _ in wires], usages, session_id=self.session_id, facts=ModelFacts(name))
+
+    def history(self, latest: Sequence[ModelMessage] = ()) -> list[ModelMessage]:
+        """The full conversation as the runs made it, oldest first: the application's own record.
+
+        Every message this processor was given, never our summaries, acknowledgements or trimmed
+        copies, followed by the messages of ``latest`` not seen yet: pass ``result.all_messages()``
+        to add the run's final answer (a processor runs before each request, so it never sees the
+        last response). Held in memory; the archive keeps the compacted heads on disk.
+        """
+        return [*self._history, *(m for m in latest if id(m) not in self._seen)]
+
+    def _record(self, messages: Sequence[ModelMessage]) -> None:
+        """Add the messages not seen before to the history."""
+        for message in messages:
+            if id(message) not in self._seen:
+                self._seen.add(id(message))
+                self._history.append(message)
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history to send: compacted when the plan says so, else ``messages`` itself.
 
         A failed summary leaves the history untouched (DESIGN §5) and is logged.
         """
+        self._record(messages)
+        if self.native is not None:  # the provider compacts (native_model_settings, native_trigger)
+            return messages
         wires = to_openai(messages)
-        raws = [w for w, _, _ in wires]
-        stale = _stale(messages)
-        usages = [None if n in stale else usage_of(messages[n]) for _, n, _ in wires]
-        name = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None) or self.model
-        session = live_session(raws, usages, session_id=self.session_id, facts=ModelFacts(name))
-        result = self.compact(session)
+        result = self.compact(self._session(messages, wires))
         if result is None:
             return messages
-        return self._rebuild(messages, wires, result)
+        rebuilt = self._rebuild(messages, wires, result)
+        made = [m for m in rebuilt if id(m) not in self._seen]
+        self._made.extend(made)  # held, so that their ids stay theirs
+        self._seen.update(id(m) for m in made)
+        return rebuilt
 
     def _rebuild(self, messages: list[ModelMessage], wires: list[tuple[dict[str, Any], int, list[int]]], result: CompactionResult) -> list[ModelMessage]:
         """The compacted history: originals whose every dict was kept, the kept parts of the others, new messages for the rest."""
