@@ -1,7 +1,7 @@
 """Benchmark of `dp-compact replay`: the largest real session under every policy, and the whole folder.
 
-Usage: ``python bench/bench_replay.py [--repeat 5] [--sessions ../shared/sessions] [--evidence]``
-(``--evidence``: section 5 alone, no timings).
+Usage: ``python bench/bench_replay.py [--repeat 5] [--sessions ../shared/sessions] [--evidence] [--detectors]``
+(``--evidence``: section 5 alone, no timings; ``--detectors``: section 6 alone).
 
 Prints, with the default settings and every policy (the defaults and ``threshold:0.8:0.3``):
 
@@ -22,7 +22,11 @@ Prints, with the default settings and every policy (the defaults and ``threshold
    ``hits 1``, to show what the measured cache-hit share does), the TTL applied, and the oracle,
    ``dp`` and the presets under the new accounting (dated prices and tiers per request, the
    session's write mix, the TTL by default, no free overflow); then the same totals with every
-   cache write a 5-minute entry and with every one a 1-hour entry (``Prices.with_write_share``).
+   cache write a 5-minute entry and with every one a 1-hour entry (``Prices.with_write_share``);
+6. the two loss detectors (DESIGN §9, ``--detector both``): the time to find the uses of the
+   largest session under each (:func:`dp_compact.measure.reuse.find_uses`), the folder replayed
+   under both (wall time, 2 workers) and the ranking of the policies under each, side by side;
+   then the receipts of ``dp`` on the largest session (time, and their sums).
 """
 
 from __future__ import annotations
@@ -162,14 +166,42 @@ def evidence(folder: Path) -> list[str]:
     return lines
 
 
+def detectors(folder: Path, repeat: int) -> list[str]:
+    """Section 6 of the module docstring."""
+    from dp_compact.cli.render import render_detectors, render_receipts
+    from dp_compact.measure.reuse import find_uses
+
+    files = [p for p in session_files(folder) if not p.name.startswith("cline_ui_messages")]
+    largest = max(files, key=lambda p: p.stat().st_size)
+    messages = read_session(largest, raw_json=True).messages
+    lines = [f"uses of earlier messages in {largest.name} ({len(messages)} messages):"]
+    for name in ("verbatim", "strict"):
+        found = find_uses(messages, detector=name)
+        median_ms, _ = runs_ms(lambda: find_uses(messages, detector=name), repeat)  # noqa: B023 - called here
+        lines.append(f"  {name:<9} {found.at.size:>6} uses  {median_ms:>8.1f} ms")
+    elapsed, report = _once_ms(lambda: replay_directory(folder, load_settings(), DEFAULT_POLICIES, workers=2, detector="both"))
+    lines += ["", f"folder under both detectors: {elapsed / 1000:.1f} s (2 workers)", render_detectors(report.totals_by_detector())]
+    elapsed, one = _once_ms(lambda: replay_file(largest, load_settings(), ("dp",), with_receipts=True))
+    receipts = one.to_dict()["receipts"]  # type: ignore[attr-defined]
+    lines += ["", f"receipts of dp on {largest.name}: {elapsed:.0f} ms with the replay", render_receipts(receipts).splitlines()[0]]
+    return lines
+
+
 def main() -> None:
     only_evidence = "--evidence" in sys.argv
     if only_evidence:
         sys.argv.remove("--evidence")
+    only_detectors = "--detectors" in sys.argv
+    if only_detectors:
+        sys.argv.remove("--detectors")
     args = parse_args(__doc__, repeat=5)
     if only_evidence:
         print(machine_line())
         print("\n".join(evidence(args.sessions)))
+        return
+    if only_detectors:
+        print(machine_line())
+        print("\n".join(detectors(args.sessions, args.repeat)))
         return
     if not args.sessions.exists():
         sys.exit(f"{args.sessions} is absent: the benchmark replays the shared real sessions")
@@ -191,6 +223,8 @@ def main() -> None:
         print("\n".join(recorded_vs_never(args.sessions)))
         print()
         print("\n".join(evidence(args.sessions)))
+        print()
+        print("\n".join(detectors(args.sessions, args.repeat)))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ def replay(
     path: Annotated[str, typer.Argument(help="Session file, or a folder: every session file under it (or an fsspec URL: s3://, memory://, file://).")],
     policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain, recorded (what the tool really did) (repeat; default: all but threshold and recorded).")] = None,
     loss: Annotated[Literal["refetch", "none"], typer.Option("--loss", help="Charge lost information: refetch (a dropped message a later call uses is fetched again) or none.")] = "refetch",
+    detector: Annotated[Literal["verbatim", "strict", "both"], typer.Option("--detector", help="Which later uses of a dropped message count: verbatim (200 characters repeated, or a read file edited), strict (also a path, identifier or command named again), or both (the ranking of the policies under each, side by side).")] = "verbatim",
+    receipts: Annotated[bool, typer.Option("--receipts", help="List every compaction of each policy (one SESSION): its cost (summary request, cache rewrite), what it saved on the calls that followed, when it paid back, what it dropped that was used again.")] = False,
     cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps). Default: the lifetime of the session's recorded cache writes (1 hour when most are 1-hour entries, else 5 minutes) where the calls have times; none without times. The report says which applied and why.")] = None,
     as_json: JsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw context size per call per policy to this image (one SESSION).")] = None,
@@ -56,7 +58,9 @@ def replay(
     from dp_compact.replay.shell import replay_file
 
     specs = list(policy or DEFAULT_POLICIES)
-    options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache, "loss": loss}
+    options = {"cache_ttl_s": cache_ttl, "lenient": lenient, "use_cache": not no_cache, "loss": loss, "detector": detector}
+    if receipts and Path(path).is_dir():
+        raise CommandError("--receipts lists the compactions of one SESSION file, not a folder")
     if plot is not None:
         if Path(path).is_dir():
             raise CommandError("--plot draws one SESSION file, not a folder")
@@ -68,6 +72,8 @@ def replay(
     fleet = check_fleet([path], engine, scheduler, out)
     if fleet and plot is not None:
         raise CommandError("--plot draws one SESSION file, not a fleet run")
+    if fleet and receipts:
+        raise CommandError("--receipts lists the compactions of one SESSION file, not a fleet run")
     if fleet:
         from dp_compact.fleet.jobs import replay_fleet
 
@@ -76,12 +82,13 @@ def replay(
         if len(result.sessions) == 1 and not result.skipped and (Path(path).is_file() or result.sessions[0].path == path):
             result = result.sessions[0]  # one session file: its own report, as on the local engine
     else:
-        result = _replay_folder(Path(path), settings, specs, workers, **options) if Path(path).is_dir() else replay_file(path, settings, specs, **options)
+        result = (_replay_folder(Path(path), settings, specs, workers, **options) if Path(path).is_dir()
+                  else replay_file(path, settings, specs, with_receipts=receipts, **options))
     if out is not None:
         from dp_compact.fleet.parquet import replay_table
         from dp_compact.replay.shell import DirectoryReplay, SessionReplay
 
-        table = result if not isinstance(result, SessionReplay) else DirectoryReplay(path, tuple(specs), (result,), (), loss)
+        table = result if not isinstance(result, SessionReplay) else DirectoryReplay(path, tuple(specs), (result,), (), loss, detector)
         write_table(replay_table(table), out)
     # end of the fleet hook
     if plot is not None:

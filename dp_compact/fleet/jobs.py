@@ -30,7 +30,7 @@ from dp_compact.errors import DpCompactError, no_readable_session, no_session_fi
 from dp_compact.fleet.engine import Engine, Progress, map_sessions
 from dp_compact.fleet.inputs import list_inputs, local_file
 from dp_compact.io import session_files
-from dp_compact.replay.shell import DirectoryReplay, SessionReplay, parse_policies, replay_or_skip
+from dp_compact.replay.shell import DirectoryReplay, SessionReplay, check_detector, parse_policies, replay_or_skip
 from dp_compact.settings import Settings
 
 __all__ = ["MeasuredSession", "calibrate_fleet", "measure_input", "replay_directory", "replay_fleet", "replay_input"]
@@ -67,7 +67,7 @@ def replay_input(item: str, settings: Settings, policies: tuple[Any, ...], optio
 def replay_fleet(
     paths: str | Path | Iterable[str | Path], settings: Settings, policies: Sequence[str], *,
     cache_ttl_s: float | None = None, lenient: bool = False, use_cache: bool = True, loss: str = "refetch",
-    engine: Engine = "local", workers: int | None = None, scheduler: str | None = None,
+    detector: str = "verbatim", engine: Engine = "local", workers: int | None = None, scheduler: str | None = None,
     progress: Progress | None = None, processes: bool = True,
 ) -> DirectoryReplay:
     """Replay every session of ``paths`` (local or fsspec URLs) on ``engine``.
@@ -76,7 +76,7 @@ def replay_fleet(
     ----------
     paths : str, Path or iterable of them
         As :func:`dp_compact.fleet.inputs.list_inputs`.
-    settings, policies, cache_ttl_s, lenient, use_cache, loss
+    settings, policies, cache_ttl_s, lenient, use_cache, loss, detector
         As :func:`dp_compact.fleet.jobs.replay_directory`.
     engine, workers, scheduler, progress, processes
         As :func:`dp_compact.fleet.engine.map_sessions`.
@@ -96,18 +96,19 @@ def replay_fleet(
     """
     specs = tuple(policies)
     parsed = parse_policies(specs, settings)
+    check_detector(detector)
     items = list_inputs(paths)
     folder = str(paths) if isinstance(paths, (str, Path)) else ", ".join(map(str, paths))
     if not items:
         raise no_session_file(folder)
-    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
+    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss, "detector": detector}
     done = map_sessions(replay_input, items, (settings, parsed, options), engine=engine, workers=workers,
                         scheduler=scheduler, progress=progress, processes=processes)
     sessions = tuple(r for r in done if isinstance(r, SessionReplay))
     skipped = tuple((item, r) for item, r in zip(items, done, strict=True) if isinstance(r, str))
     if not sessions:  # as replay_directory
         raise no_readable_session(folder, skipped, len(items))
-    return DirectoryReplay(folder=folder, policies=specs, sessions=sessions, skipped=skipped, loss=loss)
+    return DirectoryReplay(folder=folder, policies=specs, sessions=sessions, skipped=skipped, loss=loss, detector=detector)
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def calibrate_fleet(
 def replay_directory(
     folder: Path | str, settings: Settings, policies: Sequence[str], *, cache_ttl_s: float | None = None,
     lenient: bool = False, use_cache: bool = True, workers: int | None = None, progress: Progress | None = None,
-    loss: str = "refetch",
+    loss: str = "refetch", detector: str = "verbatim",
 ) -> DirectoryReplay:
     """Replay every session file under ``folder`` in parallel processes: a fleet run on the local engine.
 
@@ -216,6 +217,9 @@ def replay_directory(
         ``progress(done, total, path)`` after each file, in this process.
     loss : {"refetch", "none"}
         The lost-information charge (DESIGN §6).
+    detector : {"verbatim", "strict", "both"}
+        The lost-information detector (:data:`dp_compact.replay.load.DETECTOR_MODES`); ``"both"``
+        replays every policy under each (``DirectoryReplay.totals_by_detector``).
 
     Returns
     -------
@@ -225,21 +229,23 @@ def replay_directory(
     Raises
     ------
     SettingsError
-        An unknown policy spec.
+        An unknown policy spec or detector.
     SessionError
         When the folder holds no session file, or no file under it is read as a session (the
         message gives the first reasons).
     """
     specs = tuple(policies)
     parsed = parse_policies(specs, settings)
+    check_detector(detector)
     files = session_files(folder)
     if not files:
         raise no_session_file(folder)
-    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss}
+    options = {"cache_ttl_s": cache_ttl_s, "lenient": lenient, "use_cache": use_cache, "loss": loss, "detector": detector}
     results = map_sessions(replay_or_skip, [str(p) for p in files], (settings, parsed, options), workers=workers, progress=progress)
     done = dict(zip(files, results, strict=True))
     sessions = tuple(r for p in files if isinstance(r := done[p], SessionReplay))
     skipped = tuple((str(p), r) for p in files if isinstance(r := done[p], str))
     if not sessions:  # files, none read as a session: the first reasons (the file's own error when it is the only one)
         raise no_readable_session(str(folder), skipped, len(files))
-    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss)
+    return DirectoryReplay(folder=str(folder), policies=specs, sessions=sessions, skipped=skipped, loss=loss,
+                           detector=detector)

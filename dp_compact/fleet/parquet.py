@@ -6,7 +6,9 @@ Replay (:func:`replay_table`): one row per session and policy, columns
 tokens), ``v_source`` (where V comes from: ``measured`` from the session's usage records,
 ``recorded`` by an earlier dp-compact compaction or shrink in the file, ``setting`` given as
 ``DP_V`` / ``--v``, or the ``default`` ``DP_V``), ``warm_tokens`` (int: the
-tokens of V the first recorded call found cached, which every policy starts with), ``policy, fixed,
+tokens of V the first recorded call found cached, which every policy starts with), ``detector``
+(the lost-information detector the row's loss was charged under: ``verbatim`` or ``strict``; under
+``--detector both`` each policy has one row per detector), ``policy, fixed,
 total_usd, cache_read_usd, input_usd, write_usd, output_usd, compaction_usd, loss_usd,
 floor_usd`` ($), ``calls, compactions, overflows, truncations, refetches, summary_tokens,
 peak_context_tokens`` (int), ``mean_context_tokens`` (float, tokens), ``error`` (null). A
@@ -36,7 +38,7 @@ _COUNTS = ("calls", "compactions", "overflows", "truncations", "refetches", "sum
 #: Replay columns and their Arrow types (names of :func:`pyarrow` type constructors).
 REPLAY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "string"), ("format", "string"), ("v_tokens", "int64"), ("v_source", "string"), ("warm_tokens", "int64"),
-    ("policy", "string"),
+    ("detector", "string"), ("policy", "string"),
     ("fixed", "bool_"), *((name, "float64") for name in _MONEY), *((name, "int64") for name in _COUNTS),
     ("mean_context_tokens", "float64"), ("error", "string"),
 )
@@ -51,16 +53,19 @@ CALIBRATION_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def replay_rows(result: DirectoryReplay) -> list[dict[str, Any]]:
-    """Rows of :func:`replay_table` as dicts (sessions in path order, then the skipped ones)."""
+    """Rows of :func:`replay_table` as dicts (sessions in path order, then the skipped ones; under
+    ``--detector both`` a session's verbatim rows, then its strict ones)."""
     rows: list[dict[str, Any]] = []
     for session in result.sessions:
-        for r in session.results:
-            row: dict[str, Any] = {"path": session.path, "format": session.format, "v_tokens": session.params.v_tokens,
-                                   "v_source": session.params.v_source, "warm_tokens": session.params.warm_tokens,
-                                   "policy": r.policy, "fixed": r.fixed}
-            row.update({name: getattr(r, name) for name in (*_MONEY, *_COUNTS, "mean_context_tokens")})
-            row["error"] = None
-            rows.append(row)
+        runs = [(run.detector, run.results) for run in session.by_detector] or [(session.detector, session.results)]
+        for detector, results in runs:
+            for r in results:
+                row: dict[str, Any] = {"path": session.path, "format": session.format, "v_tokens": session.params.v_tokens,
+                                       "v_source": session.params.v_source, "warm_tokens": session.params.warm_tokens,
+                                       "detector": detector, "policy": r.policy, "fixed": r.fixed}
+                row.update({name: getattr(r, name) for name in (*_MONEY, *_COUNTS, "mean_context_tokens")})
+                row["error"] = None
+                rows.append(row)
     rows.extend({"path": path, "error": reason} for path, reason in result.skipped)
     return rows
 

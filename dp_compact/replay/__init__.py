@@ -5,6 +5,8 @@
 - :mod:`~dp_compact.replay.meter`: the pure cost meter (cache, compactions, lost information);
 - :mod:`~dp_compact.replay.policies`: dp_compact's planner, the fixed rules of other tools, a schedule;
 - :mod:`~dp_compact.replay.oracle`: the hindsight-optimal schedule (backward dynamic programming);
+- :mod:`~dp_compact.replay.events` and :mod:`~dp_compact.replay.receipts`: what the meter records of each
+  compaction and refetch, and each compaction's receipt (cost, saving, payback, what it dropped that was used again);
 - :mod:`~dp_compact.replay.shell`: reading sessions, evidence, folders (the tables are drawn by :mod:`dp_compact.cli.render`).
 """
 

@@ -37,7 +37,7 @@ import numpy.typing as npt
 from dp_compact.conversation import Message, Session, call_seconds, recorded_history
 from dp_compact.core.cuts import message_arrays
 from dp_compact.measure.estimation import CallPlacement, first_calls_after, fixed_prefix
-from dp_compact.measure.reuse import find_uses
+from dp_compact.measure.reuse import DETECTORS, find_uses
 from dp_compact.prepare import PreparedSession, prepare
 from dp_compact.measure.tokens import count_text_tokens
 from dp_compact.pricing import Prices
@@ -46,6 +46,7 @@ from dp_compact.replay.recording import RecordedCut
 from dp_compact.settings import Settings
 
 __all__ = [
+    "DETECTOR_MODES",
     "call_times",
     "load_recording",
     "prepared_recording",
@@ -57,6 +58,11 @@ __all__ = [
     "warm_cache_tokens",
 ]
 
+
+#: ``--detector`` choices: one of the lost-information detectors
+#: (:data:`~dp_compact.measure.reuse.DETECTORS`: DESIGN §6 rules (a) and (b), or those and §9's
+#: rule (c)), or ``"both"``: every policy replayed under each, the first one's table shown in full.
+DETECTOR_MODES = (*DETECTORS, "both")
 
 #: The messages a replay appends (:func:`dp_compact.conversation.recorded_history`).
 replay_history = recorded_history
@@ -110,16 +116,20 @@ def call_times(session: Session, messages: Sequence[Message], positions: npt.NDA
     return times
 
 
-def prepared_recording(prepared: PreparedSession, *, with_times: bool = True) -> tuple[Recording, str]:
+def prepared_recording(
+    prepared: PreparedSession, *, with_times: bool = True, detector: str = "verbatim"
+) -> tuple[Recording, str]:
     """The :class:`Recording` of a session prepared over its recorded history
     (``prepare(session, settings, history=True)``) and where its calls come from.
 
+    ``detector`` names the lost-information detector whose uses the recording holds
+    (:func:`~dp_compact.measure.reuse.find_uses`: ``"verbatim"``, DESIGN §6, or ``"strict"``, §9).
     Returns ``(recording, source)`` with source ``"usage"`` or ``"messages"`` (module docstring).
 
     Raises
     ------
     ValueError
-        If ``prepared`` was not prepared over the recorded history.
+        If ``prepared`` was not prepared over the recorded history, or ``detector`` is unknown.
     """
     if not prepared.history:
         raise ValueError("a recording is made of a session prepared with history=True")
@@ -127,7 +137,7 @@ def prepared_recording(prepared: PreparedSession, *, with_times: bool = True) ->
     messages = session.messages
     positions, outputs, source, prompts = recorded_calls(messages, tokens, prepared.placement)
     times = call_times(session, messages, positions) if with_times else None
-    uses = find_uses(messages)
+    uses = find_uses(messages, detector=detector)
     use_calls = np.searchsorted(positions, uses.at, side="right") - 1
     found = use_calls >= 0
     placed = prompts > 0
@@ -199,16 +209,18 @@ def resolve_ttl(prices: Prices, cache_ttl_s: float | None, timed_calls: int) -> 
 
 
 def load_recording(
-    session: Session, settings: Settings, *, use_cache: bool = True, with_times: bool = False
+    session: Session, settings: Settings, *, use_cache: bool = True, with_times: bool = False, detector: str = "verbatim"
 ) -> tuple[Recording, str]:
-    """The :class:`Recording` of ``session`` (:func:`prepared_recording` of ``prepare(session, settings, history=True)``).
+    """The :class:`Recording` of ``session`` (:func:`prepared_recording` of ``prepare(session, settings, history=True)``)
+    with the uses ``detector`` finds.
 
     Raises
     ------
     UnknownProfileError, SettingsError
         As :func:`~dp_compact.prepare.choose_prices`.
     """
-    return prepared_recording(prepare(session, settings, use_cache=use_cache, history=True), with_times=with_times)
+    return prepared_recording(prepare(session, settings, use_cache=use_cache, history=True), with_times=with_times,
+                              detector=detector)
 
 
 def replay_v_tokens(

@@ -85,6 +85,7 @@ from dp_compact.replay.context import (
     tail_cut_mask,
     truncation,
 )
+from dp_compact.replay.events import CompactionEvent, RefetchEvent, live_messages, snapshot
 from dp_compact.replay.recording import (
     FIXED_RECORDING,
     LOSS_MODES,
@@ -160,6 +161,16 @@ class PolicyResult:
     forced : int
         Forced summary-only compactions on an overflow of a policy without a fallback of its own
         (``never``, ``langchain``): counted in ``compactions`` too.
+    call_usd : ndarray[float64], shape (C,)
+        $ of each call: its request, its refetches and the refetched tokens it and any
+        compaction request before it carry; the compaction requests apart (``call_usd.sum() +
+        compaction_usd == total_usd``). Empty when not recorded; not serialized.
+    fresh_tokens : ndarray[float64], shape (C,)
+        Tokens of each call's prompt not read from the cache (written, or uncached input); not serialized.
+    events : tuple[CompactionEvent, ...]
+        Each compaction and hard truncation as it happened (:mod:`dp_compact.replay.events`); not serialized.
+    refetch_log : tuple[RefetchEvent, ...]
+        Each dropped message fetched again, and which compaction dropped it; not serialized.
     """
 
     policy: str
@@ -183,6 +194,10 @@ class PolicyResult:
     counted_contexts: Int64s = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
     schedule: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
     forced: int = 0
+    call_usd: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
+    fresh_tokens: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
+    events: tuple[CompactionEvent, ...] = field(default=(), compare=False, repr=False)
+    refetch_log: tuple[RefetchEvent, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def total_usd(self) -> float:
@@ -232,7 +247,12 @@ class Meter:
         self.compactions = self.overflows = self.truncations = self.refetches = self.forced = 0
         self.cached = params.warm_tokens  # tokens of the live prompt's prefix still in the cache (at first: of V, from an earlier session)
         self.last_time = float("nan")
+        self.last_fresh = 0.0  # tokens of the last request's prompt not read from the cache
         self.schedule: list[tuple[int, int]] = []
+        self.events: list[CompactionEvent] = []
+        self.refetch_log: list[RefetchEvent] = []
+        self.dropped_by: dict[int, int] = {}  # message -> index of the event that dropped it last
+        self.forcing = False  # True while an overflow's fallback is applied
 
     @property
     def total(self) -> float:
@@ -257,6 +277,7 @@ class Meter:
         """Charge one call (``carried`` refetched tokens read from cache as loss); its prompt is cached afterwards."""
         prices = self.day.at(prompt)
         read, fresh_input, fresh_write = self._prompt(prompt, prices)
+        self.last_fresh = prompt - min(self.cached, prompt) * self.hit
         self.read, self.input, self.write = self.read + read, self.input + fresh_input, self.write + fresh_write
         self.output += output * prices.p_out
         self.loss += carried * prices.p_cache
@@ -292,6 +313,7 @@ def _apply(ctx: CallContext, meter: Meter, compaction: Compaction) -> None:
         raise ValueError(f"compaction cut {compaction.cut} outside the live tail [{live.start}, {live.end}]")
     head_prompt = v + live.tokens(rec) - int(rec.prefix_tokens[live.end] - rec.prefix_tokens[compaction.cut])
     kept_prefix = v + int(rec.prefix_tokens[compaction.pinned])
+    before, cached_before, charged = snapshot(live), meter.cached, meter.compaction
     if compaction.summarize:
         live.head_messages = compaction.cut - live.start + (live.carry_tokens > 0)
         meter.summarize(head_prompt, kept_prefix, live.refetched_tokens)
@@ -303,6 +325,13 @@ def _apply(ctx: CallContext, meter: Meter, compaction: Compaction) -> None:
     live.pinned, live.carry_tokens, live.start = compaction.pinned, compaction.carry_tokens, compaction.cut
     live.kept, live.refetched, live.refetched_tokens = compaction.kept, set(), 0
     ctx.prompt_tokens = v + live.tokens(rec)
+    dropped = live_messages(before) - live_messages(live)
+    meter.dropped_by.update(dict.fromkeys(dropped, len(meter.events)))
+    meter.events.append(CompactionEvent(
+        call=ctx.call, cut=compaction.cut, summarize=compaction.summarize, forced=meter.forcing,
+        request_usd=(meter.compaction - charged) / 1e6, summary_tokens=compaction.carry_tokens,
+        head_prompt_tokens=head_prompt if compaction.summarize else 0, live_before=before, cached_before=cached_before,
+        last_time=meter.last_time, dropped=dropped))
 
 
 def _fit(ctx: CallContext, policy: Policy, meter: Meter) -> None:
@@ -310,6 +339,7 @@ def _fit(ctx: CallContext, policy: Policy, meter: Meter) -> None:
     policy's fallback or, for a policy without one, a forced summary-only compaction (charged,
     counted in ``forced``), then a hard truncation only if even that does not fit."""
     meter.overflows += 1
+    meter.forcing = True
     fallback = policy.on_overflow(ctx)
     if fallback is None and (fallback := forced_summary(ctx)) is not None:
         meter.forced += 1
@@ -317,6 +347,7 @@ def _fit(ctx: CallContext, policy: Policy, meter: Meter) -> None:
         _apply(ctx, meter, fallback)
     if ctx.prompt_tokens > ctx.params.window and (cut := truncation(ctx)) is not None:
         _apply(ctx, meter, cut)
+    meter.forcing = False
 
 
 def _refetch(ctx: CallContext, meter: Meter, messages: Int64s) -> None:
@@ -324,7 +355,10 @@ def _refetch(ctx: CallContext, meter: Meter, messages: Int64s) -> None:
     live, tokens = ctx.live, ctx.rec.message_tokens
     for message in messages.tolist():
         if live.dropped(message):
+            before = meter.loss
             meter.refetch(ctx.prompt_tokens, int(tokens[message]))
+            meter.refetch_log.append(RefetchEvent(ctx.call, message, int(tokens[message]), (meter.loss - before) / 1e6,
+                                                  meter.dropped_by.get(message, -1)))
             live.refetched.add(message)
             live.refetched_tokens += int(tokens[message])
 
@@ -359,6 +393,7 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
     prices = call_prices(rec, params.prices)
     contexts = np.zeros(rec.n_calls, dtype=np.int64)
     counted = np.zeros(rec.n_calls, dtype=np.int64)
+    call_usd, fresh = np.zeros(rec.n_calls), np.zeros(rec.n_calls)
     charge_loss = params.loss == "refetch"
     bounds = np.searchsorted(rec.use_calls, np.arange(rec.n_calls + 1))
     for j in range(rec.n_calls):
@@ -367,6 +402,7 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         now = float(rec.call_times[j])
         meter.day = prices[j]
         meter.expire(now)
+        spent = meter.total - meter.compaction
         if (decision := policy.before_call(ctx)) is not None:
             _apply(ctx, meter, decision)
         if ctx.prompt_tokens > params.window:
@@ -375,11 +411,12 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
             _refetch(ctx, meter, rec.use_messages[bounds[j]:bounds[j + 1]])
         meter.request(ctx.prompt_tokens, int(rec.output_tokens[j]), live.refetched_tokens)
         meter.last_time = now
+        call_usd[j], fresh[j] = (meter.total - meter.compaction - spent) / 1e6, meter.last_fresh
         contexts[j] = ctx.prompt_tokens
         counted[j] = ctx.counted_tokens
         ctx.prompts.append(ctx.prompt_tokens)
-    contexts.setflags(write=False)
-    counted.setflags(write=False)
+    for array in (contexts, counted, call_usd, fresh):
+        array.setflags(write=False)
     return PolicyResult(
         policy=policy.name, fixed=policy.fixed, calls=rec.n_calls, cache_read_usd=meter.read / 1e6,
         input_usd=meter.input / 1e6, write_usd=meter.write / 1e6, output_usd=meter.output / 1e6,
@@ -387,7 +424,8 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         overflows=meter.overflows, truncations=meter.truncations, forced=meter.forced, refetches=meter.refetches,
         summary_tokens=params.s_tokens, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
         mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
-        contexts=contexts, counted_contexts=counted, schedule=tuple(meter.schedule),
+        contexts=contexts, counted_contexts=counted, schedule=tuple(meter.schedule), call_usd=call_usd,
+        fresh_tokens=fresh, events=tuple(meter.events), refetch_log=tuple(meter.refetch_log),
     )
 
 

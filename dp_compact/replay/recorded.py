@@ -25,7 +25,7 @@ prefix the provider really served (``ReplayParams.cache_hit_share``, applied to 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ import numpy.typing as npt
 from dp_compact.replay.meter import Meter, PolicyResult, call_prices
 from dp_compact.replay.recording import RecordedCut, Recording, ReplayParams
 
-__all__ = ["RECORDED", "Recorded", "RecordedCosts", "measured_hit_share", "recorded_costs", "replay_recorded"]
+__all__ = ["RECORDED", "Recorded", "RecordedCosts", "RecordedState", "measured_hit_share", "recorded_costs", "replay_recorded"]
 
 #: The policy's name (``--policy recorded``).
 RECORDED = "recorded"
@@ -55,12 +55,34 @@ class RecordedCosts:
         Tokens of each call's prompt the meter's cache held before it (before the hit share).
     compaction_usd : tuple[float, ...]
         $ of each recorded compaction's request, in order.
+    fresh_tokens : ndarray[float64], shape (C,)
+        Tokens of each call's prompt not read from the cache (written, or uncached input).
+    before_cuts : tuple[RecordedState, ...]
+        The replay's state just before each recorded compaction, in order (for its receipt,
+        :mod:`dp_compact.replay.receipts`).
     """
 
     result: PolicyResult
     call_usd: Floats
     model_reads: Floats
     compaction_usd: tuple[float, ...]
+    fresh_tokens: Floats = field(default_factory=lambda: np.zeros(0))
+    before_cuts: tuple[RecordedState, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedState:
+    """The recorded replay just before a recorded compaction: its call (the first after it),
+    the tokens the cache held, the previous call's prompt in its segment (None at a segment's
+    start), where that segment starts (history index), the block it began with (tokens), and the
+    previous call's time (epoch seconds, NaN when unknown)."""
+
+    call: int
+    cached_tokens: int
+    last_prompt: int | None
+    segment: int
+    carry_tokens: int
+    last_time: float
 
 
 def recorded_costs(rec: Recording, params: ReplayParams) -> RecordedCosts:
@@ -89,6 +111,7 @@ def recorded_costs(rec: Recording, params: ReplayParams) -> RecordedCosts:
     call_usd, reads = np.zeros(rec.n_calls), np.zeros(rec.n_calls)
     contexts = np.zeros(rec.n_calls, dtype=np.int64)
     compaction_usd: list[float] = []
+    fresh, states = np.zeros(rec.n_calls), []
     last: int | None = None  # the previous call's prompt in this segment, tokens
     last_output = segment = carry = 0
     for j in range(rec.n_calls + 1):
@@ -98,6 +121,7 @@ def recorded_costs(rec: Recording, params: ReplayParams) -> RecordedCosts:
         for cut in cuts.get(j, ()):
             context = cut.context_tokens or (last + last_output if last is not None else v + carry + int(counted[cut.position] - counted[segment]))
             summary = params.s_tokens if cut.summary_tokens is None else cut.summary_tokens
+            states.append(RecordedState(j, meter.cached, last, segment, carry, meter.last_time))
             before = meter.compaction
             meter.summarize(int(context), v, 0, summary)
             compaction_usd.append((meter.compaction - before) / 1e6)
@@ -115,7 +139,7 @@ def recorded_costs(rec: Recording, params: ReplayParams) -> RecordedCosts:
         reads[j] = min(meter.cached, prompt)
         before = meter.total
         meter.request(prompt, int(rec.output_tokens[j]), 0)
-        call_usd[j] = (meter.total - before) / 1e6
+        call_usd[j], fresh[j] = (meter.total - before) / 1e6, meter.last_fresh
         meter.last_time = float(rec.call_times[j])
         contexts[j] = prompt
         last, last_output = prompt, int(rec.output_tokens[j])
@@ -127,9 +151,9 @@ def recorded_costs(rec: Recording, params: ReplayParams) -> RecordedCosts:
         summary_tokens=max((c.summary_tokens or params.s_tokens for c in rec.cuts), default=params.s_tokens),
         peak_context_tokens=int(contexts.max()) if contexts.size else 0,
         mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
-        contexts=contexts, counted_contexts=contexts, schedule=tuple(meter.schedule),
+        contexts=contexts, counted_contexts=contexts, schedule=tuple(meter.schedule), call_usd=call_usd, fresh_tokens=fresh,
     )
-    return RecordedCosts(result, call_usd, reads, tuple(compaction_usd))
+    return RecordedCosts(result, call_usd, reads, tuple(compaction_usd), fresh, tuple(states))
 
 
 def replay_recorded(rec: Recording, params: ReplayParams) -> PolicyResult:
