@@ -30,6 +30,7 @@ from typing import Any
 
 from dp_compact.errors import MissingExtraError
 from dp_compact.errors import DpCompactError
+from dp_compact.adapters.recall import shortened
 
 if find_spec("mcp") is None:  # the SDK itself is imported when the server is built
     raise MissingExtraError("mcp_server", "mcp", "mcp")
@@ -121,15 +122,6 @@ def recall_tool(query: str, session: str | None = None, limit: int = 10) -> list
     return [hit.to_dict() for hit in ArchiveStore(load_settings().archive_dir).search(query, session=session, limit=limit)]
 
 
-def _shortened(value: Any, limit: int) -> Any:
-    """``value`` with every string longer than ``limit`` characters cut, saying how much was left out."""
-    if isinstance(value, str) and len(value) > limit:
-        return value[:limit] + f"…[{len(value) - limit:,} characters more: dp-compact restore gives the whole message]"
-    if isinstance(value, list):
-        return [_shortened(v, limit) for v in value]
-    if isinstance(value, dict):
-        return {k: _shortened(v, limit) for k, v in value.items()}
-    return value
 
 
 def restore_tool(ref: str, offset: int = 0, max_chars: int = RESTORE_PAGE_CHARS) -> dict[str, Any]:
@@ -155,7 +147,7 @@ def restore_tool(ref: str, offset: int = 0, max_chars: int = RESTORE_PAGE_CHARS)
             break
         message = messages[at]
         if size > max_chars:
-            message = _shortened(message, min(_SHORTENED_CHARS, max_chars // 4))
+            message = shortened(message, min(_SHORTENED_CHARS, max_chars // 4), "dp-compact restore gives the whole message")
             shortened.append(at)
         page.append(message)
         used += size

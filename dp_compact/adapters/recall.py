@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from dp_compact.errors import ArchiveError
 
-__all__ = ["DEFAULT_RESTORE_CHARS", "MAX_RECALL_HITS", "MAX_RESTORE_CHARS", "RECALL_DESCRIPTION", "RESTORE_DESCRIPTION", "Recall", "Scope"]
+__all__ = ["DEFAULT_RESTORE_CHARS", "MAX_RECALL_HITS", "MAX_RESTORE_CHARS", "RECALL_DESCRIPTION", "RESTORE_DESCRIPTION", "Recall", "Scope", "shortened"]
 
 #: Most hits one search returns to the model (each is ~3 lines: key, summary excerpt, match).
 MAX_RECALL_HITS = 20
@@ -107,7 +107,7 @@ class Recall:
             if page and used + len(line) > max_chars:
                 break
             if len(line) > max_chars:
-                line = json.dumps(_shortened(messages[at], min(_SHORTENED_CHARS, max_chars // 4)), ensure_ascii=False)
+                line = json.dumps(shortened(messages[at], min(_SHORTENED_CHARS, max_chars // 4)), ensure_ascii=False)
             page.append(line)
             used += len(line)
             at += 1
@@ -116,12 +116,13 @@ class Recall:
         return "\n".join([header, *page])
 
 
-def _shortened(value: Any, limit: int) -> Any:
-    """``value`` with every string longer than ``limit`` characters cut, saying how much was left out."""
+def shortened(value: Any, limit: int, hint: str = "") -> Any:
+    """``value`` (a message as JSON) with every string longer than ``limit`` characters cut, saying
+    how much was left out and, when given, where the whole is (``hint``)."""
     if isinstance(value, str) and len(value) > limit:
-        return value[:limit] + f"…[{len(value) - limit:,} characters more]"
+        return value[:limit] + f"…[{len(value) - limit:,} characters more{': ' + hint if hint else ''}]"
     if isinstance(value, list):
-        return [_shortened(v, limit) for v in value]
+        return [shortened(v, limit, hint) for v in value]
     if isinstance(value, dict):
-        return {k: _shortened(v, limit) for k, v in value.items()}
+        return {k: shortened(v, limit, hint) for k, v in value.items()}
     return value
