@@ -26,6 +26,7 @@ import numpy.typing as npt
 from dp_compact.conversation import Session, call_seconds, first_call_day, recorded_history
 from dp_compact.core.cuts import message_arrays
 from dp_compact.core.planner import Plan, plan
+from dp_compact.core.hits import FULL_HITS, HitShare, hit_share_from_usage
 from dp_compact.core.timing import RECENT_GAPS, IdleHazard, Timing
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.measure.estimation import (
@@ -60,6 +61,7 @@ __all__ = [
     "PreparedSession",
     "PreparedTokens",
     "choose_prices",
+    "plan_hit_share",
     "plan_prepared",
     "plan_timing",
     "prepare",
@@ -338,8 +340,19 @@ def plan_prepared(prepared: PreparedSession, *, timing: Timing | None = None) ->
     if timing is None:
         timing = plan_timing(session)
     result = plan(session, prepared.message_tokens, prepared.settings, prepared.prices, arrays=message_arrays(session.messages),
-                  v_tokens=prepared.v_tokens, placement=prepared.placement, timing=timing)
+                  v_tokens=prepared.v_tokens, placement=prepared.placement, timing=timing, cache_hit=plan_hit_share(prepared))
     return replace(result, notes=prepared.notes + result.notes, v_source=prepared.v_source)
+
+
+def plan_hit_share(prepared: PreparedSession) -> HitShare:
+    """The cache-hit share a plan prices (DESIGN §8): measured from the session's usage records
+    (:func:`~dp_compact.core.hits.hit_share_from_usage`: recorded cache reads over what the cache
+    held, the silences longer than the prices' TTL emptying it), as the replay measures it; 1
+    without records of cache reads."""
+    session = prepared.session
+    if not session.usage:
+        return FULL_HITS
+    return hit_share_from_usage(session.usage, call_seconds(session), prepared.prices.cache_ttl_s)
 
 
 def choose_prices(settings: Settings, session: Session | None = None) -> tuple[Prices, tuple[str, ...]]:
@@ -421,12 +434,12 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
     if written > 0 and any(u.convention == "anthropic" for u in usage):
         share = sum(u.cache_write_1h_tokens for u in usage) / written
         mix = f"{share:.0%} of its {written:,} cache-write tokens were 1-hour entries (its usage records)"
-        return share, (f"cache writes at {prices.with_write_share(share).p_write:g} $/MTok: {mix}; the cache lives"
+        return share, (f"cache writes at {prices.with_write_share(share).p_write:.2f} $/MTok: {mix}; the cache lives"
                        f" {'1 hour' if share >= 0.5 else '5 minutes'} after its last use",)
     if prices.p_cache_write is None and prices.p_cache_write_1h is None:
         return 0.0, ()
     life = {"30m": "30-minute", "1h": "1-hour"}.get(prices.with_write_share(0.0).write_lifetime, "5-minute")
-    return 0.0, (f"cache writes at {prices.p_write_5m:g} $/MTok, {life} entries: the provider's default"
+    return 0.0, (f"cache writes at {prices.p_write_5m:.2f} $/MTok, {life} entries: the provider's default"
                  " (the session records no write lifetime)",)
 
 

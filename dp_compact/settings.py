@@ -31,14 +31,19 @@ class Settings(BaseSettings):
     Defaults are DESIGN §3's, except those calibrated from real transcripts (``calibration/``,
     ``dp-compact calibrate ../shared/sessions``; 10 sessions with usage records, 16 in all):
 
-    - ``recall_q0`` = 0.037, ``recall_tau`` = 1.99, ``recall_age`` = ``rounds``
+    - ``recall_q0`` = 0.034, ``recall_tau`` = 2.17, ``recall_age`` = ``rounds``
       (``calibration/results.json``, ``recall.rounds``): q(a), the chance that a message of age
       a is used later by the replay judge's own rule (:func:`dp_compact.measure.reuse.find_uses`, DESIGN
       §6: ≥ 200 characters repeated verbatim, or an edit/write of a file it holds the latest read
       of), was fitted by q0 · exp(−a / τ) with a in API rounds divided by the session's own L,
-      as the planner counts it (bootstrap 5–95 %: q0 0.024–0.047, τ 1.46–2.98). q0 is the
+      as the planner counts it (bootstrap 5–95 %: q0 0.018–0.045, τ 1.65–3.56). q0 is the
       planner's q_j at age 0 as measured, no conversion. API rounds / L describe single sessions
-      better than user turns (weighted R² 0.65 against 0.55; turns: q0 0.038, τ 1.9).
+      better than user turns (weighted R² 0.60 against 0.50; turns: q0 0.034, τ 2.0). The same
+      curve under the strict detector (DESIGN §9; ``recall_strict`` in results.json) is q0 0.219,
+      τ 1.98: ``dp-compact calibrate --env --detector strict`` exports it. The default is the
+      verbatim curve, chosen from replay (docs/calibration.md "Which curve the planner uses"):
+      under the strict judge the strict curve does no better (dp/oracle 1.137 against 1.136) and
+      under the verbatim judge much worse (1.182 against 1.055).
     - ``v`` = 18,300 tokens: median of the first call's prompt minus its messages (5–95 %:
       11,300–21,900); DESIGN's 5,000 is below every agent measured. ``dp-compact plan`` and
       ``replay`` take each session's prefix as its own usage records measure it, and ``v`` only
@@ -87,8 +92,8 @@ class Settings(BaseSettings):
     survival_alpha: float = Field(1.55, gt=0, description="survival of session lengths: Lomax shape (calibrated)")
     survival_scale: float = Field(72.2, gt=0, description="survival of session lengths: Lomax scale, calls (calibrated)")
     # calibration/results.json, recall.rounds (dp-compact calibrate ../shared/sessions): q0 0.037, τ 1.99
-    recall_q0: float = Field(0.037, ge=0, le=1, description="chance a message of age 0 is used later (calibrated)")
-    recall_tau: float = Field(1.99, gt=0, description="recall decay, age units (calibrated)")
+    recall_q0: float = Field(0.0338, ge=0, le=1, description="chance a message of age 0 is used later (calibrated)")
+    recall_tau: float = Field(2.17, gt=0, description="recall decay, age units (calibrated)")
     recall_age: Literal["rounds", "turns"] = Field(
         "rounds", description="age a_j: API rounds divided by L (calibrated), or user turns"
     )

@@ -57,6 +57,9 @@ class SessionMeasures:
         :func:`~dp_compact.measure.reuse.find_uses` finds among them, by kind.
     recall : dict[str, RecallCounts]
         Recall counts per age unit, over the messages the replay judges (:func:`judged_messages`).
+    recall_strict : dict[str, RecallCounts]
+        The same under the strict detector (``find_uses(..., detector="strict")``, DESIGN §9: a
+        later use of a dropped message's paths, identifiers or commands also counts).
     estimate_tokens, prompt_tokens : ndarray[int64]
         Per placed call: cl100k tokens of the messages it was sent, and its reported prompt.
     idle_gaps : tuple[float, ...]
@@ -84,6 +87,7 @@ class SessionMeasures:
     estimate_tokens: npt.NDArray[np.int64] = field(repr=False)
     prompt_tokens: npt.NDArray[np.int64] = field(repr=False)
     idle_gaps: tuple[float, ...] = ()
+    recall_strict: dict[str, RecallCounts] = field(default_factory=dict, repr=False)
 
     def row(self) -> dict[str, Any]:
         """The JSON-ready summary row (no arrays); ``model`` None when the session records none."""
@@ -151,6 +155,8 @@ def measure_session(history: History, *, recall_l: float | None = None) -> Sessi
     uses, arrays = find_uses(judged), message_arrays(judged)
     l_used = float(recall_l) if recall_l else planner_calls_per_turn(live)
     recall = {unit: recall_counts(uses, arrays, message_ages(arrays, unit, l_used)) for unit in AGE_UNITS}
+    strict = find_uses(judged, detector="strict")
+    recall_strict = {unit: recall_counts(strict, arrays, message_ages(arrays, unit, l_used)) for unit in AGE_UNITS}
     summaries = [c.summary_text for c in history.compactions if c.summary_text]
     return SessionMeasures(
         path=history.path, format=history.format, family=provider_family(live.model, history.format), model=live.model or "",
@@ -159,5 +165,5 @@ def measure_session(history: History, *, recall_l: float | None = None) -> Sessi
         avg_tokens=sum(u.prompt_tokens for u in usage) / len(usage) if usage else None, token_ratio=ratio,
         summary_tokens=tuple(int(n) for n in count_text_tokens(summaries)), recall_l=l_used, judged_messages=len(judged),
         verbatim_uses=int((uses.kind == KIND_VERBATIM).sum()), file_edit_uses=int((uses.kind == KIND_FILE_EDIT).sum()), recall=recall, estimate_tokens=x, prompt_tokens=y,
-        idle_gaps=tuple(turn_end_gaps(live).tolist()),
+        idle_gaps=tuple(turn_end_gaps(live).tolist()), recall_strict=recall_strict,
     )

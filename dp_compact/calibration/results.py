@@ -31,7 +31,7 @@ from dp_compact.measure.reuse import BOILERPLATE_SHARE, MIN_REUSE_CHARS
 from dp_compact.sessions import read_session
 from dp_compact.settings import Settings, default_settings
 
-__all__ = ["DEFAULT_BOOTSTRAP", "RECALL_DETECTOR", "Calibration", "calibrate", "env_lines", "pool_sessions", "session_paths"]
+__all__ = ["DEFAULT_BOOTSTRAP", "DETECTORS", "RECALL_DETECTOR", "STRICT_DETECTOR", "Calibration", "calibrate", "env_lines", "pool_sessions", "session_paths"]
 
 #: Bootstrap resamples (over sessions) behind every spread.
 DEFAULT_BOOTSTRAP = 400
@@ -42,6 +42,14 @@ RECALL_DETECTOR = {
     "min_chars": MIN_REUSE_CHARS, "boilerplate_share": BOILERPLATE_SHARE,
     "q": "share of messages of age a (seen by an LLM call) that a message at or after that call uses",
 }
+#: How ``results.json`` says the strict curve was counted (DESIGN §9 "Loss priced honestly").
+STRICT_DETECTOR = {
+    "rule": ("reuse.find_uses(detector='strict'): as the verbatim detector, and a later message that names a file path,"
+             " code identifier or shell command of an earlier message uses its latest earlier mention"),
+    "q": RECALL_DETECTOR["q"],
+}
+#: The detectors calibrate fits the recall curve under (``Calibration.fits_for``).
+DETECTORS = ("verbatim", "strict")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,15 @@ class Calibration:
     survival: tuple[Estimate, Estimate] | None = None
     min_bin_messages: int = MIN_BIN_MESSAGES
     idle: IdleFit | None = None
+    recall_strict: dict[str, RecallCounts] = field(default_factory=dict)
+    recall_fits_strict: dict[str, tuple[RecallFit, Estimate, Estimate]] = field(default_factory=dict)
+    recall_session_r2_strict: dict[str, float] = field(default_factory=dict)
+
+    def fits_for(self, detector: str) -> tuple[dict[str, RecallCounts], dict[str, tuple[RecallFit, Estimate, Estimate]], dict[str, float]]:
+        """Pooled counts, fits and session R² per age unit under ``detector`` (:data:`DETECTORS`)."""
+        if detector == "strict":
+            return self.recall_strict, self.recall_fits_strict, self.recall_session_r2_strict
+        return self.recall, self.recall_fits, self.recall_session_r2
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (``calibration/results.json``); a value that could not be measured (NaN) is None."""
@@ -115,19 +132,25 @@ class Calibration:
         def est(e: Estimate | None) -> dict[str, float | int] | None:
             return None if e is None else e.to_dict()
 
-        recall = {}
-        for unit, (fit, q0, tau) in self.recall_fits.items():
-            counts = self.recall[unit]
-            recall[unit] = {
-                "q0": q0.to_dict(), "tau": tau.to_dict(),
-                "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared, "bins": fit.bins},
-                "session_r_squared": self.recall_session_r2[unit],
-                "pooled": {"age": list(range(counts.needed.size)), "needed": counts.needed.tolist(), "observed": counts.observed.tolist()},
-            }
+        def curves(detector: str) -> dict[str, Any]:
+            pooled, fits, r2 = self.fits_for(detector)
+            out = {}
+            for unit, (fit, q0, tau) in fits.items():
+                counts = pooled[unit]
+                out[unit] = {
+                    "q0": q0.to_dict(), "tau": tau.to_dict(),
+                    "fit_on_pooled": {"q0": fit.q0, "tau": fit.tau, "r_squared": fit.r_squared, "bins": fit.bins},
+                    "session_r_squared": r2[unit],
+                    "pooled": {"age": list(range(counts.needed.size)), "needed": counts.needed.tolist(), "observed": counts.observed.tolist()},
+                }
+            return out
+
+        recall = curves("verbatim")
         return {
             "V": est(self.v_tokens), "L": est(self.calls_per_turn), "avg": est(self.avg_tokens), "S": est(self.summary_tokens),
             "token_ratio": {family: e.to_dict() for family, e in self.token_ratios.items()},
             "recall_age": self.recall_age, "recall_l": self.recall_l, "recall": recall, "recall_detector": RECALL_DETECTOR,
+            "recall_strict": curves("strict") if self.recall_fits_strict else None, "recall_strict_detector": STRICT_DETECTOR,
             "bootstrap": self.bootstrap,
             "recorded_summaries": {tool: {"tokens": list(n), "mean": sum(n) / len(n)} for tool, n in self.recorded_summaries.items()},
             "survival": None if self.survival is None else {
@@ -174,11 +197,13 @@ def _session_r2(fit: RecallFit, counts: Sequence[RecallCounts], min_messages: in
     return float(1.0 - (wa * (qa - pa) ** 2).sum() / total) if total > 0 else float("nan")
 
 
-def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.random.Generator) -> tuple[dict, dict, dict, dict]:
-    """Pooled counts, fits with bootstrap spreads, session-level R² and the bootstrap fits, per age unit."""
+def _recall_fits(sessions: Sequence[SessionMeasures], resamples: int, rng: np.random.Generator,
+                 detector: str = "verbatim") -> tuple[dict, dict, dict, dict]:
+    """Pooled counts, fits with bootstrap spreads, session-level R² and the bootstrap fits, per age unit,
+    under ``detector`` (``SessionMeasures.recall`` or ``recall_strict``)."""
     pooled, fits, r2, all_draws = {}, {}, {}, {}
     for unit in AGE_UNITS:
-        counts = [s.recall[unit] for s in sessions]
+        counts = [(s.recall_strict if detector == "strict" else s.recall)[unit] for s in sessions]
         pooled[unit] = _pooled(counts)
         fit = fit_exponential(pooled[unit])
         draws = [fit_exponential(_pooled([counts[i] for i in rng.integers(0, len(counts), len(counts))])) for _ in range(resamples)]
@@ -291,6 +316,9 @@ def pool_sessions(
     survival = survival_estimates([float(s.llm_calls) for s in sessions], bootstrap, rng)
     idle = fit_idle([(s.path, s.idle_gaps) for s in sessions], bootstrap, np.random.default_rng(seed))  # its own stream: the other draws stay as they were
     scores = {u: (r2[u] if np.isfinite(r2[u]) else -np.inf) for u in AGE_UNITS}
+    strict: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})
+    if all(s.recall_strict for s in sessions):  # its own stream: the verbatim draws stay as they were
+        strict = _recall_fits(sessions, bootstrap, np.random.default_rng(seed + 1), detector="strict")
     return Calibration(
         sessions=tuple(sessions), skipped=tuple(skipped),
         v_tokens=bootstrap_estimate([s.v_tokens for s in with_usage if s.v_tokens is not None], np.median, bootstrap, rng),
@@ -300,16 +328,19 @@ def pool_sessions(
         token_ratios=ratios, recall_l=l_used, recall=pooled, recall_fits=fits, recall_session_r2=r2,
         recall_age=max(AGE_UNITS, key=lambda u: scores[u]), bootstrap=bootstrap, recall_draws=draws,
         recorded_summaries={tool: tuple(n) for tool, n in sorted(summaries.items())}, survival=survival, idle=idle,
+        recall_strict=strict[0], recall_fits_strict=strict[1], recall_session_r2_strict=strict[2],
     )
 
 
-def env_lines(calibration: Calibration) -> list[str]:
+def env_lines(calibration: Calibration, detector: str = "verbatim") -> list[str]:
     """``export DP_…=…`` lines for the calibrated settings (recall, V, L; a token ratio for one family).
 
-    A value that could not be measured is a ``#`` note instead of a line (never ``nan``); a
+    ``detector``: whose recall curve (q0, τ) the lines set (:data:`DETECTORS`; ``strict`` makes the
+    planner expect the loss the strict detector charges, DESIGN §9). A value that could not be measured is a ``#`` note instead of a line (never ``nan``); a
     calibration from one session opens with a note that its values are weak estimates.
     """
-    _, q0, tau = calibration.recall_fits[calibration.recall_age]
+    fits = calibration.fits_for(detector)[1] or calibration.recall_fits
+    _, q0, tau = fits[calibration.recall_age]
     if np.isfinite(q0.value) and np.isfinite(tau.value):
         lines = [f"export DP_RECALL_AGE={calibration.recall_age}", f"export DP_RECALL_Q0={q0.value:.3g}",
                  f"export DP_RECALL_TAU={tau.value:.3g}"]

@@ -25,6 +25,7 @@ def calibrate(
     scheduler: SchedulerOpt = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes with --engine, --out or URLs (default: CPU count).")] = None,
     out: ParquetOpt = None,
+    detector: Annotated[str, typer.Option("--detector", help="Whose recall curve --env exports: verbatim (repeated text, edits after reads) or strict (also paths, identifiers and commands named again); both are fitted and reported.")] = "verbatim",
 ) -> None:
     """Measure V, L, avg, S, token ratios and the recall curve q(a) from transcripts; fit q0 and tau."""
     from dp_compact.calibration import calibrate as run
@@ -32,6 +33,8 @@ def calibrate(
     from dp_compact.cli.render import render_calibration
     from dp_compact.settings import load_settings
 
+    if detector not in ("verbatim", "strict"):
+        raise CommandError(f"--detector {detector!r}: choose verbatim or strict")
     if figure is not None:
         check_figure(figure)
     settings = load_settings(tokenizer="tiktoken")  # DP_TOKEN_RATIO scales the recorded summaries (cl100k counts)
@@ -62,6 +65,6 @@ def calibrate(
 
         save_figure(calibration_figure(result), figure)
     if env:
-        typer.echo("\n".join(env_lines(result)))
+        typer.echo("\n".join(env_lines(result, detector)))
     else:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False) if as_json else render_calibration(result))

@@ -325,8 +325,13 @@ def _prices_line(data: dict[str, Any]) -> str:
     return (
         f"prices    {p['name']}: input {money(p['p_input'])} / cache {money(p['p_cache'])} / output {money(p['p_out'])} $/MTok{write_text(p)};"
         f" window {data['max_context_tokens']:,}; V {data['v_tokens']:,} tokens; cache TTL {ttl}; lost information: {data['loss']}"
-        f", {data.get('detector', 'verbatim')} detector"
+        f", {_detector_text(data.get('detector', 'verbatim'))}"
     )
+
+
+def _detector_text(detector: str) -> str:
+    """``verbatim detector``, ``strict detector``, or under ``both`` the one the table shows and where the other is."""
+    return "verbatim detector (strict beside it below)" if detector == "both" else f"{detector} detector"
 
 
 def _ttl_line(data: dict[str, Any]) -> str:
@@ -401,7 +406,8 @@ def render_detectors(runs: list[dict[str, Any]]) -> str:
         cells = "".join(f" {r['policies'][index]['total_usd']:>11.4f} {_ratio(r['policies'][index]['vs_oracle']):>9}"
                         f" {r['policies'][index]['rank']:>4} {r['policies'][index]['refetches']:>9}" for r in runs)
         moved = others[-1]["policies"][index]["rank"] - row["rank"] if others else 0
-        lines.append(f"{row['policy']:<20}{cells} {('=' if moved == 0 else f'{moved:+d}'):>10}")
+        shift = "=" if moved == 0 else f"down {moved}" if moved > 0 else f"up {-moved}"
+        lines.append(f"{row['policy']:<20}{cells} {shift:>10}")
     return "\n".join(lines)
 
 
@@ -413,7 +419,8 @@ def _clock(iso: str | None) -> str:
 def _paid_back(r: dict[str, Any]) -> str:
     """When a receipt paid back, or why it did not."""
     if r["paid_back_call"] is not None:
-        return f"call {r['paid_back_call']} ({_clock(r['paid_back_time'])})"
+        needed = f"; needed by call {r['needed_at_call']}" if r["needed_at_call"] is not None else ""
+        return f"call {r['paid_back_call']}" + (f" ({_clock(r['paid_back_time'])})" if r["paid_back_time"] else "") + needed
     if r["needed_at_call"] is not None:
         return f"needed: call {r['needed_at_call']} would not fit without it"
     if r["until_call"] == r["call"]:
@@ -437,18 +444,19 @@ def render_receipts(policies: list[dict[str, Any]]) -> str:
     lines = []
     for p in policies:
         source = p["receipts"][0]["source"] if p["receipts"] else "replay"
-        lines.append(f"receipts  {p['policy']}: {p['compactions']} compactions; requests ${p['request_usd']:.4f}, cache rewrites"
+        plural = "" if p["compactions"] == 1 else "s"
+        lines.append(f"receipts  {p['policy']}: {p['compactions']} compaction{plural}; requests ${p['request_usd']:.4f}, cache rewrites"
                      f" ${p['rewrite_usd']:.4f}; saved ${p['saved_usd']:.4f} on the calls that followed ({source});"
                      f" net {_signed(p['net_usd'])}; {p['paid_back']} paid back")
         if not p["receipts"]:
             continue
         lines.append(f"{'#':>4} {'call':>5} {'time (UTC)':>14} {'dropped':>7} {'summary':>7} {'request $':>9} {'rewrite $':>9}"
-                     f" {'saved $':>9} {'net $':>9}  {'paid back':<42} used again")
+                     f" {'saved $':>9} {'net $':>9}  {'paid back':<48} used again")
         for r in p["receipts"]:
             forced = "*" if r["forced"] else " "
             lines.append(f"{r['number']:>3}{forced} {r['call']:>5} {_clock(r['time']):>14} {r['dropped_messages']:>7}"
                          f" {r['summary_tokens']:>7,} {r['request_usd']:>9.4f} {r['rewrite_usd']:>9.4f} {r['saved_usd']:>9.4f}"
-                         f" {r['net_usd']:>+9.4f}  {_paid_back(r):<42} {_used_again(r['used_again'])}")
+                         f" {r['net_usd']:>+9.4f}  {_paid_back(r):<48} {_used_again(r['used_again'])}")
     if any(r["forced"] for p in policies for r in p["receipts"]):
         lines.append("* forced by an overflow")
     return "\n".join(lines)
@@ -475,8 +483,8 @@ def render_directory(data: dict[str, Any]) -> str:
         lines.append(f"{'vs oracle':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
     lines.append("V: each session's fixed prefix, tokens, measured from its usage records"
                  + (" or, marked *, DP_V (given, or none measured)" if unmeasured else ""))
-    lines += ["", f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']},"
-                  f" {data.get('detector', 'verbatim')} detector):",
+    lines += ["", (f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']},"
+                   f" {_detector_text(data.get('detector', 'verbatim'))}):"),
               render_policy_table(rows), f"assumes   {data['assumption']}"]
     if data.get("totals_by_detector"):
         lines += ["", render_detectors(data["totals_by_detector"])]
@@ -555,6 +563,10 @@ def render_calibration(c: Calibration) -> str:
         lines.append(f"recall    {unit:<6} q0 = {_estimate(q0, '.3f')} (chance a message of age 0 is used later: DP_RECALL_Q0)")
         lines.append(f"                 tau = {_estimate(tau, '.2f')} {unit_scale}; R² pooled {_number(fit.r_squared, '.2f')},"
                      f" per session {_number(c.recall_session_r2[unit], '.2f')}{mark}")
+    for unit, (fit, q0, tau) in c.recall_fits_strict.items():
+        lines.append(f"strict    {unit:<6} q0 = {_estimate(q0, '.3f')}, tau = {_estimate(tau, '.2f')}; R² pooled"
+                     f" {_number(fit.r_squared, '.2f')}, per session {_number(c.recall_session_r2_strict[unit], '.2f')}"
+                     " (strict detector: paths, identifiers and commands named again also count; `calibrate --env --detector strict` exports it)")
     lines.append("per session:")
     lines.append(f"  {'file':<40} {'family':<9} {'turns':>5} {'calls':>5} {'V':>7} {'L':>6} {'avg':>8} {'ratio':>6}")
     for s in c.sessions:

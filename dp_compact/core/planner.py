@@ -17,6 +17,7 @@ import numpy.typing as npt
 from dp_compact.core.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
 from dp_compact.conversation import Session
 from dp_compact.core.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
+from dp_compact.core.hits import HitShare, served_prices
 from dp_compact.core.decision import (
     NO_TERMS,
     RULE_BENEFIT,
@@ -133,6 +134,7 @@ def plan(
     v_tokens: int | None = None,
     placement: CallPlacement | None = None,
     timing: Timing | None = None,
+    cache_hit: HitShare | None = None,
 ) -> Plan:
     """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2, §7).
 
@@ -160,6 +162,13 @@ def plan(
         Seconds since the last call, the cache TTL and the idle hazard (DESIGN §8), for the
         look-ahead planner; None: timeless (DESIGN §2, §7 as they are). Reading a clock is the
         caller's (:func:`dp_compact.prepare.plan_prepared`).
+    cache_hit : HitShare, optional
+        The share of a cached prefix the provider serves from its cache (DESIGN §8; the replay's
+        ``ReplayParams.cache_hit_share``, or :func:`~dp_compact.core.hits.hit_share_from_usage` of
+        the session); below 1, every cached token is priced at
+        :func:`~dp_compact.core.hits.served_prices` (the misses written), as the replay's meter
+        charges it, and the plan's notes say which share applied and where it came from. None or
+        1: every cached token read (DESIGN §2 as it is). Not applied to the seed's model.
 
     Returns
     -------
@@ -200,6 +209,12 @@ def plan(
         prices = replace(prices, p_cache_write=None)
     if tokens.shape != (n,) or (n and tokens.min() < 0):
         raise ValueError(f"message_tokens must have shape ({n},) and be non-negative")
+    hit_notes: tuple[str, ...] = ()
+    if cache_hit is not None and settings.model != "seed":
+        hit_notes = (cache_hit.note(),) if cache_hit.share < 1.0 or cache_hit.source else ()
+        priced = served_prices(prices, cache_hit.share)  # what the meter charges for a cached token
+    else:
+        priced = prices
     prefix = np.concatenate(([0], np.cumsum(tokens)))
     total = int(prefix[-1])
     v = settings.v if v_tokens is None else int(v_tokens)
@@ -232,13 +247,13 @@ def plan(
     head_recall, ages = None, np.zeros(0)
     if settings.model == "recall":
         ages = _ages(arrays, settings.recall_age, est.calls_per_turn)
-        per_message = recall_costs(tokens, ages, prices=prices, inputs=inputs, q0=settings.recall_q0, tau=settings.recall_tau)
+        per_message = recall_costs(tokens, ages, prices=priced, inputs=inputs, q0=settings.recall_q0, tau=settings.recall_tau)
         head_recall = np.concatenate(([0.0], np.cumsum(per_message)))[cuts]
-    terms = net_benefit(cuts, total - prefix[cuts], prices=prices, inputs=inputs, head_recall_cost=head_recall)
+    terms = net_benefit(cuts, total - prefix[cuts], prices=priced, inputs=inputs, head_recall_cost=head_recall)
     keep = n - cuts
-    common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens))
+    common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens) + hit_notes)
     if settings.planner == "lookahead" and settings.model == "recall":
-        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, prices, common, timing)
+        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, priced, common, timing)
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}

@@ -15,6 +15,7 @@ import numpy as np
 
 from dp_compact.conversation import Message, Session, Usage
 from dp_compact.core.cuts import ROLE_USER, MessageArrays
+from dp_compact.core.hits import HitShare
 from dp_compact.core.planner import plan
 from dp_compact.core.timing import RECENT_GAPS, Timing
 from dp_compact.replay.meter import CallContext, Compaction
@@ -49,6 +50,11 @@ class PlannerPolicy:
     cache TTL (``ReplayParams.cache_ttl_s``; None: the cache never expires), so that after a
     pause longer than the TTL it sees the cache cold and may compact on resume, where the
     rewrite is free.
+
+    The cache-hit share (DESIGN §8): the planner prices every cached token at the share the
+    replay's meter applies (``ReplayParams.cache_hit_share``, measured from the session's usage
+    records by :func:`dp_compact.replay.recorded.measured_hit_share`), so that it expects the bill
+    it is judged by (:meth:`hit_at`).
     """
 
     settings: Settings
@@ -72,6 +78,11 @@ class PlannerPolicy:
         return Timing(idle if math.isfinite(idle) else None, cache_ttl_s=math.inf if ttl is None else float(ttl), source="replay",
                       imminent=True, recent_gaps_s=recent)
 
+    def hit_at(self, ctx: CallContext) -> HitShare:
+        """The cache-hit share the planner prices (the class docstring's), with its source."""
+        share = float(getattr(ctx.params, "cache_hit_share", 1.0))
+        return HitShare(share, "the replay's share, measured from the session's usage records" if share < 1.0 else "")
+
     def before_call(self, ctx: CallContext) -> Compaction | None:
         del self._usage[len(ctx.prompts):]
         self._usage.extend(Usage(p) for p in ctx.prompts[len(self._usage):])
@@ -94,7 +105,7 @@ class PlannerPolicy:
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
                           llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
         result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays, v_tokens=self.v_at(ctx),
-                      timing=self.timing_at(ctx))
+                      timing=self.timing_at(ctx), cache_hit=self.hit_at(ctx))
         if result.decision != "compact":
             return None
         return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)
