@@ -162,12 +162,24 @@ def write_atomic(
 
 
 def private_mode_of(source: Path | str) -> int:
-    """The permission bits of ``source`` (read and write bits only), for what is written from it;
-    ``0o666`` when it cannot be read (the umask alone decides then)."""
+    """The permission bits for what is written from ``source``: its read bits (no one may read the
+    output who could not read the input) and its write bits, plus the owner's write bit (an output is
+    the user's new file, writable even when the input is read-only); ``0o666`` when it cannot be read
+    (the umask alone decides then).
+    """
     try:
-        return os.stat(source).st_mode & 0o666
+        return _output_mode(os.stat(source).st_mode)
     except (OSError, ValueError):
         return 0o666
+
+
+def _output_mode(mode: int) -> int:
+    """Read and write bits of ``mode`` plus the owner's write bit.
+
+    >>> oct(_output_mode(0o100444)), oct(_output_mode(0o100600))
+    ('0o644', '0o600')
+    """
+    return (mode & 0o666) | 0o200
 
 
 def session_files(paths: Path | str | Iterable[Path | str]) -> list[Path]:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from dp_compact.errors import SettingsError
-from dp_compact.measure.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS, CODEX_AUTO_COMPACT_RATIO
+from dp_compact.measure.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OUTPUT_RESERVE_TOKENS
 from dp_compact.replay.context import CallContext, Compaction
 from dp_compact.replay.policies import (
     LANGCHAIN_MESSAGES_TO_KEEP,
@@ -52,6 +52,7 @@ from dp_compact.replay.policies import (
     LangChain,
     OpenHands,
     Threshold,
+    observed_trigger,
 )
 from dp_compact.replay.shell import DirectoryReplay
 from dp_compact.settings import Settings
@@ -82,7 +83,9 @@ class ClaudeCodeAt(Threshold):
     def threshold(self, ctx: CallContext) -> float:
         effective = ctx.params.window - CLAUDE_CODE_OUTPUT_RESERVE_TOKENS
         default = effective - CLAUDE_CODE_BUFFER_TOKENS
-        return default if self.percent is None else min(self.percent / 100 * effective, default)
+        if self.percent is None:  # unset: the replay's claude-code preset (where the recording shows it firing earlier, there)
+            return observed_trigger(ctx, "claude-code", default)
+        return min(self.percent / 100 * effective, default)
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,9 @@ class CodexAt(Codex):
     share: float | None = None
 
     def before_call(self, ctx: CallContext) -> Compaction | None:
-        limit = (self.share if self.share is not None else CODEX_AUTO_COMPACT_RATIO) * ctx.params.window
-        return self.on_overflow(ctx) if ctx.counted_tokens >= limit else None
+        if self.share is None:  # its default: the replay's codex preset, as the recording shows it firing
+            return Codex.before_call(self, ctx)
+        return self.on_overflow(ctx) if ctx.counted_tokens >= self.share * ctx.params.window else None
 
 
 @dataclass(frozen=True)
@@ -269,12 +273,19 @@ class TuneReport:
             if self.best == self.default:
                 return f"the default is already the cheapest setting here; {thin}"
             return f"{self.settings[self.best]} is cheapest on these transcripts; {thin}"
-        if self.best == self.default or self.held_back_usd <= 0:
+        if self.best == self.default or self.held_back_usd < 0.005:
+            if self.held_back_usd > -0.005:
+                return "the default is already best: no setting chosen on the other transcripts did better on the ones held back"
             return (f"the default is already best: the settings chosen on the other transcripts cost ${-self.held_back_usd:.2f}"
                     " more than the default on the transcripts held back (keep the default)")
         share = self.held_back_usd / float(self.usd[self.default].sum())
-        return (f"set {self.settings[self.best]}: chosen on the other transcripts each time, it saved ${self.held_back_usd:.2f}"
+        text = (f"set {self.settings[self.best]}: chosen on the other transcripts each time, it saved ${self.held_back_usd:.2f}"
                 f" ({share:.1%}) against the default on the transcripts held back")
+        per = [float(self.usd[self.default, t] - self.usd[c, t]) for t, c in enumerate(self.held_back_choices)]
+        top = int(np.argmax(per))
+        if per[top] > 0.5 * self.held_back_usd:
+            text += f"; {per[top] / self.held_back_usd:.0%} of it on one transcript ({Path(self.transcripts[top]).name}): check it is typical of yours"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready report ($, counts; see docs/tune.md)."""
@@ -327,7 +338,7 @@ def tune_report(tool: ToolRule, replayed: DirectoryReplay) -> TuneReport:
     best = int(np.argmin(usd.sum(axis=1)))
     held, choices = held_back_saving(usd, default)
     window = int(np.median([s.params.window for s in replayed.sessions]))
-    recommended = best if (held is None or held > 0) else default
+    recommended = best if (held is None or held >= 0.005) else default
     return TuneReport(
         tool=tool.name, settings=tuple(map(tool.label, tool.grid)), usd=usd, refetches=refetches, compactions=compactions,
         default=default, best=best, recommended=recommended,

@@ -401,3 +401,16 @@ def test_a_kill_at_any_moment_of_compact_loses_nothing_and_recall_keeps_working(
     assert runner.invoke(app, ["recall", "parser"], env={"DP_ARCHIVE_DIR": str(tmp_path / "archive")}).exit_code == 0
     leftovers = [p.name for p in (tmp_path / "archive").rglob("*") if p.name.startswith(".tmp-") or p.name.endswith(".pending")]
     assert leftovers == []  # the next run cleaned what the killed one left
+
+
+def test_an_output_of_a_read_only_input_is_writable_by_its_owner(tmp_path: Path) -> None:
+    import stat as _stat
+
+    from dp_compact.io import private_mode_of
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("{}\n")
+    source.chmod(0o444)
+    assert private_mode_of(source) & _stat.S_IWUSR and not private_mode_of(source) & (_stat.S_IWGRP | _stat.S_IWOTH)
+    source.chmod(0o600)
+    assert private_mode_of(source) == 0o600  # never more readable than the input

@@ -49,8 +49,12 @@ def test_claude_code_override_only_brings_compaction_earlier() -> None:
     class Params:
         window = 200_000
 
+    class Recording:
+        tool_compactions = ()  # the recording shows no compaction of its own
+
     class Ctx:
         params = Params()
+        rec = Recording()
 
     ctx = Ctx()
     default = ClaudeCodeAt(name="x", percent=None).threshold(ctx)  # type: ignore[arg-type]
@@ -66,6 +70,10 @@ def test_tune_saves_on_held_back_transcripts_or_says_the_default_is_best(folder:
     default = next(s for s in data["settings"] if s["default"])
     assert default["setting"] == TOOLS[tool].label(TOOLS[tool].default)
     assert data["oracle_usd"] <= min(s["usd"] for s in data["settings"]) + 1e-6  # the optimum bounds every setting
+    from dp_compact.replay.shell import replay_file
+
+    preset = sum(replay_file(p, load_settings(), [tool]).results[0].total_usd for p in data["transcripts"])
+    assert default["usd"] == pytest.approx(preset, rel=1e-9)  # the default row is the replay's own preset of the tool
     if data["held_back_saving_usd"] > 0:
         assert data["recommended"] == data["best"] != data["default"] and data["config"]
     else:
@@ -87,8 +95,10 @@ def test_tune_command_prints_json_plot_and_thin_evidence(tmp_path: Path) -> None
     assert text.exit_code == 0 and "evidence is thin" in text.stdout and "hindsight optimum" in text.stdout
 
 
-def test_tune_refuses_an_unknown_tool_and_a_tool_without_a_folder() -> None:
+def test_tune_refuses_an_unknown_or_missing_tool_and_a_tool_without_a_folder() -> None:
     done = CliRunner().invoke(app, ["tune", "x", "--tool", "foo"])
     assert done.exit_code != 0 and "use one of" in done.output
+    done = CliRunner().invoke(app, ["tune", "x"])  # never a tool chosen for the user: its lines would be pasted into another tool
+    assert done.exit_code != 0 and "--tool" in done.output
     done = CliRunner().invoke(app, ["tune", "--tool", "langchain"])
     assert done.exit_code != 0 and "give the folder" in done.output

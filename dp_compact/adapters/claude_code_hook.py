@@ -52,7 +52,10 @@ def _session(payload: Mapping[str, Any]) -> Session:
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise SessionError("<stdin>", None, "no transcript_path: not the JSON of a Claude Code hook or status line")
-    session = read_session(Path(path).expanduser(), lenient=True)
+    session = read_session(Path(path).expanduser(), lenient=True)  # a live transcript may end in a half-written line
+    if not session.messages:
+        skipped = f" ({session.skipped_lines} unreadable line(s) left out)" if session.skipped_lines else ""
+        raise SessionError(path, None, f"no message could be read: not a Claude Code transcript{skipped}")
     model = payload.get("model")
     window = payload.get("context_window")
     extra: dict[str, Any] = {}

@@ -41,7 +41,7 @@ def render_tune(data: dict[str, Any]) -> str:
 @settings_options()
 def tune(
     folder: Annotated[Optional[str], typer.Argument(help="Transcripts to replay: a folder, files or an fsspec URL (default: the tool's own transcript folder, for claude-code, codex and gemini-cli).")] = None,
-    tool: Annotated[str, typer.Option("--tool", help="The agent tool whose setting to tune: claude-code, codex, gemini-cli, kilo, roo, langchain, openhands.")] = "claude-code",
+    tool: Annotated[str, typer.Option("--tool", help="The agent tool whose setting to tune (required): claude-code, codex, gemini-cli, kilo, roo, langchain, openhands.")] = "",
     as_json: JsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw the cost against the setting, default and best marked (.png or .svg).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes (default: CPU count).")] = None,
@@ -54,6 +54,8 @@ def tune(
     from dp_compact.tune import TOOLS
     from dp_compact.tune import tune as run
 
+    if not tool:
+        raise CommandError(f"give the agent tool whose setting to tune: --tool {' | '.join(sorted(TOOLS))}")
     if tool not in TOOLS:
         raise CommandError(f"--tool {tool!r}: use one of {', '.join(sorted(TOOLS))}")
     if folder is None:

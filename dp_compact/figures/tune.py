@@ -29,7 +29,8 @@ def tune_figure(report: Any) -> Any:
     x = list(range(len(report.settings)))
     ax.plot(x, totals, marker="o", lw=1.2, label=f"{report.tool} rule", gid="cost")
     ax.plot([report.default], [totals[report.default]], "s", ms=11, mfc="none", color="black", gid="default",
-            label=f"default: {report.settings[report.default]} (${totals[report.default]:.2f})")
+            label=f"{'' if report.settings[report.default].startswith('default') else 'default: '}{report.settings[report.default]}"
+                  f" (${totals[report.default]:.2f})")
     ax.plot([report.best], [totals[report.best]], "*", ms=14, color="#d62728", gid="best",
             label=f"best: {report.settings[report.best]} (${totals[report.best]:.2f})")
     ax.axhline(float(report.dp_usd.sum()), color="#2ca02c", ls="--", lw=0.9, gid="dp", label=f"dp_compact (${report.dp_usd.sum():.2f})")
