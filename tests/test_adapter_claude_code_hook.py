@@ -83,3 +83,11 @@ def test_hook_status_line_shows_a_million_token_window_as_1m(monkeypatch):
     done = CliRunner().invoke(app, ["hook"], input=json.dumps(status_payload(transcript)))
     assert done.exit_code == 0, done.output
     assert re.match(r"^ctx \d+k/1M · ", done.stdout.strip()), done.stdout
+
+
+def test_hook_refuses_a_file_that_is_not_a_transcript_in_one_line(tmp_path):
+    notes = tmp_path / "README.md"
+    notes.write_text("# Notes\n\nnot a transcript\n")
+    done = CliRunner().invoke(app, ["hook"], input=json.dumps({"transcript_path": str(notes)}))
+    assert done.exit_code == 1 and done.stdout == ""
+    assert "no message could be read" in done.stderr and len(done.stderr.strip().splitlines()) == 1
