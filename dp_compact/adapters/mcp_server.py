@@ -30,7 +30,7 @@ from typing import Any
 
 from dp_compact.errors import MissingExtraError
 from dp_compact.errors import DpCompactError
-from dp_compact.adapters.recall import shortened
+from dp_compact.adapters.recall import shortened as shortened_message
 
 if find_spec("mcp") is None:  # the SDK itself is imported when the server is built
     raise MissingExtraError("mcp_server", "mcp", "mcp")
@@ -147,7 +147,7 @@ def restore_tool(ref: str, offset: int = 0, max_chars: int = RESTORE_PAGE_CHARS)
             break
         message = messages[at]
         if size > max_chars:
-            message = shortened(message, min(_SHORTENED_CHARS, max_chars // 4), "dp-compact restore gives the whole message")
+            message = shortened_message(message, min(_SHORTENED_CHARS, max_chars // 4), "dp-compact restore gives the whole message")
             shortened.append(at)
         page.append(message)
         used += size
