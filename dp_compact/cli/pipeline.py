@@ -16,6 +16,7 @@ from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, ToOpt, setti
 MAX_SEARCH_LIMIT = 10_000
 
 Api = Literal["anthropic", "openai"]
+Action = Literal["summarize", "clear"]
 
 
 @app.command()
@@ -41,6 +42,9 @@ def compact(
     )] = None,
     lenient: LenientOpt = False,
     no_cache: NoCacheOpt = False,
+    action: Annotated[Action, typer.Option(
+        "--action", help="summarize: summary + kept tail; clear: old tool results become placeholders naming their archive (--keep K: messages left uncleared)."
+    )] = "summarize",
     *,
     flags: dict[str, Any],
 ) -> None:
@@ -49,6 +53,9 @@ def compact(
     Where the look-ahead planner would wait for a compaction it has scheduled, this compacts now
     at the cut it prices best now (--when-due: only when the plan says compact now); where no
     compaction pays, or nothing was added since dp-compact compacted the file, nothing is written.
+    With --action clear, the content of old tool results is archived and replaced by placeholders
+    (every message stays); --keep K leaves the last K messages uncleared (default: the last 3 long
+    tool results).
     """
     from dp_compact.cli.render import plan_json, render_compaction
     from dp_compact.pipeline.archive import ArchiveStore
@@ -57,6 +64,11 @@ def compact(
 
     if output is None and not dry_run:
         raise CommandError("-o/--output is required (or give --dry-run)")
+    if action == "clear":
+        if force or when_due or summarizer != "extractive" or reset_breaker:
+            raise CommandError("--action clear takes --keep K, --dry-run, --to, --json and --lenient; not --force, --when-due, --summarizer or --reset-breaker")
+        _clear(session, output, keep=keep, to=to, dry_run=dry_run, as_json=as_json, lenient=lenient, flags=flags)
+        return
     if summarizer == "llm" and not llm_model:
         raise CommandError("--summarizer llm needs --llm-model")
     settings = load_settings(flags)
@@ -83,6 +95,37 @@ def compact(
         typer.echo(json.dumps({**data, "plan": plan_json(data["plan"]) if data["plan"] else None}, ensure_ascii=False))
     else:
         typer.echo(render_compaction(data))
+
+
+def _clear(session: Path, output: Path | None, *, keep: int | None, to: str | None, dry_run: bool, as_json: bool,
+           lenient: bool, flags: dict[str, Any]) -> None:
+    """``compact --action clear``: clear, then print the result (JSON or text)."""
+    from dp_compact.pipeline.archive import ArchiveStore
+    from dp_compact.pipeline.clear import clear_file
+
+    result = clear_file(session, output=output or Path(), keep=keep, to=to, dry_run=dry_run,
+                        archiver=ArchiveStore(load_settings(flags).archive_dir), lenient=lenient)
+    for text in result.notes:
+        note(text)
+    data = result.to_dict()
+    typer.echo(json.dumps(data, ensure_ascii=False) if as_json else _render_clear(data))
+
+
+def _render_clear(data: dict[str, Any]) -> str:
+    """The text report of ``compact --action clear``."""
+    if data["decision"] != "clear":
+        return f"KEEP  {data['path']}: {data['explanation']}; nothing written"
+    where = "dry run: nothing archived, nothing written" if data["dry_run"] else f"written to {data['output']} ({data['api']})"
+    return "\n".join([
+        f"CLEAR  {data['path']}: {data['explanation']} (the last {data['kept_messages']} of {data['n_messages']} messages untouched)",
+        (f"  tokens        {data['tokens_before']:,} -> {data['tokens_after']:,}: {data['tokens_removed']:,} removed from tool results,"
+         f" {data['placeholder_tokens']:,} added by placeholders"),
+        (f"  cache         rewritten from message {data['first_changed_message']} ({data['rewritten_tokens']:,} tokens);"
+         " the messages before it stay cached"),
+        f"  archive       {data['archive_ref'] or 'archive://<session>/<id>'}#msg-N restores message N"
+        + ("" if data["dry_run"] else f"; {len(data['cleared_message_indices'])} messages archived"),
+        f"  output        {where}",
+    ])
 
 
 @app.command()
@@ -126,7 +169,7 @@ def validate(
 
 @app.command()
 def restore(
-    ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id>.")],
+    ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id> (#msg-N: only message N of a clearing).")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSONL here (atomically) instead of stdout.")] = None,
 ) -> None:
     """Print (or write to OUTPUT) the original messages archived under REF, as JSONL."""

@@ -1,4 +1,4 @@
-"""The compaction pipeline of DESIGN §5: split, shrink, anchors, summarize, archive, reassemble, validate.
+"""The compaction pipeline of DESIGN §5: split, shrink, anchors, summarize, archive, reassemble, validate; clear (§9).
 
 One module per stage; :func:`compact_file` runs them end to end. Pure stages map values to
 values; :mod:`.compact`, :mod:`.io`, :mod:`.breaker` and :mod:`.archive` are the IO shell.
@@ -15,11 +15,15 @@ __all__ = [
     "Anchor",
     "Archiver",
     "CircuitBreaker",
+    "ClearResult",
     "CompactionResult",
     "ExtractiveSummarizer",
     "Summarizer",
     "SummaryRequest",
     "Violation",
+    "clear_file",
+    "clear_messages",
+    "clear_session",
     "compact_file",
     "compact_session",
     "cut_for_keep",
@@ -36,6 +40,7 @@ __all__ = [
 
 _WHERE = {
     "select_anchors": "anchors", "CircuitBreaker": "breaker",
+    "ClearResult": "clear", "clear_file": "clear", "clear_messages": "clear", "clear_session": "clear",
     "CompactionResult": "compact", "compact_file": "compact", "compact_session": "compact",
     "shrink_file": "io", "validate_file": "io", "reassemble": "reassemble",
     "preview": "shrink", "shrink_messages": "shrink", "shrink_session": "shrink",
@@ -47,6 +52,7 @@ _WHERE = {
 if TYPE_CHECKING:
     from dp_compact.pipeline.anchors import select_anchors
     from dp_compact.pipeline.breaker import CircuitBreaker
+    from dp_compact.pipeline.clear import ClearResult, clear_file, clear_messages, clear_session
     from dp_compact.pipeline.compact import CompactionResult, compact_file, compact_session
     from dp_compact.pipeline.io import shrink_file, validate_file
     from dp_compact.pipeline.reassemble import reassemble

@@ -58,7 +58,7 @@ from dp_compact.pipeline.archive_index import (
     searchable_strings,
 )
 
-__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "Staged", "default_archive_root", "json_line", "preview_ref", "session_id_for", "write_jsonl_atomic"]
+__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "Staged", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
 
 #: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
 ARCHIVE_SCHEME = "archive://"
@@ -132,6 +132,19 @@ def _parse_ref(ref: str) -> tuple[str, str]:
     if body is None or not _SESSION_RE.fullmatch(session) or not _SESSION_RE.fullmatch(archive_id):  # ids we write: _new_id
         raise ArchiveError(f"not an archive reference: {ref!r} (expected {ARCHIVE_SCHEME}<session>/<id>)", ref=str(ref))
     return session, archive_id
+
+
+_FRAGMENT = re.compile(r"#msg-(\d{1,9})\Z")
+
+
+def split_fragment(ref: str) -> tuple[str, int | None]:
+    """(reference, message index) of ``archive://<session>/<id>#msg-N``; (ref, None) without a fragment.
+
+    >>> split_fragment("archive://s/20261206T000000000000Z-0a1b2c3d#msg-17")
+    ('archive://s/20261206T000000000000Z-0a1b2c3d', 17)
+    """
+    found = _FRAGMENT.search(ref) if isinstance(ref, str) else None
+    return (ref[: found.start()], int(found.group(1))) if found else (ref, None)
 
 
 def preview_ref(session_id: str) -> str:
@@ -360,19 +373,33 @@ class ArchiveStore:
         Parameters
         ----------
         ref : str
-            ``archive://<session>/<id>`` as returned by :meth:`write`.
+            ``archive://<session>/<id>`` as returned by :meth:`write`; ``...#msg-N`` (the
+            placeholders of a clearing, :mod:`.clear`) names the one archived message that was
+            message N of the conversation (the metadata's ``message_indices``).
 
         Returns
         -------
         list of dict
-            The messages, equal (as parsed JSON) to the ``head_raw`` given to :meth:`write`.
+            The messages, equal (as parsed JSON) to the ``head_raw`` given to :meth:`write`
+            (with ``#msg-N``: that one message).
 
         Raises
         ------
         ArchiveError
             If ``ref`` is malformed, not in the index, or its JSONL file is missing or altered
-            (SHA-256 recorded at write time).
+            (SHA-256 recorded at write time); ``#msg-N`` for a message the archive does not hold.
         """
+        ref, message = split_fragment(ref)
+        messages = self._restore_all(ref)
+        if message is None:
+            return messages
+        indices = self.metadata(ref).get("message_indices")
+        if not isinstance(indices, list) or message not in indices or len(indices) != len(messages):
+            raise ArchiveError(f"{ref} holds no message {message} (its messages: {indices if isinstance(indices, list) else 'not numbered'})", ref=ref)
+        return [messages[indices.index(message)]]
+
+    def _restore_all(self, ref: str) -> list[dict[str, Any]]:
+        """:meth:`restore` of a reference without a fragment."""
         session, archive_id, count, digest = self._row(ref)
         path = self._session_dir(session, create=False, ref=ref) / f"{archive_id}.jsonl"
         try:
@@ -388,7 +415,7 @@ class ArchiveStore:
 
     def metadata(self, ref: str) -> dict[str, Any]:
         """The metadata stored with ``ref`` (summary, anchors, counts, ...); ArchiveError as :meth:`restore`."""
-        session, archive_id, _, _ = self._row(ref)
+        session, archive_id, _, _ = self._row(split_fragment(ref)[0])
         path = self._session_dir(session, create=False, ref=ref) / f"{archive_id}.json"
         try:
             return json.loads(path.read_text(encoding="utf-8", errors="surrogatepass"))

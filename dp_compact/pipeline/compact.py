@@ -39,7 +39,7 @@ from dp_compact.conversation import Message, Session, recorded_history
 from dp_compact.settings import Settings
 from dp_compact.measure.tokens import count_text_tokens
 
-__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "compact_file", "compact_session"]
+__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "StagingArchiver", "compact_file", "compact_session"]
 
 RULE_KEEP_FLAG = "keep-flag"  # the user chose k (--keep K)
 RULE_FORCED_FLAG = "force-flag"  # --force where the planner would keep everything
@@ -97,8 +97,9 @@ class CompactionResult:
         return self.output is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (the plan as ``Plan.to_dict()``, the messages left out)."""
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "plan", "anchors")}
+        """JSON-ready fields (the plan as ``Plan.to_dict()``, the messages left out); ``action`` is
+        ``summarize`` (``compact --action clear`` reports :class:`~.clear.ClearResult` instead)."""
+        data = {"action": "summarize", **{k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "plan", "anchors")}}
         data["anchors"] = [asdict(a) for a in self.anchors]
         data["written"] = self.written
         data["plan"] = self.plan.to_dict() if self.plan is not None else None
@@ -392,7 +393,7 @@ def compact_file(
     session = read_session(path, lenient=lenient)
     if not dry_run:
         check_output(output, source=path)
-    staging = _StagingArchiver(archiver, str(Path(output).absolute())) if isinstance(archiver, ArchiveStore) and not dry_run else None
+    staging = StagingArchiver(archiver, str(Path(output).absolute())) if isinstance(archiver, ArchiveStore) and not dry_run else None
     try:
         result = compact_session(
             session, settings, keep=keep, force=force, requested=requested, to=to, summarizer=summarizer,
@@ -410,8 +411,9 @@ def compact_file(
     return replace(result, output=str(output))
 
 
-class _StagingArchiver:
-    """An :class:`ArchiveStore` whose writes wait for the output (:meth:`ArchiveStore.stage`)."""
+class StagingArchiver:
+    """An :class:`ArchiveStore` whose writes wait for the output (:meth:`ArchiveStore.stage`):
+    ``commit()`` once the output is written, ``discard()`` when it was not (``compact``, ``clear``)."""
 
     def __init__(self, store: ArchiveStore, output: str) -> None:
         self.store, self.output, self.staged = store, output, []

@@ -31,6 +31,7 @@ __all__ = [
     "SHRINK_THRESHOLD_CHARS",
     "ShrinkResult",
     "preview",
+    "replace_results",
     "shrink_message",
     "shrink_messages",
     "shrink_session",
@@ -148,15 +149,25 @@ def _shrunk_raw(raw: Any, previews: Sequence[str | None]) -> Any:
     return {**raw, "content": blocks}
 
 
-def shrink_message(message: Message) -> Message:
-    """``message`` with every tool result over the threshold replaced by its :func:`preview`."""
-    previews = [preview(r.text) if len(r.text) > SHRINK_THRESHOLD_CHARS else None for r in message.tool_results]
-    if not any(p is not None for p in previews):
+def replace_results(message: Message, texts: Sequence[str | None]) -> Message:
+    """A copy of ``message`` whose tool results are replaced by ``texts`` (None: kept), in its fields and its ``raw``.
+
+    ``texts`` holds one entry per tool result of the message, in order. The result keeps its
+    call id (and ``is_error``); the message's other blocks (text, images outside the results)
+    and ``raw`` keys are kept; ``message`` itself is not changed. The one home of this rewrite:
+    :func:`shrink_message` (previews) and :mod:`.clear` (placeholders) both call it.
+    """
+    if not any(t is not None for t in texts):
         return message
-    results = tuple(r if p is None else replace(r, text=p) for r, p in zip(message.tool_results, previews, strict=True))
-    raw = _shrunk_raw(message.raw, previews)
+    results = tuple(r if t is None else replace(r, text=t) for r, t in zip(message.tool_results, texts, strict=True))
+    raw = _shrunk_raw(message.raw, texts)
     images = text_and_images(raw.get("content"))[1] if isinstance(raw, dict) else message.images
     return replace(message, tool_results=results, raw=raw, images=images)
+
+
+def shrink_message(message: Message) -> Message:
+    """``message`` with every tool result over the threshold replaced by its :func:`preview`."""
+    return replace_results(message, [preview(r.text) if len(r.text) > SHRINK_THRESHOLD_CHARS else None for r in message.tool_results])
 
 
 def shrink_messages(messages: Sequence[Message], *, upto: int | None = None) -> tuple[Message, ...]:
