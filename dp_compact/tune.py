@@ -17,7 +17,9 @@ The tools' rules and defaults (their sources):
 
 - Claude Code: auto-compacts when the context reaches the window less its output reserve and a
   13,000-token buffer; ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` (percent of the window, 1-100) can
-  only bring it earlier (``min(pct · window, default)``); summary only.
+  only bring it earlier (``min(pct · window, default)``), as can ``CLAUDE_CODE_AUTO_COMPACT_WINDOW``
+  (the window it compacts against; the lines to paste give both); summary only. Claude Code has
+  no setting to compact when idle (an open request, anthropics/claude-code#66115), so none is tuned.
 - Codex: ``model_auto_compact_token_limit`` (``~/.codex/config.toml``, or a ``[profiles.<name>]``
   table for one profile); default 90 % of the window; keeps the newest user messages up to
   20,000 tokens (codex-rs ``compact.rs``).
@@ -160,9 +162,11 @@ TOOLS: dict[str, ToolRule] = {
             "claude-code", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", (None, 95, 90, 85, 80, 75, 70, 65, 60, 55, 50, 45, 40, 35, 30, 25, 20, 15, 10), None,
             lambda v: ClaudeCodeAt(name=f"claude-code@{_percent(v)}", tool="claude-code", counted=True, percent=v),
             _percent,
-            lambda v, _: ["unset CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (or remove it from ~/.claude/settings.json \"env\")"] if v is None else [
+            lambda v, window: ["unset CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (or remove it from ~/.claude/settings.json \"env\")"] if v is None else [
                 f"export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={v:g}",
                 f"or in ~/.claude/settings.json: {{\"env\": {{\"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE\": \"{v:g}\"}}}}",
+                f"(the same trigger on a {window:,}-token window: CLAUDE_CODE_AUTO_COMPACT_WINDOW="
+                f"{round(v / 100 * (window - CLAUDE_CODE_OUTPUT_RESERVE_TOKENS) + CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS, -3):.0f})",
             ],
             "~/.claude/projects/<project>/*.jsonl",
         ),
