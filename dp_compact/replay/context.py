@@ -1,9 +1,10 @@
 """What a compaction policy sees and answers during a replay (:mod:`dp_compact.replay.meter`).
 
 The live conversation (:class:`Live`), the call about to be made (:class:`CallContext`), the
-policy interface (:class:`Policy`) and its answer (:class:`Compaction`: where the new tail
-starts, the block carried over), and the fallback every policy shares: a hard truncation at a
-feasible cut (:func:`truncation`, the cut rules of :mod:`dp_compact.core.cuts`).
+policy interface (:class:`Policy`) and its answers (:class:`Compaction`: where the new tail
+starts, the block carried over; :class:`Clearing`: clear the long tool results before a depth,
+DESIGN §9), and the fallback every policy shares: a hard truncation at a feasible cut
+(:func:`truncation`, the cut rules of :mod:`dp_compact.core.cuts`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy.typing as npt
 from dp_compact.core.cuts import feasible_cut_mask
 from dp_compact.replay.recording import Recording, ReplayParams
 
-__all__ = ["CallContext", "Compaction", "Live", "Policy", "forced_summary", "tail_cut_mask", "truncation"]
+__all__ = ["Action", "CallContext", "Clearing", "Compaction", "Live", "Policy", "forced_summary", "tail_cut_mask", "tail_tokens", "truncation"]
 
 
 @dataclass(slots=True)
@@ -26,7 +27,10 @@ class Live:
 
     ``kept``: head messages the block holds verbatim (Codex's user messages); ``refetched``:
     dropped messages fetched again since the last compaction, and their ``refetched_tokens``;
-    ``head_messages``: messages the last compaction replaced (a block among them counts as one).
+    ``head_messages``: messages the last compaction replaced (a block among them counts as one);
+    ``cleared_depth``: the long tool results of every live message before it are cleared
+    (:class:`Clearing`; :attr:`Recording.cleared_prefix` holds the tokens it saves); a cleared message
+    fetched again is in ``refetched``.
     """
 
     pinned: int = 0
@@ -38,20 +42,38 @@ class Live:
     refetched: set[int] = field(default_factory=set)
     refetched_tokens: int = 0
     head_messages: int = 0
+    cleared_depth: int = 0
 
     def dropped(self, message: int) -> bool:
         """True when history message ``message`` is in no part of the live context."""
         return self.pinned <= message < self.start and message not in self.kept and message not in self.refetched
 
+    def cleared(self, message: int, rec: Recording) -> bool:
+        """True when ``message`` is live but its long tool results are cleared (and it was not fetched again)."""
+        visible = message < self.pinned or self.start <= message < self.end
+        return (visible and message < self.cleared_depth and bool(rec.clearable_messages[message])
+                and message not in self.refetched)
+
+    def missing(self, message: int, rec: Recording) -> bool:
+        """True when a use of ``message`` needs a refetch: dropped, or its tool results cleared (DESIGN §6, §9)."""
+        return self.dropped(message) or self.cleared(message, rec)
+
+    def saved(self, rec: Recording, lo: int, hi: int) -> int:
+        """Tokens clearing took out of history messages ``[lo, hi)`` (those before ``cleared_depth``)."""
+        s = rec.cleared_prefix
+        return int(s[max(min(self.cleared_depth, hi), lo)] - s[lo]) if hi > lo else 0
+
     def tokens(self, rec: Recording) -> int:
-        """Tokens of the live messages (without V)."""
+        """Tokens of the live messages (without V), cleared tool results as their placeholders."""
         p = rec.prefix_tokens
-        return int(p[self.pinned] + self.carry_tokens + p[self.end] - p[self.start])
+        return int(p[self.pinned] + self.carry_tokens + p[self.end] - p[self.start]
+                   - self.saved(rec, 0, self.pinned) - self.saved(rec, self.start, self.end))
 
     def counted(self, rec: Recording) -> int:
         """Tokens of the live messages as the recorded tool's provider counted them (module point 7)."""
         c = rec.prefix_tokens if rec.counted_prefix is None else rec.counted_prefix
-        return int(c[self.pinned] + self.carry_tokens + c[self.end] - c[self.start])
+        return int(c[self.pinned] + self.carry_tokens + c[self.end] - c[self.start]
+                   - self.saved(rec, 0, self.pinned) - self.saved(rec, self.start, self.end))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +91,22 @@ class Compaction:
     pinned: int = 0
     summarize: bool = True
     kept: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Clearing:
+    """A policy's action before a call: clear the long tool results of the live messages before ``depth``
+    (DESIGN §9; :mod:`dp_compact.measure.clearing`).
+
+    No message is removed and no summary is requested; the prompt loses the cleared results'
+    tokens less their placeholders', and the cache is rewritten from the first message it changes.
+    """
+
+    depth: int
+
+
+#: What a policy may answer before a call.
+Action = Compaction | Clearing
 
 
 @dataclass(slots=True)
@@ -103,8 +141,8 @@ class Policy(Protocol):
     fixed: bool
     tool: str
 
-    def before_call(self, ctx: CallContext) -> Compaction | None:
-        """The compaction to make before the call, or None."""
+    def before_call(self, ctx: CallContext) -> Compaction | Clearing | None:
+        """The compaction (or clearing) to make before the call, or None."""
         ...
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
@@ -119,6 +157,14 @@ def tail_cut_mask(rec: Recording, start: int, end: int) -> npt.NDArray[np.bool_]
     ``start`` no longer binds its result. Entries 0 and ``end − start`` are False.
     """
     return feasible_cut_mask(rec.arrays.slice(start, end))
+
+
+def tail_tokens(ctx: CallContext, cuts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Tokens of the verbatim tail ``[cut, end)`` for each of ``cuts``, cleared results as their placeholders."""
+    rec, live = ctx.rec, ctx.live
+    s, end = rec.cleared_prefix, live.end
+    depth = np.clip(min(live.cleared_depth, end), cuts, None)
+    return rec.prefix_tokens[end] - rec.prefix_tokens[cuts] - (s[depth] - s[cuts])
 
 
 def forced_summary(ctx: CallContext) -> Compaction | None:
@@ -145,6 +191,6 @@ def truncation(ctx: CallContext) -> Compaction | None:
     cuts = live.start + np.flatnonzero(mask)
     if cuts.size == 0:
         return None
-    prompts = params.v_tokens + rec.prefix_tokens[live.end] - rec.prefix_tokens[cuts]
+    prompts = params.v_tokens + tail_tokens(ctx, cuts)
     fits = np.flatnonzero(prompts <= params.window)
     return Compaction(cut=int(cuts[fits[0]] if fits.size else cuts[-1]), carry_tokens=0, summarize=False)

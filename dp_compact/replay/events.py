@@ -18,7 +18,7 @@ __all__ = ["CompactionEvent", "RefetchEvent", "live_messages", "snapshot"]
 
 @dataclass(frozen=True, slots=True)
 class CompactionEvent:
-    """One compaction (or hard truncation) of a replay, as it happened.
+    """One compaction (or hard truncation, or clearing) of a replay, as it happened.
 
     Attributes
     ----------
@@ -43,7 +43,11 @@ class CompactionEvent:
     last_time : float
         Epoch seconds of the previous call (NaN when unknown or none).
     dropped : frozenset[int]
-        History indices live before it and not after (the refetched ones included).
+        History indices live before it and not after (the refetched ones included); for a
+        clearing, the messages whose tool results it cleared.
+    action : str
+        ``"summarize"``, ``"truncate"`` or ``"clear"`` (DESIGN §9: tool results cleared before
+        ``cut``, the depth; no request, ``summarize`` False, ``summary_tokens`` the tokens it took out).
     """
 
     call: int
@@ -57,6 +61,7 @@ class CompactionEvent:
     cached_before: int
     last_time: float
     dropped: frozenset[int]
+    action: str = "summarize"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ The session is prepared over its recorded history (:func:`dp_compact.prepare.pre
   call's prompt and cache reads from its usage record, and the compactions the file records
   (:class:`~dp_compact.replay.recording.RecordedCut`: the first call after each, the context when
   it fired, the summary it wrote counted on the provider's scale).
+- Clearing (DESIGN §9): what clearing the long tool results before every depth takes out of the
+  prompt, the results' and placeholders' tokens scaled by the session's token ratio like the
+  messages' (:func:`~dp_compact.replay.recording.scaled_clearing_facts`).
 - V, the fixed prefix every call sends: the prepared one (``PreparedSession.v_tokens``): ``DP_V`` /
   ``--v`` when the user gives it; else the session's own, measured from its usage records (the
   first recorded call's prompt less our tokens of the messages it carried, both in provider
@@ -42,7 +45,7 @@ from dp_compact.prepare import PreparedSession, prepare
 from dp_compact.measure.tokens import count_text_tokens
 from dp_compact.pricing import Prices
 from dp_compact.replay.meter import Recording, ReplayParams, counted_tokens_per_message, make_recording
-from dp_compact.replay.recording import RecordedCut
+from dp_compact.replay.recording import RecordedCut, scaled_clearing_facts
 from dp_compact.settings import Settings
 
 __all__ = [
@@ -155,6 +158,7 @@ def prepared_recording(
         tool_compactions=tuple((r.tool, int(r.pre_tokens)) for r in session.compaction_records
                                if r.trigger != "manual" and r.pre_tokens),
         recorded=(prompts, reads), cuts=recorded_cuts(prepared, messages, positions),
+        clearing=scaled_clearing_facts(messages, tokens, prepared.token_ratio),
     )
     return recording, source
 

@@ -32,6 +32,13 @@ The replay model (docs/replay.md):
    (``never``, ``langchain``) gets a forced summary-only compaction (charged, counted in
    ``forced``). A hard truncation (drop the oldest messages at a feasible cut; no summary, no
    request; counted in ``truncations``) remains only when even that does not fit.
+5b. Clearing (DESIGN §9, :class:`Clearing`): a policy may instead clear the long tool results of
+   the live messages before a depth d (:mod:`dp_compact.measure.clearing`). No message is
+   removed and no request is made; the prompt loses what the cleared results held less their
+   placeholders (:attr:`Recording.cleared_prefix`, provider tokens), and the cache keeps only V
+   and the live prompt before the first message it changes (the rest is written by the next
+   call). A later use of a cleared message is a refetch (point 6), as for a dropped message.
+   Clearing composes with compaction: a later compaction drops cleared messages as usual.
 6. Lost information (DESIGN §6, ``loss="refetch"``, the default): the recording is fixed, so a
    message that a later call *uses* (:mod:`dp_compact.measure.reuse`) but that the policy dropped must be
    fetched again. Before that call: one extra call (the prompt about to be sent, read from
@@ -78,11 +85,13 @@ from dp_compact.core.benefit import L_INSTR_TOKENS, compaction_request_cost
 from dp_compact.pricing import Prices
 from dp_compact.replay.context import (
     CallContext,
+    Clearing,
     Compaction,
     Live,
     Policy,
     forced_summary,
     tail_cut_mask,
+    tail_tokens,
     truncation,
 )
 from dp_compact.replay.events import CompactionEvent, RefetchEvent, live_messages, snapshot
@@ -103,6 +112,7 @@ __all__ = [
     "LOSS_MODES",
     "REFETCH_OUTPUT_TOKENS",
     "CallContext",
+    "Clearing",
     "Compaction",
     "Live",
     "Meter",
@@ -170,7 +180,11 @@ class PolicyResult:
     events : tuple[CompactionEvent, ...]
         Each compaction and hard truncation as it happened (:mod:`dp_compact.replay.events`); not serialized.
     refetch_log : tuple[RefetchEvent, ...]
-        Each dropped message fetched again, and which compaction dropped it; not serialized.
+        Each dropped (or cleared) message fetched again, and which event dropped (or cleared) it; not serialized.
+    clearings : int
+        Clearings of old tool results (DESIGN §9): no request, not counted in ``compactions``.
+    cleared_tokens : int
+        Tokens those clearings took out of the prompt (results less placeholders), summed.
     """
 
     policy: str
@@ -198,6 +212,8 @@ class PolicyResult:
     fresh_tokens: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
     events: tuple[CompactionEvent, ...] = field(default=(), compare=False, repr=False)
     refetch_log: tuple[RefetchEvent, ...] = field(default=(), compare=False, repr=False)
+    clearings: int = 0
+    cleared_tokens: int = 0
 
     @property
     def total_usd(self) -> float:
@@ -209,7 +225,7 @@ class PolicyResult:
         """JSON-ready fields with ``total_usd``, without ``contexts`` and ``schedule``."""
         names = ("policy", "fixed", "calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd",
                  "loss_usd", "compactions", "forced", "overflows", "truncations", "refetches", "summary_tokens",
-                 "peak_context_tokens", "mean_context_tokens", "floor_usd")
+                 "peak_context_tokens", "mean_context_tokens", "floor_usd", "clearings", "cleared_tokens")
         return {"total_usd": self.total_usd, **{name: getattr(self, name) for name in names}}
 
 
@@ -245,6 +261,7 @@ class Meter:
         self.hit = params.cache_hit_share
         self.read = self.input = self.write = self.output = self.compaction = self.loss = self.floor = 0.0
         self.compactions = self.overflows = self.truncations = self.refetches = self.forced = 0
+        self.clearings = self.cleared_tokens = 0
         self.cached = params.warm_tokens  # tokens of the live prompt's prefix still in the cache (at first: of V, from an earlier session)
         self.last_time = float("nan")
         self.last_fresh = 0.0  # tokens of the last request's prompt not read from the cache
@@ -306,13 +323,48 @@ class Meter:
 _Meter = Meter
 
 
-def _apply(ctx: CallContext, meter: Meter, compaction: Compaction) -> None:
-    """Carry out a compaction or hard truncation on the live state, charging its request."""
+def _clear(ctx: CallContext, meter: Meter, clearing: Clearing) -> None:
+    """Carry out a clearing (module point 5b): no request; the cache keeps V and the live prompt
+    before the first message it changes. Nothing happens when it changes no live message."""
+    live, rec, v = ctx.live, ctx.rec, ctx.params.v_tokens
+    if not 0 <= clearing.depth <= live.end:
+        raise ValueError(f"clearing depth {clearing.depth} outside [0, {live.end}]")
+    old = live.cleared_depth
+    changed = np.flatnonzero(rec.clearable_messages[old:max(clearing.depth, old)]) + old
+    changed = changed[(changed < live.pinned) | ((changed >= live.start) & (changed < live.end))]
+    if changed.size == 0:
+        return
+    first = int(changed[0])
+    if first < live.pinned:
+        kept = int(rec.prefix_tokens[first]) - live.saved(rec, 0, first)
+    else:
+        kept = live.tokens(rec) - int(tail_tokens(ctx, np.array([first]))[0])
+    before, cached_before = snapshot(live), meter.cached
+    size = live.tokens(rec)
+    live.cleared_depth = clearing.depth
+    saved = size - live.tokens(rec)
+    ctx.prompt_tokens = v + live.tokens(rec)
+    meter.cached = min(meter.cached, v + kept)
+    meter.clearings += 1
+    meter.cleared_tokens += saved
+    cleared = frozenset(changed.tolist())
+    meter.dropped_by.update(dict.fromkeys(cleared, len(meter.events)))
+    meter.events.append(CompactionEvent(
+        call=ctx.call, cut=clearing.depth, summarize=False, forced=meter.forcing, request_usd=0.0, summary_tokens=saved,
+        head_prompt_tokens=0, live_before=before, cached_before=cached_before, last_time=meter.last_time, dropped=cleared,
+        action="clear"))
+
+
+def _apply(ctx: CallContext, meter: Meter, compaction: Compaction | Clearing) -> None:
+    """Carry out a compaction or hard truncation on the live state, charging its request (a clearing: :func:`_clear`)."""
+    if isinstance(compaction, Clearing):
+        _clear(ctx, meter, compaction)
+        return
     live, rec, v = ctx.live, ctx.rec, ctx.params.v_tokens
     if not live.start <= compaction.cut <= live.end or compaction.pinned > compaction.cut:
         raise ValueError(f"compaction cut {compaction.cut} outside the live tail [{live.start}, {live.end}]")
-    head_prompt = v + live.tokens(rec) - int(rec.prefix_tokens[live.end] - rec.prefix_tokens[compaction.cut])
-    kept_prefix = v + int(rec.prefix_tokens[compaction.pinned])
+    head_prompt = v + live.tokens(rec) - int(tail_tokens(ctx, np.array([compaction.cut]))[0])
+    kept_prefix = v + int(rec.prefix_tokens[compaction.pinned]) - live.saved(rec, 0, compaction.pinned)
     before, cached_before, charged = snapshot(live), meter.cached, meter.compaction
     if compaction.summarize:
         live.head_messages = compaction.cut - live.start + (live.carry_tokens > 0)
@@ -331,7 +383,7 @@ def _apply(ctx: CallContext, meter: Meter, compaction: Compaction) -> None:
         call=ctx.call, cut=compaction.cut, summarize=compaction.summarize, forced=meter.forcing,
         request_usd=(meter.compaction - charged) / 1e6, summary_tokens=compaction.carry_tokens,
         head_prompt_tokens=head_prompt if compaction.summarize else 0, live_before=before, cached_before=cached_before,
-        last_time=meter.last_time, dropped=dropped))
+        last_time=meter.last_time, dropped=dropped, action="summarize" if compaction.summarize else "truncate"))
 
 
 def _fit(ctx: CallContext, policy: Policy, meter: Meter) -> None:
@@ -354,7 +406,7 @@ def _refetch(ctx: CallContext, meter: Meter, messages: Int64s) -> None:
     """Fetch again the dropped messages among ``messages`` (used by the coming call), in order."""
     live, tokens = ctx.live, ctx.rec.message_tokens
     for message in messages.tolist():
-        if live.dropped(message):
+        if live.missing(message, ctx.rec):
             before = meter.loss
             meter.refetch(ctx.prompt_tokens, int(tokens[message]))
             meter.refetch_log.append(RefetchEvent(ctx.call, message, int(tokens[message]), (meter.loss - before) / 1e6,
@@ -425,7 +477,8 @@ def replay(rec: Recording, policy: Policy, params: ReplayParams) -> PolicyResult
         summary_tokens=params.s_tokens, peak_context_tokens=int(contexts.max()) if contexts.size else 0,
         mean_context_tokens=float(contexts.mean()) if contexts.size else 0.0, floor_usd=meter.floor / 1e6,
         contexts=contexts, counted_contexts=counted, schedule=tuple(meter.schedule), call_usd=call_usd,
-        fresh_tokens=fresh, events=tuple(meter.events), refetch_log=tuple(meter.refetch_log),
+        fresh_tokens=fresh, events=tuple(meter.events), refetch_log=tuple(meter.refetch_log), clearings=meter.clearings,
+        cleared_tokens=meter.cleared_tokens,
     )
 
 

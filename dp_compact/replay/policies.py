@@ -11,6 +11,11 @@ Policies (``--policy``; the numbers of the presets, with their sources, are in d
 ``codex``        compact at 90 % of M; keep the most recent user messages up to 20,000 tokens
 ``openhands``    condense above 120 messages; keep the first 4, the summary and the last 55
 ``langchain``    summarize at 80 % of M; keep the last 20 messages
+``clear:F[:K]``  when the prompt reaches F·M, clear every long tool result (DESIGN §9) but those of
+                 the last K messages (default 3); on an overflow, a summary-only compaction
+``anthropic-clear``  Anthropic context editing ``clear_tool_uses_20250919`` with its defaults (clear
+                 at 100,000 input tokens, keep the last 3 tool uses) inside Claude Code (its
+                 auto-compaction, summary only, at its own trigger)
 ``oracle``       the hindsight-optimal schedule (:mod:`dp_compact.replay.oracle`), computed per recording
 ``recorded``     what the recorded tool really did: its prompts and compactions as recorded
                  (:mod:`dp_compact.replay.recorded`; not among the defaults: the bill check runs it
@@ -35,7 +40,8 @@ import numpy as np
 from dp_compact.core.cuts import ROLE_USER
 from dp_compact.errors import SettingsError
 from dp_compact.core.planner import EXTRACTIVE_SUMMARY_TOKENS
-from dp_compact.replay.meter import CallContext, Compaction, Policy, tail_cut_mask
+from dp_compact.measure.clearing import CLEAR_KEEP_TOOL_RESULTS
+from dp_compact.replay.meter import CallContext, Clearing, Compaction, Policy, tail_cut_mask, tail_tokens
 from dp_compact.replay.planned import ORACLE, Oracle, PlannerPolicy, Schedule
 from dp_compact.replay.recorded import RECORDED, Recorded
 from dp_compact.settings import Settings
@@ -43,6 +49,9 @@ from dp_compact.measure.windows import CLAUDE_CODE_BUFFER_TOKENS, CLAUDE_CODE_OU
 
 __all__ = [
     "ALL_POLICIES",
+    "ANTHROPIC_CLEAR_KEEP_TOOL_USES",
+    "ANTHROPIC_CLEAR_TRIGGER_TOKENS",
+    "ClearOld",
     "CLAUDE_CODE_BUFFER_TOKENS",
     "CLAUDE_CODE_OUTPUT_RESERVE_TOKENS",
     "CODEX_AUTO_COMPACT_RATIO",
@@ -78,8 +87,14 @@ OPENHANDS_KEEP_FIRST = 4
 LANGCHAIN_MESSAGES_TO_KEEP = 20
 LANGCHAIN_TRIGGER_RATIO = 0.8
 
+#: Anthropic context editing, ``clear_tool_uses_20250919`` defaults: ``trigger`` 100,000 input
+#: tokens, ``keep`` 3 tool uses (Anthropic docs, "Context editing"; typed in the anthropic SDK's
+#: ``BetaClearToolUses20250919EditParam``).
+ANTHROPIC_CLEAR_TRIGGER_TOKENS = 100_000
+ANTHROPIC_CLEAR_KEEP_TOOL_USES = CLEAR_KEEP_TOOL_RESULTS
+
 #: What ``dp-compact replay`` runs when no ``--policy`` is given.
-DEFAULT_POLICIES = ("oracle", "dp", "seed", "never", "claude-code", "codex", "openhands", "langchain")
+DEFAULT_POLICIES = ("oracle", "dp", "seed", "never", "claude-code", "codex", "openhands", "langchain", "anthropic-clear")
 #: Every policy name ``--policy`` takes (``threshold:F[:keep]`` apart).
 ALL_POLICIES = (*DEFAULT_POLICIES, RECORDED)
 
@@ -191,7 +206,7 @@ class Threshold:
         if self.keep is None or cuts.size == 0:
             return _summary_only(ctx)
         budget = self.keep * live.tokens(rec) if self.keep <= 1 else self.keep
-        within = np.flatnonzero(rec.prefix_tokens[live.end] - rec.prefix_tokens[cuts] <= budget)
+        within = np.flatnonzero(tail_tokens(ctx, cuts) <= budget)
         cut = int(cuts[within[0]] if within.size else cuts[-1])
         return Compaction(cut=cut, carry_tokens=ctx.params.s_tokens)
 
@@ -285,6 +300,63 @@ class LangChain:
         return None  # the middleware does not react to a context-window error
 
 
+@dataclass(frozen=True)
+class ClearOld:
+    """Clear old tool results (DESIGN §9) when the prompt reaches a trigger; summarize when it must.
+
+    Trigger: ``ratio`` · M of the replayed prompt, or ``trigger_tokens`` of the prompt as the
+    provider counted it (:attr:`CallContext.counted_tokens`; Anthropic's trigger counts input
+    tokens). Depth: every long tool result but those of the last ``keep_messages`` messages, or
+    (``keep_tool_uses``) but the last that many tool results of any size, as Anthropic's ``keep``
+    counts tool uses. Nothing is done when the depth clears no new result. ``compact_reserve``:
+    also compact, summary only, where Claude Code's auto-compaction fires (M − that many tokens,
+    counted); on an overflow, a summary-only compaction (the tool's own summarization).
+    """
+
+    name: str
+    ratio: float = 1.0
+    keep_messages: int = CLEAR_KEEP_TOOL_RESULTS
+    trigger_tokens: int | None = None
+    keep_tool_uses: int | None = None
+    compact_reserve: int | None = None
+    fixed: bool = True
+    tool: str = ""
+
+    def depth(self, ctx: CallContext) -> int:
+        """History index before which long tool results are cleared."""
+        end = ctx.live.end
+        if self.keep_tool_uses is None:
+            return max(end - self.keep_messages, 0)
+        if self.keep_tool_uses <= 0:
+            return end
+        holders = [i for i in range(end - 1, ctx.live.start - 1, -1) for _ in ctx.rec.messages[i].tool_results]
+        return holders[self.keep_tool_uses - 1] if len(holders) >= self.keep_tool_uses else ctx.live.start
+
+    def before_call(self, ctx: CallContext) -> Compaction | Clearing | None:
+        if self.compact_reserve is not None:
+            trigger = observed_trigger(ctx, self.tool, ctx.params.window - self.compact_reserve)
+            if ctx.counted_tokens >= trigger:
+                return _summary_only(ctx)
+        if self.trigger_tokens is not None:
+            fires = ctx.counted_tokens >= self.trigger_tokens
+        else:
+            fires = ctx.prompt_tokens >= self.ratio * ctx.params.window
+        if not fires:
+            return None
+        depth = self.depth(ctx)
+        return Clearing(depth) if depth > ctx.live.cleared_depth else None
+
+    def on_overflow(self, ctx: CallContext) -> Compaction | None:
+        return _summary_only(ctx)
+
+
+def _anthropic_clear() -> ClearOld:
+    """Anthropic's ``clear_tool_uses_20250919`` defaults inside Claude Code (its auto-compaction and summary size)."""
+    return ClearOld(name="anthropic-clear", trigger_tokens=ANTHROPIC_CLEAR_TRIGGER_TOKENS,
+                    keep_tool_uses=ANTHROPIC_CLEAR_KEEP_TOOL_USES,
+                    compact_reserve=CLAUDE_CODE_OUTPUT_RESERVE_TOKENS + CLAUDE_CODE_BUFFER_TOKENS, tool="claude-code")
+
+
 def _number(spec: str, text: str, rule: str) -> float:
     """A positive number from a policy spec, or SettingsError naming the spec."""
     try:
@@ -309,7 +381,8 @@ def parse_policy(spec: str, settings: Settings) -> Policy:
         return Oracle()
     if name == RECORDED and not rest:
         return Recorded()
-    presets = {"never": Never, "claude-code": _claude_code, "codex": Codex, "openhands": OpenHands, "langchain": LangChain}
+    presets = {"never": Never, "claude-code": _claude_code, "codex": Codex, "openhands": OpenHands, "langchain": LangChain,
+               "anthropic-clear": _anthropic_clear}
     if name in presets and not rest:
         return presets[name]()
     if name in ("dp", "seed") and not rest:
@@ -321,6 +394,15 @@ def parse_policy(spec: str, settings: Settings) -> Policy:
             raise SettingsError("--policy", spec, "threshold:F[:keep] needs 0 < F <= 1")
         kept = _number(spec, keep, "keep must be a share 0 < x <= 1 or a token budget x > 1") if keep else None
         return Threshold(name=spec.strip(), ratio=ratio, keep=kept)
-    known = "oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain, recorded"
+    if name == "clear" and rest:
+        fraction, _, keep = rest.partition(":")
+        ratio = _number(spec, fraction, "clear:F[:K] needs 0 < F <= 1")
+        if ratio > 1:
+            raise SettingsError("--policy", spec, "clear:F[:K] needs 0 < F <= 1")
+        if keep and not keep.isdigit():
+            raise SettingsError("--policy", spec, "clear:F[:K] needs K, the messages kept uncleared, a whole number >= 0")
+        return ClearOld(name=spec.strip(), ratio=ratio, keep_messages=int(keep) if keep else CLEAR_KEEP_TOOL_RESULTS)
+    known = ("oracle, dp, seed, never, threshold:F[:keep], clear:F[:K], claude-code, codex, openhands, langchain, "
+             "anthropic-clear, recorded")
     raise SettingsError("--policy", spec, f"unknown policy; use one of {known}")
 

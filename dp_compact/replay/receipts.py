@@ -108,6 +108,10 @@ class Receipt:
         What it dropped that was used again.
     source : str
         ``"replay"`` or ``"recorded usage"``: where the calls' actual cost comes from.
+    action : str
+        ``"summarize"``, or ``"clear"`` for a clearing of old tool results (DESIGN §9): no
+        request, ``cut`` is its depth, ``dropped_messages`` the messages it cleared and
+        ``summary_tokens`` the tokens it took out of the prompt.
     """
 
     number: int
@@ -130,6 +134,7 @@ class Receipt:
     needed_at_call: int | None
     used_again: tuple[UsedAgain, ...]
     source: str
+    action: str = "summarize"
 
     @property
     def cost_usd(self) -> float:
@@ -152,6 +157,7 @@ class Receipt:
             "saved_tokens": self.saved_tokens, "net_usd": self.net_usd, "paid_back_call": self.paid_back_call,
             "paid_back_time": _iso(self.paid_back_time), "needed_at_call": self.needed_at_call,
             "used_again": [u.to_dict() for u in self.used_again], "source": self.source,
+            "action": self.action,
         }
 
 
@@ -163,9 +169,11 @@ class PolicyReceipts:
     receipts: tuple[Receipt, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"policy", "compactions", "request_usd", "rewrite_usd", "saved_usd", "net_usd", "paid_back", "receipts"}``."""
+        """``{"policy", "compactions", "clearings", "request_usd", "rewrite_usd", "saved_usd", "net_usd", "paid_back",
+        "receipts"}``; ``compactions`` counts the summarizing ones, ``clearings`` the clearings of old tool results."""
         r = self.receipts
-        return {"policy": self.policy, "compactions": len(r), "request_usd": sum(x.request_usd for x in r),
+        clearings = sum(x.action == "clear" for x in r)
+        return {"policy": self.policy, "compactions": len(r) - clearings, "clearings": clearings, "request_usd": sum(x.request_usd for x in r),
                 "rewrite_usd": sum(x.rewrite_usd for x in r), "saved_usd": sum(x.saved_usd for x in r),
                 "net_usd": sum(x.net_usd for x in r), "paid_back": sum(x.paid_back_call is not None for x in r),
                 "receipts": [x.to_dict() for x in r]}
@@ -216,7 +224,7 @@ def _without(rec: Recording, params: ReplayParams, event: CompactionEvent, until
         before = meter.total
         if charge:
             for message in rec.use_messages[bounds[k]:bounds[k + 1]].tolist():
-                if live.dropped(message):
+                if live.missing(message, rec):
                     meter.refetch(prompt, int(rec.message_tokens[message]))
                     live.refetched.add(message)
                     live.refetched_tokens += int(rec.message_tokens[message])
@@ -254,12 +262,12 @@ def policy_receipts(rec: Recording, params: ReplayParams, result: PolicyResult) 
     Returns
     -------
     PolicyReceipts
-        One receipt per summarizing compaction (hard truncations only end a comparison).
+        One receipt per summarizing compaction and per clearing (hard truncations only end a comparison).
     """
     prices = call_prices(rec, params.prices)
     events, out = result.events, []
     for index, event in enumerate(events):
-        if not event.summarize:
+        if event.action == "truncate":
             continue
         later = index + 1 < len(events)
         until = events[index + 1].call if later else rec.n_calls
@@ -277,7 +285,7 @@ def policy_receipts(rec: Recording, params: ReplayParams, result: PolicyResult) 
             rewrite_usd=rewrite, rewrite_tokens=rewrite_tokens, until_call=event.call + cf.usd.size,
             next_compaction=later and cf.needed_at is None, saved_usd=saved, saved_tokens=saved_tokens, paid_back_call=paid,
             paid_back_time=float(rec.call_times[paid]) if paid is not None else math.nan, needed_at_call=cf.needed_at,
-            used_again=used, source="replay"))
+            used_again=used, source="replay", action=event.action))
     return PolicyReceipts(result.policy, tuple(out))
 
 

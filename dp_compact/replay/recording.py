@@ -16,6 +16,14 @@ import numpy.typing as npt
 
 from dp_compact.conversation import Message
 from dp_compact.core.cuts import ROLE_USER, MessageArrays
+from dp_compact.measure.clearing import (
+    PLACEHOLDER_ARCHIVE_ID,
+    ClearingFacts,
+    clearing_facts,
+    placeholder_text,
+    tool_result_layout,
+)
+from dp_compact.measure.tokens import count_text_tokens
 from dp_compact.pricing import Prices
 
 __all__ = [
@@ -27,6 +35,7 @@ __all__ = [
     "RecordedCut",
     "counted_tokens_per_message",
     "make_recording",
+    "scaled_clearing_facts",
 ]
 
 Int64s = npt.NDArray[np.int64]
@@ -114,6 +123,12 @@ class Recording:
         policy's prompts (:mod:`dp_compact.replay.recorded`) and the measured cache-hit share.
     cuts : tuple[RecordedCut, ...]
         The compactions the file records, in order (every one, by hand or not).
+    cleared_prefix : ndarray[int64], shape (N + 1,)
+        Tokens that clearing the long tool results of messages ``[0, d)`` takes out of the
+        prompt, for every depth d (:attr:`ClearingFacts.saved_tokens`, on the scale of
+        ``message_tokens``); zeros when nothing is clearable.
+    clearable_messages : ndarray[bool], shape (N,)
+        Messages holding a tool result that clearing replaces (DESIGN §9).
     """
 
     messages: tuple[Message, ...]
@@ -134,6 +149,8 @@ class Recording:
     recorded_prompts: Int64s | None = None
     recorded_reads: Int64s | None = None
     cuts: tuple[RecordedCut, ...] = ()
+    cleared_prefix: Int64s = None  # type: ignore[assignment]  # make_recording always sets it
+    clearable_messages: npt.NDArray[np.bool_] = None  # type: ignore[assignment]
 
     @property
     def n_calls(self) -> int:
@@ -156,6 +173,7 @@ def make_recording(
     tool_compactions: tuple[tuple[str, int], ...] = (),
     recorded: tuple[Int64s, Int64s] | None = None,
     cuts: tuple[RecordedCut, ...] = (),
+    clearing: ClearingFacts | None = None,
 ) -> Recording:
     """A :class:`Recording` with its cumulative sums (arrays made read-only).
 
@@ -163,7 +181,9 @@ def make_recording(
     (pairs whose message is not in that call's prompt are dropped); None = no uses.
     ``counted`` is ``(tokens per message as the provider counted them, shape (N,), counted V)``
     from :func:`counted_tokens_per_message`; None = our counts. ``recorded`` is ``(prompts, cache
-    reads)`` per call from the usage records (``-1`` where none); ``cuts`` the recorded compactions.
+    reads)`` per call from the usage records (``-1`` where none); ``cuts`` the recorded compactions;
+    ``clearing`` the facts of clearing at every depth on the scale of ``message_tokens``
+    (:func:`scaled_clearing_facts`); None = counted here with a token ratio of 1.
 
     Raises
     ------
@@ -200,10 +220,40 @@ def make_recording(
             raise ValueError("recorded prompts and reads need C entries")
         prompts.setflags(write=False)
         reads.setflags(write=False)
-    for array in (tokens, prefix, user, positions, outputs, times, used, users, counted_prefix):
+    facts = scaled_clearing_facts(messages, tokens, 1.0) if clearing is None else clearing
+    if facts.saved_tokens.shape != (n + 1,):
+        raise ValueError("clearing facts need N + 1 depths")
+    clearable = np.zeros(n, dtype=bool)
+    clearable[facts.changed_message_indices] = True
+    for array in (tokens, prefix, user, positions, outputs, times, used, users, counted_prefix, clearable):
         array.setflags(write=False)
     return Recording(tuple(messages), tokens, prefix, user, arrays, positions, outputs, times, used, users, path, format,
-                     counted_prefix, counted_v, tuple(tool_compactions), prompts, reads, tuple(cuts))
+                     counted_prefix, counted_v, tuple(tool_compactions), prompts, reads, tuple(cuts), facts.saved_tokens,
+                     clearable)
+
+
+def scaled_clearing_facts(messages: tuple[Message, ...], message_tokens: Int64s, token_ratio: float) -> ClearingFacts:
+    """:class:`ClearingFacts` of ``messages`` on the scale of ``message_tokens`` (provider tokens).
+
+    The results' and placeholders' cl100k tokens (:func:`~dp_compact.measure.clearing.clearing_facts_for`'s
+    counts) times ``token_ratio`` (the session's provider tokens per cl100k token), rounded; a
+    message never loses more than its own tokens.
+    """
+    layout = tool_result_layout(messages)
+    tokens = np.asarray(message_tokens, dtype=np.int64)
+    if not layout.clearable.any():
+        return clearing_facts(tokens, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                              np.zeros(0, bool))
+    owner = layout.message_index[layout.clearable]
+    texts = [r.text for m in messages for r in m.tool_results]
+    texts = [t for t, keep in zip(texts, layout.clearable.tolist(), strict=True) if keep]
+    ref = f"archive://session/{PLACEHOLDER_ARCHIVE_ID}"
+    holders = [placeholder_text(len(t), ref, i) for t, i in zip(texts, owner.tolist(), strict=True)]
+    removed = np.rint(count_text_tokens(texts) * token_ratio).astype(np.int64)
+    added = np.rint(count_text_tokens(holders) * token_ratio).astype(np.int64)
+    removed = np.minimum(removed, tokens[owner])  # a message's own count bounds what leaves it
+    added = np.minimum(added, removed)
+    return clearing_facts(tokens, owner, removed, added, np.ones(owner.size, bool))
 
 
 def counted_tokens_per_message(

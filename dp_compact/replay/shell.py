@@ -225,7 +225,7 @@ def _ratio(total: float, best: float | None) -> float | None:
 
 
 _SUMMED = ("calls", "cache_read_usd", "input_usd", "write_usd", "output_usd", "compaction_usd", "loss_usd", "compactions",
-           "forced", "overflows", "truncations", "refetches", "floor_usd")
+           "forced", "overflows", "truncations", "refetches", "floor_usd", "clearings", "cleared_tokens")
 
 
 @dataclass(frozen=True)
