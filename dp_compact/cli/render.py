@@ -293,7 +293,7 @@ def render_compaction(data: dict[str, Any]) -> str:
 _HEADER = (
     f"{'policy':<20} {'total $':>10} {'reads $':>9} {'input $':>9} {'writes $':>9} {'output $':>9} {'compact $':>9}"
     f" {'loss $':>9} {'S':>6} {'compactions':>11} {'forced':>6} {'refetches':>9} {'overflows':>9} {'truncated':>9}"
-    f" {'peak ctx':>9} {'mean ctx':>9}"
+    f" {'clearings':>9} {'peak ctx':>9} {'mean ctx':>9}"
     f" {'vs best fixed':>13} {'vs oracle':>9}"
 )
 
@@ -305,14 +305,14 @@ def _ratio(value: float | None) -> str:
 
 def render_policy_table(rows: list[dict[str, Any]]) -> str:
     """One line per policy: $ per term, S, counts (compactions, of them forced on an overflow; refetches;
-    overflows; hard truncations), peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
+    overflows; hard truncations; clearings of old tool results), peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
     lines = [_HEADER]
     for r in rows:
         lines.append(
             f"{r['policy']:<20} {r['total_usd']:>10.4f} {r['cache_read_usd']:>9.4f} {r['input_usd']:>9.4f}"
             f" {r['write_usd']:>9.4f} {r['output_usd']:>9.4f} {r['compaction_usd']:>9.4f} {r['loss_usd']:>9.4f}"
             f" {r['summary_tokens']:>6,} {r['compactions']:>11} {r.get('forced', 0):>6} {r['refetches']:>9}"
-            f" {r['overflows']:>9} {r['truncations']:>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
+            f" {r['overflows']:>9} {r['truncations']:>9} {r.get('clearings', 0):>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
             f" {_ratio(r['vs_best_fixed']):>13} {_ratio(r['vs_oracle']):>9}"
         )
     return "\n".join(lines)
@@ -445,7 +445,9 @@ def render_receipts(policies: list[dict[str, Any]]) -> str:
     for p in policies:
         source = p["receipts"][0]["source"] if p["receipts"] else "replay"
         plural = "" if p["compactions"] == 1 else "s"
-        lines.append(f"receipts  {p['policy']}: {p['compactions']} compaction{plural}; requests ${p['request_usd']:.4f}, cache rewrites"
+        clearings = p.get("clearings", 0)
+        cleared = f", {clearings} clearing{'' if clearings == 1 else 's'} of old tool results" if clearings else ""
+        lines.append(f"receipts  {p['policy']}: {p['compactions']} compaction{plural}{cleared}; requests ${p['request_usd']:.4f}, cache rewrites"
                      f" ${p['rewrite_usd']:.4f}; saved ${p['saved_usd']:.4f} on the calls that followed ({source});"
                      f" net {_signed(p['net_usd'])}; {p['paid_back']} paid back")
         if not p["receipts"]:
@@ -453,12 +455,14 @@ def render_receipts(policies: list[dict[str, Any]]) -> str:
         lines.append(f"{'#':>4} {'call':>5} {'time (UTC)':>14} {'dropped':>7} {'summary':>7} {'request $':>9} {'rewrite $':>9}"
                      f" {'saved $':>9} {'net $':>9}  {'paid back':<48} used again")
         for r in p["receipts"]:
-            forced = "*" if r["forced"] else " "
+            forced = "*" if r["forced"] else ("c" if r.get("action") == "clear" else " ")
             lines.append(f"{r['number']:>3}{forced} {r['call']:>5} {_clock(r['time']):>14} {r['dropped_messages']:>7}"
                          f" {r['summary_tokens']:>7,} {r['request_usd']:>9.4f} {r['rewrite_usd']:>9.4f} {r['saved_usd']:>9.4f}"
                          f" {r['net_usd']:>+9.4f}  {_paid_back(r):<48} {_used_again(r['used_again'])}")
     if any(r["forced"] for p in policies for r in p["receipts"]):
         lines.append("* forced by an overflow")
+    if any(r.get("action") == "clear" for p in policies for r in p["receipts"]):
+        lines.append("c a clearing of old tool results: dropped = messages cleared, summary = tokens taken out, no request")
     return "\n".join(lines)
 
 

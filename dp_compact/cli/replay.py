@@ -32,7 +32,7 @@ def _replay_folder(folder: Path, settings: object, specs: list[str], workers: in
 @settings_options()
 def replay(
     path: Annotated[str, typer.Argument(help="Session file, or a folder: every session file under it (or an fsspec URL: s3://, memory://, file://).")],
-    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], claude-code, codex, openhands, langchain, recorded (what the tool really did) (repeat; default: all but threshold and recorded).")] = None,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="oracle, dp, seed, never, threshold:F[:keep], clear:F[:K] (clear old tool results at F of the window, keeping the last K messages), claude-code, codex, openhands, langchain, anthropic-clear, recorded (what the tool really did) (repeat; default: all but threshold, clear and recorded).")] = None,
     loss: Annotated[Literal["refetch", "none"], typer.Option("--loss", help="Charge lost information: refetch (a dropped message a later call uses is fetched again) or none.")] = "refetch",
     detector: Annotated[Literal["verbatim", "strict", "both"], typer.Option("--detector", help="Which later uses of a dropped message count: verbatim (200 characters repeated, or a read file edited), strict (also a path, identifier or command named again), or both (the ranking of the policies under each, side by side).")] = "verbatim",
     receipts: Annotated[bool, typer.Option("--receipts", help="List every compaction of each policy (one SESSION): its cost (summary request, cache rewrite), what it saved on the calls that followed, when it paid back, what it dropped that was used again.")] = False,
