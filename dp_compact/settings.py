@@ -52,6 +52,11 @@ class Settings(BaseSettings):
       47 across the sessions; where it cannot be measured, the pooled 23 calls per user turn
       (5–95 %: 16–29) replaces DESIGN's 5 (:data:`dp_compact.measure.estimation.DEFAULT_CALLS_PER_TURN`).
 
+    - ``min_verbatim_tokens`` = 0: the least the look-ahead keeps verbatim after a cut. Replayed
+      over the shared sessions, every bound from 1,000 to 40,000 tokens raised dp's total under
+      both loss detectors (dp / oracle 1.046 → 1.063 … 1.757 verbatim, 1.126 → 1.130 … 1.520
+      strict; docs/cost-model.md "How little may be kept verbatim").
+
     ``token_ratio`` None scales cl100k counts by the ratio measured from the session's own usage
     records when it has them, else by the calibrated factor of its provider family
     (:data:`dp_compact.measure.tokens.TOKEN_RATIOS`). Every other default is DESIGN's: the
@@ -83,6 +88,9 @@ class Settings(BaseSettings):
     quality_penalty: float = Field(0.2, ge=0, description="QP")
     min_keep_ratio: float = Field(0.25, gt=0, le=1, description="least share of messages kept")
     force_ratio: float = Field(0.9, gt=0, le=1, description="forced-compaction share of M")
+    min_verbatim_tokens: int = Field(
+        0, ge=0, description="least tokens the look-ahead keeps verbatim after a cut (only restricts its cuts; measured)"
+    )
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
     planner: Literal["lookahead", "myopic", "seed"] = Field(
         "lookahead", description="decision: look ahead over the expected future (DESIGN §7), §2 as is, or the seed's model "

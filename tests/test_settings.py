@@ -68,6 +68,8 @@ def _calibrated_departures() -> dict[str, object]:
         "survival_alpha": _three_digits(results["survival"]["alpha"]["value"]),
         "survival_scale": _three_digits(results["survival"]["scale_calls"]["value"]),
         "planner": "lookahead", "token_ratio": None,
+        # issue 33 item 4, not in DESIGN §3's table: measured by replay (docs/cost-model.md "How little may be kept verbatim")
+        "min_verbatim_tokens": 0,
     }
 
 

@@ -109,6 +109,11 @@ class Plan:
         Whole-request price tiers (DESIGN §8): ``thresholds``, ``tier_now``, and ``next``
         (:func:`~dp_compact.core.tiers.next_cliff`, with ``compacts_before``: whether the best
         schedule compacts before the cliff); None without tiers.
+    verbatim_bound : dict or None
+        ``DP_MIN_VERBATIM_TOKENS`` in the look-ahead (DESIGN §7): ``min_tokens``, ``binds``
+        (it changed the best cut, or kept a compaction the best cut would make),
+        ``free_best_tail_tokens`` (the tail of the best cut without it), ``yielded`` (no cut met it
+        and the context had to be compacted) and ``note``; None for the other planners.
     """
 
     decision: str
@@ -141,6 +146,7 @@ class Plan:
     v_source: str = ""
     timing: dict[str, Any] | None = None
     tiers: dict[str, Any] | None = None
+    verbatim_bound: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
@@ -183,4 +189,5 @@ class Plan:
             "v_source": self.v_source,
             "timing": self.timing,
             "tiers": self.tiers,
+            "verbatim_bound": self.verbatim_bound,
         }

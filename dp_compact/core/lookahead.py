@@ -21,7 +21,7 @@ The model (units: tokens, $/MTok; values in $):
   dropped, then the call reads V and writes ``S + t``; next ``S + t + g``. At call 0 the tails
   are the session's real feasible cuts and the loss is the recall term of their heads (DESIGN §2
   ④); later, tails of :data:`FUTURE_TAIL_SHARES` of the context, never below the present's
-  smallest tail (one API round, DESIGN §7), and the loss comes from the same recall term by distance from the end
+  smallest eligible tail (one API round, DESIGN §7, or ``DP_MIN_VERBATIM_TOKENS``: ``eligible``), and the loss comes from the same recall term by distance from the end
   (:attr:`Forecast.loss_tail_usd`), so that the present and the future agree.
 - Output tokens are the same under every schedule (the recording's assumption, DESIGN §6) and
   are left out, but for what a price tier adds to them (below).
@@ -186,6 +186,9 @@ class LookAhead:
     resume_cold_cut, resume_warm_cut : int or None
         What deciding on resume does: the index of the cut it compacts at if the cache has
         expired / is still warm, None when it keeps then.
+    unbounded_usd : ndarray[float64], shape (n_cuts,)
+        ``compact_usd`` before the ``eligible`` mask of :func:`look_ahead` (every cut priced, the
+        future as bounded): what a cut the bound excludes would have cost, to say when it binds.
     """
 
     keep_usd: float
@@ -199,6 +202,7 @@ class LookAhead:
     resume_usd: float | None = None
     resume_cold_cut: int | None = None
     resume_warm_cut: int | None = None
+    unbounded_usd: Floats = field(default_factory=lambda: np.zeros(0))
 
     @property
     def best(self) -> int | None:
@@ -250,6 +254,7 @@ def look_ahead(
     window_tokens: float | None = None,
     cold_chance: float = 0.0,
     cold_now: bool = False,
+    eligible: npt.NDArray[np.bool_] | None = None,
 ) -> LookAhead:
     """Expected cost of keeping now and of compacting now at each cut, with the best schedule after.
 
@@ -277,6 +282,10 @@ def look_ahead(
     cold_now : bool
         The cache is cold already (the silence exceeds the TTL): the summary request, too, finds
         it cold; ``cold_chance`` is then 1.
+    eligible : ndarray[bool], shape (n_cuts,), optional
+        The cuts the present may take (``DP_MIN_VERBATIM_TOKENS``: those keeping enough); the
+        others are priced (``unbounded_usd``) but cost inf in ``compact_usd``, and the future
+        never keeps less than the smallest eligible tail. Default: every cut.
 
     Returns
     -------
@@ -291,6 +300,9 @@ def look_ahead(
     losses = np.asarray(head_loss_usd, dtype=np.float64)
     if heads.shape != losses.shape:
         raise ValueError("head_tokens and head_loss_usd must have the same shape")
+    mask = np.ones(heads.shape, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    if mask.shape != heads.shape:
+        raise ValueError("eligible must have the shape of head_tokens")
     if not (forecast.growth_tokens > 0 and forecast.survival_alpha > 0 and forecast.survival_scale > 0):
         raise ValueError("growth and the survival parameters must be positive")
     v, s, g = float(v_tokens), float(s_tokens), float(forecast.growth_tokens)
@@ -309,7 +321,7 @@ def look_ahead(
     landing = np.unique(tails)[np.unique(np.linspace(0, max(np.unique(tails).size - 1, 0), CLIFF_PATHS).round().astype(np.int64))] \
         if tails.size else tails
     grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, np.concatenate(([x0], s + landing)))
-    later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails)
+    later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails[mask] if mask.any() else tails)
     r0 = rates_at(prices, v + x0)
     extra0 = _output_extra(prices, r0, forecast.output_tokens)
     read_write = (r0.p_cache * max(v + x0 - g, 0.0) + r0.p_write * min(g, v + x0)) / 1e6 + extra0
@@ -326,7 +338,7 @@ def look_ahead(
     call_warm = (ra.p_cache * v + ra.p_write * (s + tails)) / 1e6 + _output_extra(prices, ra, forecast.output_tokens)
     call_cold = call_warm + (ra.p_write - ra.p_cache) * v / 1e6
     after_compacting = after(s + tails + g)
-    rest = losses + after_compacting
+    rest = np.where(mask, losses + after_compacting, np.inf)
     resume = cold_cut = warm_cut = None
     if cold_now:
         keep, action = keep_cold, request_cold + call_warm
@@ -339,11 +351,12 @@ def look_ahead(
                        + (1.0 - p) * (keep_warm if warm_cut is None else warm_values[warm_cut]))
     else:
         keep, action = keep_warm, request_warm + call_warm
-    compact = action + losses + after_compacting  # summed in this order: timeless, tierless plans as before
+    unbounded = action + losses + after_compacting  # summed in this order: timeless, tierless plans as before
+    compact = np.where(mask, unbounded, np.inf)
     return LookAhead(
         keep_usd=float(keep), compact_usd=compact, action_usd=action, horizon_calls=horizon, expected_calls=float(alive[:-1].sum()),
         next_compaction_calls=_first_compaction(compact_at, blocks, grid, x0, g), cold_chance=p, cold_now=cold_now,
-        resume_usd=resume, resume_cold_cut=cold_cut, resume_warm_cut=warm_cut,
+        resume_usd=resume, resume_cold_cut=cold_cut, resume_warm_cut=warm_cut, unbounded_usd=unbounded,
     )
 
 

@@ -1,7 +1,8 @@
 """The look-ahead decision of DESIGN §7: compact now only when it costs less than the best schedule that waits.
 
 :func:`plan_ahead` is the ``DP_PLANNER=lookahead`` path of :func:`dp_compact.core.planner.plan` (with
-``DP_MODEL=recall``): over the feasible cuts keeping at least one API round (:func:`round_keep`),
+``DP_MODEL=recall``): over the feasible cuts keeping at least one API round (:func:`round_keep`)
+and at least ``DP_MIN_VERBATIM_TOKENS`` tokens verbatim (:func:`verbatim_bound`),
 it prices compacting now and every schedule that waits with :func:`dp_compact.core.lookahead.look_ahead`,
 from the growth per call (:func:`growth_per_call`) and the summary size it expects
 (:func:`summary_tokens`). Pure.
@@ -27,7 +28,7 @@ from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
 __all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "growth_per_call", "output_per_call", "plan_ahead", "round_keep",
-           "summary_tokens"]
+           "summary_tokens", "verbatim_bound"]
 
 #: What the extractive summarizer writes, tokens: median over the shared sessions of
 #: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
@@ -68,12 +69,20 @@ def output_per_call(session: Session) -> float:
 def round_keep(session: Session) -> int:
     """The least the look-ahead keeps (DESIGN §7 "at least one API round"), messages: from the
     last assistant message that made tool calls (its results are what the agent is working
-    from; a final answer after them belongs with them), else from the last assistant message."""
+    from; a final answer after them belongs with them) when no user message came after it,
+    else from the last assistant message (a round of plain chat does not keep every message
+    since the last tool call)."""
     messages = session.messages
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
     if last is None:
         return min(len(messages), 1)
-    calling = next((i for i in range(last, -1, -1) if messages[i].role == "assistant" and messages[i].tool_calls), last)
+    calling = last
+    for i in range(last, -1, -1):  # back through the round's own assistant and tool messages only
+        if messages[i].role == "assistant" and messages[i].tool_calls:
+            calling = i
+            break
+        if messages[i].role not in ("assistant", "tool"):
+            break  # a user message: the calls before it belong to an earlier round
     return len(messages) - calling
 
 
@@ -112,13 +121,22 @@ def plan_ahead(
                         output_tokens=output_per_call(session) if prices.tiers else 0.0,
                         cold_share=timing.cold_share(prices) if timing is not None else 0.0)
     heads = prefix[cuts[allowed]]
+    eligible, bound = verbatim_bound(total - heads, settings.min_verbatim_tokens, forced=context > threshold)
+    if not eligible.any():
+        why = (f"no feasible cut keeps {bound['min_tokens']:,} tokens verbatim (DP_MIN_VERBATIM_TOKENS) and drops a"
+               f" message: the conversation holds {total:,} tokens")
+        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
+                    best_candidate=None, context_after_tokens=context, **common)
     turn_end = at_turn_end(session)
     cold_now, cold_chance = cache_state(timing, prices, turn_end)
     ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
-                       window_tokens=window, cold_chance=cold_chance, cold_now=cold_now)
+                       window_tokens=window, cold_chance=cold_chance, cold_now=cold_now, eligible=eligible)
+    common = {**common, "verbatim_bound": _binds(bound, ahead, total - heads)}
+    if common["verbatim_bound"]["binds"]:
+        common["notes"] = tuple(common.get("notes", ())) + (common["verbatim_bound"]["note"],)
     values = np.full(cuts.shape, np.inf)
     values[allowed] = ahead.compact_usd
-    best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[-1])
+    best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[np.flatnonzero(eligible)[-1]])
     compact_value = float(values[best])
     can_keep = bool(np.isfinite(ahead.keep_usd))  # not when the next call's growth passes the threshold
     info: dict[str, float | None] = {
@@ -180,6 +198,42 @@ def plan_ahead(
     return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
                 terms=terms.at(best), best_candidate=best_info, lookahead=info,
                 context_after_tokens=after, lookahead_usd=values, **common)
+
+
+def verbatim_bound(tails: npt.NDArray[np.int64], min_tokens: int, *, forced: bool = False) -> tuple[npt.NDArray[np.bool_], dict[str, Any]]:
+    """The cuts ``DP_MIN_VERBATIM_TOKENS`` leaves the look-ahead (DESIGN §7): those whose tail (the
+    messages kept verbatim, ``tails`` tokens per cut) holds at least ``min_tokens``. When none does
+    and the context must be compacted (``forced``), every cut (the bound yields to the window).
+
+    >>> verbatim_bound(np.array([9000, 4000, 900]), 2000)[0].tolist()
+    [True, True, False]
+    """
+    eligible = np.asarray(tails) >= min_tokens
+    yielded = bool(forced and not eligible.any() and eligible.size)
+    if yielded:
+        eligible = np.ones_like(eligible)
+    return eligible, {"min_tokens": int(min_tokens), "yielded": yielded}
+
+
+def _binds(bound: dict[str, Any], ahead: LookAhead, tails: npt.NDArray[np.int64]) -> dict[str, Any]:
+    """Whether ``DP_MIN_VERBATIM_TOKENS`` changed the present's best cut, for the plan's ``verbatim_bound``:
+    the cut that would be best without it (its tail, tokens) and a note saying so when it binds."""
+    free = ahead.unbounded_usd
+    facts: dict[str, Any] = {**bound, "binds": False, "free_best_tail_tokens": None, "note": None}
+    if free.size == 0 or not np.isfinite(free).any():
+        return facts
+    index = int(np.argmin(free))
+    facts["free_best_tail_tokens"] = int(tails[index])
+    bounded = float(ahead.compact_usd[ahead.best]) if ahead.best is not None else float("inf")
+    if bound["yielded"]:
+        facts["binds"] = True
+        facts["note"] = (f"no cut keeps {bound['min_tokens']:,} tokens verbatim (DP_MIN_VERBATIM_TOKENS) and the context must be"
+                         " compacted: every cut was allowed")
+    elif free[index] < bounded and free[index] < ahead.keep_usd:
+        facts["binds"] = True
+        facts["note"] = (f"the best cut would keep {int(tails[index]):,} tokens verbatim (${bounded - free[index]:.4f} cheaper);"
+                         f" DP_MIN_VERBATIM_TOKENS keeps at least {bound['min_tokens']:,}")
+    return facts
 
 
 def _resume(ahead: LookAhead, compact_value: float, allowed: npt.NDArray[np.int64], cuts: npt.NDArray[np.int64], n: int) -> str | None:
