@@ -6,6 +6,8 @@ The format-neutral rules (summary detection, counts of user turns and LLM calls)
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import chain, repeat
@@ -60,10 +62,18 @@ _BINARY_KEYS = frozenset({"inlineData", "inline_data", "image_url", "source", "d
 
 
 def dumps(value: object) -> str:
-    """Compact JSON text of ``value`` (tool-call arguments given as objects)."""
+    """Compact JSON text of ``value`` (tool-call arguments given as objects); an integer beyond
+    64 bits, which orjson refuses, is written by the standard library instead.
+
+    >>> dumps({"n": 2**64 + 1})
+    '{"n":18446744073709551617}'
+    """
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _is_image(block: dict[str, Any]) -> bool:
