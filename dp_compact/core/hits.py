@@ -116,5 +116,8 @@ def hit_share_from_usage(usage: Sequence[Usage], call_seconds: npt.NDArray[np.fl
         return FULL_HITS
     found, could = float(reads[1:][counted].sum()), float(held[counted].sum())
     share = min(max(found / could, MIN_HIT_SHARE), 1.0)
+    if found >= could:  # the provider read all it held (and, where a call's own prefix was cached too, more)
+        return HitShare(share, f"measured from the session's usage records: over {int(counted.sum())} calls they read"
+                               f" {int(found):,} tokens from the cache, at least the {int(could):,} it held")
     return HitShare(share, f"measured from the session's usage records: {int(found):,} tokens read from the cache of"
                            f" {int(could):,} the cache held over {int(counted.sum())} calls")
