@@ -22,6 +22,8 @@ from dp_compact.core.planner import Plan
 from dp_compact.core.timing import IdleHazard
 from dp_compact.io import bulk_allocation
 from dp_compact.prepare import (
+    TRANSCRIPT_NOW,
+    last_record_seconds,
     PreparedSession,
     choose_prices,
     plan_prepared,
@@ -125,48 +127,11 @@ def plan_file(
     with bulk_allocation():  # one pause for reading and planning; the session is freed before the collector resumes
         session = read_session(path, lenient=lenient, stats=stats, raw_json=True)
         if now is None:
-            now, now_source = last_record_seconds(path), "transcript (its last record)"
+            now, now_source = last_record_seconds(path), TRANSCRIPT_NOW
         prepared = prepare(session, settings, use_cache=use_cache)
         result = plan_prepared(prepared, timing=plan_timing(prepared.session, now, now_source, hazard=idle_hazard))
         del session
     return result
-
-
-#: Bytes read from the end of a file to find its last record's time (a few records of a transcript).
-LAST_RECORD_BYTES = 1 << 16
-
-
-def last_record_seconds(path: Path | str) -> float | None:
-    """Epoch seconds of the last record of a JSONL transcript that states a time (a top-level
-    ``timestamp``: ISO 8601 text or epoch seconds / milliseconds, as Claude Code and Codex write
-    every line), read from its last :data:`LAST_RECORD_BYTES`; None when none does (or the file is
-    one JSON document, or not local)."""
-    import json
-    import math
-
-    from dp_compact.core.timing import parse_instant
-
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(size - LAST_RECORD_BYTES, 0))
-            lines = handle.read().splitlines()
-    except (OSError, TypeError, ValueError):
-        return None
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "timestamp" in record:
-            try:
-                seconds = parse_instant(record["timestamp"])
-            except ValueError:
-                continue
-            if math.isfinite(seconds):
-                return seconds
-    return None
 
 
 def curve_plans(

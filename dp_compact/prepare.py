@@ -58,11 +58,13 @@ from dp_compact.sessions.source import partial_line_note
 from dp_compact.settings import Settings
 
 __all__ = [
+    "TRANSCRIPT_NOW",
     "PreparedSession",
     "PreparedTokens",
     "choose_prices",
     "plan_hit_share",
     "plan_prepared",
+    "last_record_seconds",
     "plan_timing",
     "prepare",
     "prepare_tokens",
@@ -315,6 +317,47 @@ def reprice(prepared: PreparedSession, settings: Settings) -> PreparedSession:
                    v_note=v_note)
 
 
+#: Bytes read from the end of a file to find its last record's time (a few records of a transcript).
+LAST_RECORD_BYTES = 1 << 16
+
+
+#: How a plan names "now" taken from the transcript (:func:`last_record_seconds`).
+TRANSCRIPT_NOW = "transcript (its last record)"
+
+
+def last_record_seconds(path: Path | str) -> float | None:
+    """Epoch seconds of the last record of a JSONL transcript that states a time (a top-level
+    ``timestamp``: ISO 8601 text or epoch seconds / milliseconds, as Claude Code and Codex write
+    every line), read from its last :data:`LAST_RECORD_BYTES`; None when none does (or the file is
+    one JSON document, or not local)."""
+    import json
+    import math
+
+    from dp_compact.core.timing import parse_instant
+
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(size - LAST_RECORD_BYTES, 0))
+            lines = handle.read().splitlines()
+    except (OSError, TypeError, ValueError):
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "timestamp" in record:
+            try:
+                seconds = parse_instant(record["timestamp"])
+            except ValueError:
+                continue
+            if math.isfinite(seconds):
+                return seconds
+    return None
+
+
 def plan_timing(session: Session, now_s: float | None = None, source: str = "transcript", *,
                 hazard: IdleHazard | None = None) -> Timing:
     """What the plan knows of time (DESIGN §8): the seconds from the session's last recorded call
@@ -334,11 +377,13 @@ def plan_prepared(prepared: PreparedSession, *, timing: Timing | None = None) ->
     """The plan of a prepared session (DESIGN §2, §7, §8): :func:`~dp_compact.core.planner.plan` with its
     tokens, prices, V and placement; its notes open with :attr:`PreparedSession.notes` and its
     ``v_source`` says where V comes from. ``timing``: the silence since the last call (DESIGN §8);
-    default :func:`plan_timing` of the session at its last recorded call. Raises as
+    default :func:`plan_timing` of the session at its file's last record (:func:`last_record_seconds`),
+    else at its last recorded call. Raises as
     :func:`~dp_compact.core.planner.plan`."""
     session = prepared.session
-    if timing is None:
-        timing = plan_timing(session)
+    if timing is None:  # "now" is the transcript's last record, as `plan` takes it: plan, compact and curve agree
+        now = last_record_seconds(session.path) if session.path else None
+        timing = plan_timing(session, now, TRANSCRIPT_NOW if now is not None else "transcript")
     result = plan(session, prepared.message_tokens, prepared.settings, prepared.prices, arrays=message_arrays(session.messages),
                   v_tokens=prepared.v_tokens, placement=prepared.placement, timing=timing, cache_hit=plan_hit_share(prepared))
     return replace(result, notes=prepared.notes + result.notes, v_source=prepared.v_source)

@@ -417,7 +417,10 @@ def test_cli_replay_folder_shows_each_sessions_v_and_marks_the_ones_charged_dp_v
     assert done.exit_code == 0, done.output
     charged = {Path(r["session"]["path"]).name: (r["v_tokens"], r["v_source"]) for r in json.loads(done.output)["sessions"]}
     shown = CliRunner().invoke(app, ["replay", str(SESSIONS), "--policy", "never"]).output
-    rows = {line.split()[0]: line.split()[2] for line in shown.splitlines() if line.split() and line.split()[0] in charged}
+    rows: dict[str, str] = {}
+    for line in shown.splitlines():  # the first table's row of each session (the bill-check table below names them too)
+        if line.split() and line.split()[0] in charged:
+            rows.setdefault(line.split()[0], line.split()[2])
     assert rows.keys() == charged.keys() and any(name.startswith("cc_") for name in rows) and folder.is_dir()
     for name, (v, source) in charged.items():
         assert rows[name] == f"{v:,}" + ("" if source == "measured" else "*"), name
@@ -485,23 +488,6 @@ def test_oracle_is_at_most_every_policy_on_every_shared_session(loss):
         oracle = totals.pop("oracle")
         assert all(oracle <= total + 1e-9 for total in totals.values()), (session.path, oracle, totals)
         assert session.results[0].overflows == 0
-
-
-@pytest.mark.parametrize(("name", "flags", "expected"), [
-    ("claude_code/cc_task43_develop.jsonl", {"max_context_tokens": 1_000_000}, 10.58),
-    # computed with the openai family's factor, which this history's ratio (measured across its
-    # two recorded compactions since) replaced: 1.07 given as the setting
-    ("codex/codex_pharma_2compactions.jsonl", {"max_context_tokens": 258_400, "provider": "claude-sonnet-4", "token_ratio": 1.07}, 8.14),
-])
-@pytest.mark.slow
-def test_oracle_agrees_with_an_independent_computation_to_the_cent(name, flags, expected):
-    """Figures computed independently with the accounting before lost information (issue record), which
-    started on an empty cache: the part of V the first call found cached is charged back as written."""
-    settings = load_settings(v=20_800, s=500, **flags)
-    report = replay_file(need(SESSIONS / name), settings, ["oracle"], loss="none")
-    prices = report.params.prices
-    cold_start = report.params.warm_tokens * (prices.p_write - prices.p_cache) / 1e6
-    assert round(report.results[0].total_usd + cold_start, 2) == expected
 
 
 def test_cli_replay_json_reports_the_oracle_ratio_and_the_assumption(tmp_path):
