@@ -31,6 +31,7 @@ Pure: a :class:`~dp_compact.replay.Recording`, :class:`~dp_compact.replay.Replay
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -203,36 +204,51 @@ class _Counterfactual:
     needed_at: int | None
 
 
-def _without(rec: Recording, params: ReplayParams, event: CompactionEvent, until: int, prices: list[Prices]) -> _Counterfactual:
-    """The calls ``[event.call, until)`` of a meter replay had ``event`` not happened (module docstring)."""
-    live, meter, hit = snapshot(event.live_before), Meter(params), params.cache_hit_share
-    meter.cached, meter.last_time = event.cached_before, event.last_time
-    charge = params.loss == "refetch"
-    bounds = np.searchsorted(rec.use_calls, np.arange(rec.n_calls + 1))
+def _calls(rec: Recording, params: ReplayParams, meter: Meter, start: int, until: int, prices: list[Prices],
+           prompt_at: Callable[[int], int], charge_uses: Callable[[int, int], None] | None = None) -> _Counterfactual:
+    """Calls ``[start, until)`` priced on ``meter``, their prompts given by ``prompt_at(k)``;
+    ``charge_uses(k, prompt)`` charges what call ``k`` fetches again before it is sent."""
     usd, prompts, first, needed = [], [], 0.0, None
-    for k in range(event.call, until):
-        live.end = int(rec.call_positions[k])
-        prompt = params.v_tokens + live.tokens(rec)
+    for k in range(start, until):
+        prompt = prompt_at(k)
         meter.day = prices[k]
-        if k > event.call:
+        if k > start:
             meter.expire(float(rec.call_times[k]))
         else:
-            first = prompt - min(meter.cached, prompt) * hit
+            first = prompt - min(meter.cached, prompt) * params.cache_hit_share
         if prompt > params.window:
             needed = k
             break
         before = meter.total
-        if charge:
-            for message in rec.use_messages[bounds[k]:bounds[k + 1]].tolist():
-                if live.missing(message, rec):
-                    meter.refetch(prompt, int(rec.message_tokens[message]))
-                    live.refetched.add(message)
-                    live.refetched_tokens += int(rec.message_tokens[message])
-        meter.request(prompt, int(rec.output_tokens[k]), live.refetched_tokens)
+        carried = charge_uses(k, prompt) if charge_uses is not None else 0
+        meter.request(prompt, int(rec.output_tokens[k]), carried)
         meter.last_time = float(rec.call_times[k])
         usd.append((meter.total - before) / 1e6)
         prompts.append(prompt)
     return _Counterfactual(np.array(usd), np.array(prompts, dtype=np.float64), first, needed)
+
+
+def _without(rec: Recording, params: ReplayParams, event: CompactionEvent, until: int, prices: list[Prices]) -> _Counterfactual:
+    """The calls ``[event.call, until)`` of a meter replay had ``event`` not happened (module docstring)."""
+    live, meter = snapshot(event.live_before), Meter(params)
+    meter.cached, meter.last_time = event.cached_before, event.last_time
+    bounds = np.searchsorted(rec.use_calls, np.arange(rec.n_calls + 1))
+
+    def prompt_at(k: int) -> int:
+        live.end = int(rec.call_positions[k])
+        return params.v_tokens + live.tokens(rec)
+
+    def charge_uses(k: int, prompt: int) -> int:
+        if params.loss != "refetch":
+            return live.refetched_tokens
+        for message in rec.use_messages[bounds[k]:bounds[k + 1]].tolist():
+            if live.missing(message, rec):
+                meter.refetch(prompt, int(rec.message_tokens[message]))
+                live.refetched.add(message)
+                live.refetched_tokens += int(rec.message_tokens[message])
+        return live.refetched_tokens
+
+    return _calls(rec, params, meter, event.call, until, prices, prompt_at, charge_uses)
 
 
 def _settle(cf: _Counterfactual, actual: Floats, contexts: npt.NDArray[np.int64], call: int,
@@ -295,30 +311,16 @@ def _recorded_without(rec: Recording, params: ReplayParams, state: RecordedState
     the prompt before it grown by what the messages since added, on the provider's scale."""
     counted = rec.prefix_tokens if rec.counted_prefix is None else rec.counted_prefix
     v = params.v_tokens if rec.counted_v is None else rec.counted_v
-    meter, hit = Meter(params), params.cache_hit_share
+    meter = Meter(params)
     meter.cached, meter.last_time = state.cached_tokens, state.last_time
-    usd, prompts, first, needed = [], [], 0.0, None
-    for k in range(state.call, until):
+
+    def prompt_at(k: int) -> int:
         position = int(rec.call_positions[k])
         if state.last_prompt is not None:
-            prompt = state.last_prompt + int(counted[position] - counted[int(rec.call_positions[state.call - 1])])
-        else:
-            prompt = v + state.carry_tokens + int(counted[position] - counted[state.segment])
-        prompt = max(prompt, 0)
-        meter.day = prices[k]
-        if k > state.call:
-            meter.expire(float(rec.call_times[k]))
-        else:
-            first = prompt - min(meter.cached, prompt) * hit
-        if prompt > params.window:
-            needed = k
-            break
-        before = meter.total
-        meter.request(prompt, int(rec.output_tokens[k]), 0)
-        meter.last_time = float(rec.call_times[k])
-        usd.append((meter.total - before) / 1e6)
-        prompts.append(prompt)
-    return _Counterfactual(np.array(usd), np.array(prompts, dtype=np.float64), first, needed)
+            return max(state.last_prompt + int(counted[position] - counted[int(rec.call_positions[state.call - 1])]), 0)
+        return max(v + state.carry_tokens + int(counted[position] - counted[state.segment]), 0)
+
+    return _calls(rec, params, meter, state.call, until, prices, prompt_at)
 
 
 def recorded_receipts(rec: Recording, params: ReplayParams, costs: RecordedCosts | None = None) -> PolicyReceipts:
