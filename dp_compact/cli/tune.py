@@ -27,8 +27,9 @@ def render_tune(data: dict[str, Any]) -> str:
     lines.append(f"{'dp_compact planner (for scale)':<36} {data['dp_usd']:9.2f} {data['dp_usd'] - default:+10.2f}")
     lines.append(f"{'hindsight optimum (for scale)':<36} {data['oracle_usd']:9.2f} {data['oracle_usd'] - default:+10.2f}")
     if data["held_back_saving_usd"] is not None:
-        lines.append(f"held back ({data['split']}): saving ${data['held_back_saving_usd']:.2f}; settings chosen: "
-                     + ", ".join(data["held_back_choices"]))
+        saved = data["held_back_saving_usd"]
+        amount = f"saving ${saved:.2f}" if saved >= 0 else f"saving -${-saved:.2f} (a loss)"
+        lines.append(f"held back ({data['split']}): {amount}; settings chosen: " + ", ".join(data["held_back_choices"]))
     lines.append(f"verdict   {data['verdict']}")
     if data["config"]:
         lines.append(f"to set {data['recommended']}:")
