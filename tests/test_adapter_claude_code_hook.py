@@ -91,3 +91,16 @@ def test_hook_refuses_a_file_that_is_not_a_transcript_in_one_line(tmp_path):
     done = CliRunner().invoke(app, ["hook"], input=json.dumps({"transcript_path": str(notes)}))
     assert done.exit_code == 1 and done.stdout == ""
     assert "no message could be read" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_hook_status_line_names_compacting_on_return_when_the_plan_waits_for_it(monkeypatch):
+    from dataclasses import replace as _replace
+
+    from dp_compact.adapters import claude_code_hook
+    from dp_compact.core.decision import RULE_RESUME
+
+    path = need(SESSIONS / "claude_code" / "cc_fundwise.jsonl")
+    real = plan_file(path, load_settings())
+    monkeypatch.setattr("dp_compact.api.plan_session", lambda *a, **k: _replace(real, decision="keep", rule=RULE_RESUME))
+    line = claude_code_hook.status_line({"transcript_path": str(path)}, load_settings())
+    assert line.endswith("keep; /compact on return if away > 1 h")  # the session writes 1-hour cache entries

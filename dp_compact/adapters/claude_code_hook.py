@@ -11,7 +11,8 @@ tells them apart by ``hook_event_name``:
   server) find it afterwards. Prints ``archived N messages as archive://...``.
 - anything else (the status line's input): plans the transcript (DESIGN §2, §7) and prints one
   line, ``ctx 142k/200k · compact now saves $0.42 · keep 33`` when compacting pays now, or
-  ``ctx 142k/200k · keep all`` while waiting is cheaper. ``model.id`` and
+  ``ctx 142k/200k · keep all`` while waiting is cheaper, or ``ctx 142k/200k · keep; /compact on
+  return if away > 5 min`` when compacting pays only once the cache has expired (DESIGN §8). ``model.id`` and
   ``context_window.context_window_size`` of the input stand for the model and window the
   transcript records, when it records none.
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dp_compact.core.decision import RULE_RESUME
 from dp_compact.errors import SessionError
 from dp_compact.conversation import Message, Session
 from dp_compact.settings import Settings
@@ -106,10 +108,18 @@ def status_line(payload: Mapping[str, Any], settings: Settings) -> str:
     plan = plan_session(_session(payload), settings, now=time.time(), now_source="wall clock")  # the silence since the last call (DESIGN §8)
     head = f"ctx {_k(plan.estimates.context_tokens)}/{_k(plan.prices.max_context_tokens)}"
     if plan.decision != "compact":
+        if plan.rule == RULE_RESUME:  # keep now; when the person comes back after the cache expired, /compact first
+            return f"{head} · keep; /compact on return if away > {_minutes(plan)}"
         return f"{head} · keep all"
     saves = (plan.lookahead or {}).get("saves_usd")
     saves = plan.terms.get("net", 0.0) if saves is None else saves
     return f"{head} · compact now saves ${saves:.2f} · keep {plan.k}"
+
+
+def _minutes(plan: Any) -> str:
+    """The cache's life the plan assumed, as "5 min" or "1 h" (DESIGN §8)."""
+    ttl = (plan.timing or {}).get("cache_ttl_s") or plan.prices.cache_ttl_s
+    return f"{ttl / 3600:g} h" if ttl >= 3600 else f"{ttl / 60:g} min"
 
 
 def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, archive: Any) -> HookOutcome:
