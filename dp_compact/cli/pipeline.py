@@ -195,5 +195,6 @@ def recall(
     from dp_compact.cli.render import render_hits
     from dp_compact.pipeline.archive import ArchiveStore
 
-    hits = [hit.to_dict() for hit in ArchiveStore(load_settings().archive_dir).search(query, session=session, limit=limit)]
-    typer.echo(json.dumps(hits, ensure_ascii=False) if as_json else render_hits(hits))
+    folder = load_settings().archive_dir
+    hits = [hit.to_dict() for hit in ArchiveStore(folder).search(query, session=session, limit=limit)]
+    typer.echo(json.dumps(hits, ensure_ascii=False) if as_json else render_hits(hits, folder))

@@ -253,10 +253,11 @@ def curve_lines(plans: list[Plan]) -> list[str]:
     return lines
 
 
-def render_hits(hits: list[dict[str, Any]]) -> str:
-    """Archive search hits (``ArchiveHit.to_dict()``) as readable lines."""
+def render_hits(hits: list[dict[str, Any]], folder: Any = None) -> str:
+    """Archive search hits (``ArchiveHit.to_dict()``) as readable lines; with none, the archive
+    folder searched (``DP_ARCHIVE_DIR``) when given."""
     if not hits:
-        return "no matching archive"
+        return "no matching archive" + (f" in {folder} (set DP_ARCHIVE_DIR to search another)" if folder is not None else "")
     lines = []
     for hit in hits:
         lines.append(f"{hit['ref']}  {hit['created']}  {hit['message_count']} messages  score {hit['score']:.3g}")
