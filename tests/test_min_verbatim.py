@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from dp_compact.conversation import Message, ToolCall, ToolResult, Usage
+from dp_compact.conversation import Message, Usage
 from dp_compact.core._reference import is_feasible_cut
 from dp_compact.core.lookahead import Forecast, look_ahead
 from dp_compact.core.planner import plan, round_keep
@@ -18,16 +18,11 @@ from dp_compact.core.planner_lookahead import verbatim_bound
 from dp_compact.pricing import Prices
 from dp_compact.settings import load_settings
 from tests.strategies import conversations, session_of
+from tests.test_lookahead import _loop
 
 PRICES = Prices("test", 3.0, 0.30, 15.0, 3.75, 200_000, "DESIGN §2")
 
 
-def _loop(rounds: int) -> list[Message]:
-    messages = [Message("user", "fix the build", raw={"role": "user", "content": "fix the build"})]
-    for i in range(rounds):
-        call = ToolCall(f"c{i}", "bash", "{}")
-        messages += [Message("assistant", "running", tool_calls=(call,)), Message("tool", tool_results=(ToolResult(f"c{i}", "ok"),))]
-    return messages
 
 
 def _reference_cuts(messages: list[Message], tokens: list[int], least_messages: int, least_tokens: int) -> list[int]:

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dp_compact.cli import app
-from dp_compact.conversation import Message, ToolCall, ToolResult
 from dp_compact.core.cuts import message_arrays
 from dp_compact.pricing import Prices
 from dp_compact.replay.context import tail_cut_mask
@@ -29,18 +28,7 @@ from tests.strategies import conversations
 # The small session of tests/test_replay.py: tokens 100 50 1000 20 200 30 2000 40, calls at 1 3 5 7;
 # prices 3.00 input / 0.30 cache / 15.00 output $/MTok, V = 1,000, S = 100. Prompts without a
 # compaction: 1,100 / 2,150 / 2,370 / 4,400 tokens; outputs 50 / 20 / 30 / 40.
-MESSAGES = (
-    Message("user", "start"),
-    Message("assistant", "", tool_calls=(ToolCall("c1", "bash", "{}"),)),
-    Message("tool", tool_results=(ToolResult("c1", "out"),)),
-    Message("assistant", "done"),
-    Message("user", "next"),
-    Message("assistant", "", tool_calls=(ToolCall("c2", "bash", "{}"),)),
-    Message("tool", tool_results=(ToolResult("c2", "out"),)),
-    Message("assistant", "done"),
-)
-TOKENS = np.array([100, 50, 1000, 20, 200, 30, 2000, 40])
-POSITIONS = np.array([1, 3, 5, 7])
+from tests.test_replay import MESSAGES, POSITIONS, TOKENS  # noqa: E402 - the same small session
 PARAMS = ReplayParams(prices=Prices("test", 3.0, 0.3, 15.0, None, 10_000, "test"), v_tokens=1000, s_tokens=100)
 SETTINGS = load_settings(v=1000, s=100)
 
