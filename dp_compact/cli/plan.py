@@ -82,7 +82,6 @@ def _hazard(text: str | None) -> Any:
 @app.command()
 def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List the built-in pricing profiles ($/MTok and context window)."""
-    from dataclasses import asdict
 
     from dp_compact.cli.render import render_profiles
     from dp_compact.pricing import list_profiles
