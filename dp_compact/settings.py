@@ -56,6 +56,9 @@ class Settings(BaseSettings):
       over the shared sessions, every bound from 1,000 to 40,000 tokens raised dp's total under
       both loss detectors (dp / oracle 1.046 → 1.063 … 1.757 verbatim, 1.126 → 1.130 … 1.520
       strict; docs/cost-model.md "How little may be kept verbatim").
+    - ``clear_tool_results`` = True: the look-ahead may also clear old tool results (DESIGN §9)
+      instead of compacting; False where the agent cannot carry a clearing out (the Claude Code
+      hooks turn it off).
 
     ``token_ratio`` None scales cl100k counts by the ratio measured from the session's own usage
     records when it has them, else by the calibrated factor of its provider family
@@ -90,6 +93,9 @@ class Settings(BaseSettings):
     force_ratio: float = Field(0.9, gt=0, le=1, description="forced-compaction share of M")
     min_verbatim_tokens: int = Field(
         0, ge=0, description="least tokens the look-ahead keeps verbatim after a cut (only restricts its cuts; measured)"
+    )
+    clear_tool_results: bool = Field(
+        True, description="let the look-ahead clear old tool results (placeholders naming the archive) instead of compacting"
     )
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
     planner: Literal["lookahead", "myopic", "seed"] = Field(

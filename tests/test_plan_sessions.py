@@ -28,7 +28,10 @@ def test_real_session_plans_and_context_is_last_prompt_plus_what_followed(path, 
     settings = load_settings(model=model)
     plan = plan_session(session, settings, use_cache=False)
     assert plan.n_messages == len(session.messages) > 0
-    assert plan.decision in {"compact", "keep"}
+    assert plan.decision in {"compact", "clear", "keep"}
+    if plan.decision == "clear":  # DESIGN §9: every message stays, old tool results before the depth cleared
+        assert model == "recall" and plan.k == plan.n_messages and plan.clearing["saved_tokens"] > 0
+        assert 0 < plan.clearing["depth"] <= plan.n_messages - plan.min_keep
     if session.usage:
         # the last call's prompt, plus its response and any tool results appended after it
         answered = int(call_message_counts(session.messages, session.usage)[-1])

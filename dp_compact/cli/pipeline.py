@@ -85,6 +85,12 @@ def compact(
         summarizer=chosen, archiver=ArchiveStore(settings.archive_dir), breaker=breaker,  # a dry run writes nothing to it
         lenient=lenient, use_cache=not no_cache,
     )
+    if result.__class__.__name__ == "ClearResult":  # the plan's action was clearing old tool results (DESIGN §9)
+        for text in result.notes:
+            note(text)
+        cleared = result.to_dict()
+        typer.echo(json.dumps(cleared, ensure_ascii=False) if as_json else _render_clear(cleared))
+        return
     notes = list(result.notes)
     if chosen is not None and result.decision == "compact":
         notes.append(f"summary request sized for a {chosen.context_window:,}-token window: {chosen.window_source}")

@@ -19,6 +19,7 @@ from dp_compact.pricing import Prices
 __all__ = [
     "NO_TERMS",
     "RULE_BENEFIT",
+    "RULE_CLEAR",
     "RULE_EMPTY",
     "RULE_FIXED_POINT",
     "RULE_FORCE",
@@ -33,6 +34,7 @@ __all__ = [
 RULE_BENEFIT = "benefit"  # DESIGN §2 decision 2: best NetBenefit > 0
 RULE_LOOKAHEAD = "lookahead"  # DESIGN §7: compacting now costs less than the best schedule that waits
 RULE_WAIT = "wait"  # DESIGN §7: the best schedule keeps now
+RULE_CLEAR = "clear"  # DESIGN §9: clearing old tool results now costs less than keeping and than compacting
 RULE_RESUME = "compact-on-resume"  # DESIGN §8: keep now, compact when the person returns if the cache has expired
 RULE_FIXED_POINT = "just-compacted"  # nothing added since our own compaction: it already chose this cut
 RULE_FORCE = "force"  # DESIGN §2 decision 3: context above DP_FORCE_RATIO · M
@@ -49,7 +51,7 @@ class Plan:
 
     Attributes
     ----------
-    decision : {"compact", "keep"}
+    decision : {"compact", "clear", "keep"}
     rule : str
         Which rule decided: ``benefit``, ``force``, ``no-benefit``, ``empty``, ``no-feasible-cut``.
     explanation : str
@@ -114,6 +116,11 @@ class Plan:
         (it changed the best cut, or kept a compaction the best cut would make),
         ``free_best_tail_tokens`` (the tail of the best cut without it), ``yielded`` (no cut met it
         and the context had to be compacted) and ``note``; None for the other planners.
+    clearing : dict or None
+        With ``decision == "clear"`` (DESIGN §9): ``depth`` (the tool results of messages
+        ``[0, depth)`` that are long enough are replaced by placeholders; no message is removed,
+        ``k = N``), ``cleared_messages``, ``saved_tokens``, ``rewritten_tokens`` (written to the cache
+        by the next call), ``loss_usd`` and ``clear_usd`` (expected cost from now on, $); else None.
     """
 
     decision: str
@@ -147,6 +154,7 @@ class Plan:
     timing: dict[str, Any] | None = None
     tiers: dict[str, Any] | None = None
     verbatim_bound: dict[str, Any] | None = None
+    clearing: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data under stable names (DESIGN symbols at the top level)."""
@@ -190,4 +198,5 @@ class Plan:
             "timing": self.timing,
             "tiers": self.tiers,
             "verbatim_bound": self.verbatim_bound,
+            "clearing": self.clearing,
         }

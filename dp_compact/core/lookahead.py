@@ -189,6 +189,14 @@ class LookAhead:
     unbounded_usd : ndarray[float64], shape (n_cuts,)
         ``compact_usd`` before the ``eligible`` mask of :func:`look_ahead` (every cut priced, the
         future as bounded): what a cut the bound excludes would have cost, to say when it binds.
+    clear_usd : ndarray[float64], shape (n_depths,)
+        Expected cost from now on when clearing old tool results now at each depth of
+        :func:`look_ahead`'s ``clear_saved_tokens`` (DESIGN §9: no request; the loss of the cleared
+        results, the prompt rewritten from the first cleared one, the best schedule afterwards);
+        inf where the prompt after clearing is still above the forced threshold; empty without depths.
+    resume_cold_clear, resume_warm_clear : int or None
+        When deciding on resume clears (instead of keeping or compacting) if the cache has
+        expired / is still warm: the index of its depth; None otherwise.
     """
 
     keep_usd: float
@@ -203,6 +211,15 @@ class LookAhead:
     resume_cold_cut: int | None = None
     resume_warm_cut: int | None = None
     unbounded_usd: Floats = field(default_factory=lambda: np.zeros(0))
+    clear_usd: Floats = field(default_factory=lambda: np.zeros(0))
+    resume_cold_clear: int | None = None
+    resume_warm_clear: int | None = None
+
+    @property
+    def best_clear(self) -> int | None:
+        """Index of the cheapest clearing depth (ties: the first, the shallowest), or None without one."""
+        finite = np.isfinite(self.clear_usd)
+        return int(np.argmin(self.clear_usd)) if finite.any() else None
 
     @property
     def best(self) -> int | None:
@@ -255,6 +272,9 @@ def look_ahead(
     cold_chance: float = 0.0,
     cold_now: bool = False,
     eligible: npt.NDArray[np.bool_] | None = None,
+    clear_saved_tokens: Floats | None = None,
+    clear_kept_tokens: float = 0.0,
+    clear_loss_usd: Floats | None = None,
 ) -> LookAhead:
     """Expected cost of keeping now and of compacting now at each cut, with the best schedule after.
 
@@ -286,6 +306,16 @@ def look_ahead(
         The cuts the present may take (``DP_MIN_VERBATIM_TOKENS``: those keeping enough); the
         others are priced (``unbounded_usd``) but cost inf in ``compact_usd``, and the future
         never keeps less than the smallest eligible tail. Default: every cut.
+    clear_saved_tokens : ndarray[float64], shape (n_depths,), optional
+        The present's clearing depths (DESIGN §9): tokens each takes out of the context (non-decreasing
+        with depth). A clearing sends no request; the next call reads V and ``clear_kept_tokens``
+        from the cache and writes the rest of the smaller prompt (all of it when the cache is cold).
+        Future calls keep or compact as the value grid says (they do not clear again).
+    clear_kept_tokens : float
+        Tokens beyond V before the first message a clearing changes (still a cache hit).
+    clear_loss_usd : ndarray[float64], shape (n_depths,), optional
+        Expected cost of losing the cleared results at each depth, $ (the recall term of their
+        messages); default 0.
 
     Returns
     -------
@@ -339,25 +369,52 @@ def look_ahead(
     call_cold = call_warm + (ra.p_write - ra.p_cache) * v / 1e6
     after_compacting = after(s + tails + g)
     rest = np.where(mask, losses + after_compacting, np.inf)
-    resume = cold_cut = warm_cut = None
+    saved = np.zeros(0) if clear_saved_tokens is None else np.asarray(clear_saved_tokens, dtype=np.float64)
+    clear_loss = np.zeros(saved.shape) if clear_loss_usd is None else np.asarray(clear_loss_usd, dtype=np.float64)
+    if clear_loss.shape != saved.shape:
+        raise ValueError("clear_saved_tokens and clear_loss_usd must have the same shape")
+    cleared = np.maximum(x0 - saved, 0.0)  # the context beyond V after clearing at each depth
+    rc = rates_at(prices, v + cleared)
+    unchanged = np.minimum(max(float(clear_kept_tokens), 0.0), cleared)
+    clear_extra = _output_extra(prices, rc, forecast.output_tokens)
+    clear_warm = (rc.p_cache * (v + unchanged) + rc.p_write * (cleared - unchanged)) / 1e6 + clear_extra
+    clear_cold = rc.p_write * (v + cleared) / 1e6 + clear_extra
+    clear_rest = np.where(v + cleared <= limit_tokens, clear_loss + after(cleared + g), np.inf)
+    resume = cold_cut = warm_cut = cold_clear = warm_clear = None
     if cold_now:
         keep, action = keep_cold, request_cold + call_warm
+        clear_values = clear_cold + clear_rest
     elif p > 0.0:
         keep = p * keep_cold + (1.0 - p) * keep_warm
         action = request_warm + p * call_cold + (1.0 - p) * call_warm
+        clear_values = p * clear_cold + (1.0 - p) * clear_warm + clear_rest
         cold_values, warm_values = request_cold + call_warm + rest, request_warm + call_warm + rest
-        cold_cut, warm_cut = _best_below(cold_values, keep_cold), _best_below(warm_values, keep_warm)
-        resume = float(p * (keep_cold if cold_cut is None else cold_values[cold_cut])
-                       + (1.0 - p) * (keep_warm if warm_cut is None else warm_values[warm_cut]))
+        cold_best, cold_cut, cold_clear = _branch(keep_cold, cold_values, clear_cold + clear_rest)
+        warm_best, warm_cut, warm_clear = _branch(keep_warm, warm_values, clear_warm + clear_rest)
+        resume = float(p * cold_best + (1.0 - p) * warm_best)
     else:
         keep, action = keep_warm, request_warm + call_warm
+        clear_values = clear_warm + clear_rest
     unbounded = action + losses + after_compacting  # summed in this order: timeless, tierless plans as before
     compact = np.where(mask, unbounded, np.inf)
     return LookAhead(
         keep_usd=float(keep), compact_usd=compact, action_usd=action, horizon_calls=horizon, expected_calls=float(alive[:-1].sum()),
         next_compaction_calls=_first_compaction(compact_at, blocks, grid, x0, g), cold_chance=p, cold_now=cold_now,
         resume_usd=resume, resume_cold_cut=cold_cut, resume_warm_cut=warm_cut, unbounded_usd=unbounded,
+        clear_usd=np.asarray(clear_values, dtype=np.float64), resume_cold_clear=cold_clear, resume_warm_clear=warm_clear,
     )
+
+
+def _branch(keep: float, compacts: Floats, clears: Floats) -> tuple[float, int | None, int | None]:
+    """The best of keeping, compacting at a cut and clearing at a depth once the state of the cache
+    is known (deciding on resume): its value, the cut's index (None unless compacting) and the
+    depth's (None unless clearing). Ties go to keeping, then to compacting."""
+    cut, depth = _best_below(compacts, keep), None
+    best = keep if cut is None else float(compacts[cut])
+    depth = _best_below(clears, best)
+    if depth is not None:
+        return float(clears[depth]), None, depth
+    return best, cut, None
 
 
 def _grid(top: float, v: float, g: float, calls: int, prices: Prices, starts: Floats) -> Floats:

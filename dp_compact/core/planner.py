@@ -32,6 +32,7 @@ from dp_compact.core.decision import (
     Plan,
 )
 from dp_compact.measure.estimation import CallPlacement, Estimates, estimate
+from dp_compact.measure.clearing import clearable_saved_tokens
 from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
 from dp_compact.core.timing import Timing
 from dp_compact.pricing import Prices
@@ -135,6 +136,7 @@ def plan(
     placement: CallPlacement | None = None,
     timing: Timing | None = None,
     cache_hit: HitShare | None = None,
+    clear_saved: npt.NDArray[np.int64] | None = None,
 ) -> Plan:
     """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2, §7).
 
@@ -169,6 +171,12 @@ def plan(
         :func:`~dp_compact.core.hits.served_prices` (the misses written), as the replay's meter
         charges it, and the plan's notes say which share applied and where it came from. None or
         1: every cached token read (DESIGN §2 as it is). Not applied to the seed's model.
+    clear_saved : ndarray[int64], shape (N,), optional
+        Tokens clearing each message's long tool results would take out (DESIGN §9), when the
+        caller knows them (the replay, from its exact counts); default
+        :func:`~dp_compact.measure.clearing.clearable_saved_tokens` of the messages. Used by the
+        look-ahead planner with ``DP_CLEAR_TOOL_RESULTS`` on (the default): the plan may then
+        decide ``"clear"``.
 
     Returns
     -------
@@ -253,7 +261,14 @@ def plan(
     keep = n - cuts
     common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens) + hit_notes)
     if settings.planner == "lookahead" and settings.model == "recall":
-        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, priced, common, timing)
+        if not settings.clear_tool_results:
+            clear_saved = None
+        elif clear_saved is None:
+            clear_saved = clearable_saved_tokens(session.messages, tokens)
+        elif np.shape(clear_saved) != (n,):
+            raise ValueError(f"clear_saved must have shape ({n},)")
+        return plan_ahead(session, tokens, prefix, ages, cuts, terms, inputs, est, settings, priced, common, timing,
+                          clear_saved=None if clear_saved is None else np.asarray(clear_saved, dtype=np.int64))
 
     best = _pick_best(terms, keep, least)
     best_info = None if best is None else {"k": int(keep[best]), "cut": int(cuts[best]), "net": float(terms.net[best])}

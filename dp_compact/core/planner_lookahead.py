@@ -19,7 +19,9 @@ import numpy.typing as npt
 
 from dp_compact.core.benefit import BenefitInputs, BenefitTerms, recall_costs
 from dp_compact.conversation import Session
-from dp_compact.core.decision import NO_TERMS, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT, RULE_RESUME, RULE_WAIT, Plan
+from dp_compact.core.decision import (NO_TERMS, RULE_CLEAR, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT,
+                                      RULE_RESUME, RULE_WAIT, Plan)
+from dp_compact.measure.clearing import CLEAR_KEEP_TOOL_RESULTS
 from dp_compact.measure.estimation import Estimates
 from dp_compact.core.lookahead import Forecast, LookAhead, look_ahead
 from dp_compact.core.tiers import next_cliff
@@ -27,7 +29,7 @@ from dp_compact.core.timing import Timing, at_turn_end, cache_state, timing_fact
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
-__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "growth_per_call", "output_per_call", "plan_ahead", "round_keep",
+__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "clear_depths", "growth_per_call", "output_per_call", "plan_ahead", "round_keep",
            "summary_tokens", "verbatim_bound"]
 
 #: What the extractive summarizer writes, tokens: median over the shared sessions of
@@ -90,10 +92,13 @@ def plan_ahead(
     session: Session, tokens: npt.NDArray[np.int64], prefix: npt.NDArray[np.int64], ages: npt.NDArray[np.float64],
     cuts: npt.NDArray[np.int64],
     terms: BenefitTerms, inputs: BenefitInputs, est: Estimates, settings: Settings, prices: Prices,
-    common: dict[str, Any], timing: Timing | None = None,
+    common: dict[str, Any], timing: Timing | None = None, clear_saved: npt.NDArray[np.int64] | None = None,
 ) -> Plan:
     """The look-ahead decision (DESIGN §7) over the feasible cuts keeping at least one API round,
-    with time and price tiers (DESIGN §8): ``timing`` says how long the cache has been idle."""
+    with time and price tiers (DESIGN §8): ``timing`` says how long the cache has been idle.
+    ``clear_saved`` (int64, shape (N,), tokens each message's clearable tool results would take
+    out; :func:`~dp_compact.measure.clearing.clearable_saved_tokens`) adds clearing at a depth to
+    the present's choices (DESIGN §9; :func:`clear_depths`); None: compact or keep only."""
     n, total = len(session.messages), int(common["total_tokens"])
     s, v, window = summary_tokens(settings), inputs.v_tokens, prices.max_context_tokens
     threshold = float(common["force_threshold_tokens"])
@@ -129,8 +134,13 @@ def plan_ahead(
                     best_candidate=None, context_after_tokens=context, **common)
     turn_end = at_turn_end(session)
     cold_now, cold_chance = cache_state(timing, prices, turn_end)
+    depths = clear_depths(clear_saved, n, common["min_keep"]) if clear_saved is not None else np.zeros(0, np.int64)
+    saved_by_depth = np.cumsum(clear_saved[depths - 1]).astype(np.float64) if depths.size else np.zeros(0)
+    loss_by_depth = np.cumsum(per_message[depths - 1]) if depths.size else np.zeros(0)
+    unchanged = float(prefix[depths[0] - 1]) if depths.size else 0.0
     ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
-                       window_tokens=window, cold_chance=cold_chance, cold_now=cold_now, eligible=eligible)
+                       window_tokens=window, cold_chance=cold_chance, cold_now=cold_now, eligible=eligible,
+                       clear_saved_tokens=saved_by_depth, clear_kept_tokens=unchanged, clear_loss_usd=loss_by_depth)
     common = {**common, "verbatim_bound": _binds(bound, ahead, total - heads)}
     if common["verbatim_bound"]["binds"]:
         common["notes"] = tuple(common.get("notes", ())) + (common["verbatim_bound"]["note"],)
@@ -147,6 +157,17 @@ def plan_ahead(
         "summary_tokens": float(s),
         "resume_usd": ahead.resume_usd if ahead.resume_usd is not None and np.isfinite(ahead.resume_usd) else None,
     }
+    chosen_clear = ahead.best_clear
+    clear_value = float(ahead.clear_usd[chosen_clear]) if chosen_clear is not None else float("inf")
+    clearing = None
+    if chosen_clear is not None:
+        depth = int(depths[chosen_clear])
+        kept_after = max(context - v - float(saved_by_depth[chosen_clear]), 0.0)
+        clearing = {"depth": depth, "cleared_messages": int(chosen_clear + 1), "saved_tokens": int(saved_by_depth[chosen_clear]),
+                    "rewritten_tokens": int(max(kept_after - unchanged, 0.0)), "first_changed_message": int(depths[0] - 1),
+                    "loss_usd": float(loss_by_depth[chosen_clear]), "clear_usd": clear_value if np.isfinite(clear_value) else None,
+                    "saves_usd": ahead.keep_usd - clear_value if can_keep and np.isfinite(clear_value) else None}
+        info["clear_usd"] = clear_value if np.isfinite(clear_value) else None
     common = {**common, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
               "tiers": _tier_facts(prices, context, g, ahead) if prices.tiers else None}
     best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
@@ -158,7 +179,10 @@ def plan_ahead(
                f" cut that is left (a compaction is a fixed point); context {context:,} tokens, {share}")
         return Plan("keep", RULE_FIXED_POINT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
                     best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
-    resume = _resume(ahead, compact_value, allowed, cuts, n) if not forced else None
+    clears = clearing is not None and clear_value < compact_value and (forced or clear_value < ahead.keep_usd)
+    if clears and (forced or (ahead.resume_usd is None or clear_value <= ahead.resume_usd)):
+        return _clear_plan(clearing, ahead, context, window, forced, n, total, terms.at(best), best_info, info, values, common)
+    resume = _resume(ahead, min(compact_value, clear_value), allowed, cuts, n, depths) if not forced else None
     if resume is not None:
         why = resume + f"; context {context:,} tokens, {share}"
         return Plan("keep", RULE_RESUME, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
@@ -236,19 +260,60 @@ def _binds(bound: dict[str, Any], ahead: LookAhead, tails: npt.NDArray[np.int64]
     return facts
 
 
-def _resume(ahead: LookAhead, compact_value: float, allowed: npt.NDArray[np.int64], cuts: npt.NDArray[np.int64], n: int) -> str | None:
+def _resume(ahead: LookAhead, compact_value: float, allowed: npt.NDArray[np.int64], cuts: npt.NDArray[np.int64], n: int,
+            depths: npt.NDArray[np.int64] | None = None) -> str | None:
     """The explanation of "decide when the person returns" (DESIGN §8) when it is the cheapest of
-    the three choices and compacts in some case, else None."""
+    the three choices and compacts (or clears) in some case, else None. ``compact_value``: the
+    best of compacting and clearing now."""
     resume = ahead.resume_usd
     if resume is None or not (resume < ahead.keep_usd and resume <= compact_value):
         return None
 
-    def what(index: int | None) -> str:
+    def what(index: int | None, depth: int | None) -> str:
+        if depth is not None and depths is not None:
+            return f"clear the old tool results before message {int(depths[depth])}"
         return "keep" if index is None else f"compact keeping {int(n - cuts[allowed[index]])} messages"
-    return (f"compact on resume if the cache has expired: the person answers after the cache's lifetime with chance"
-            f" {ahead.cold_chance:.0%} (idle hazard); then {what(ahead.resume_cold_cut)} (a cold cache makes the rewrite free),"
-            f" else {what(ahead.resume_warm_cut)}. Expected ${resume:.4f}, against ${compact_value:.4f} compacting now and"
-            f" ${ahead.keep_usd:.4f} keeping")
+    act = "clear" if ahead.resume_cold_clear is not None and ahead.resume_cold_cut is None else "compact"
+    return (f"{act} on resume if the cache has expired: the person answers after the cache's lifetime with chance"
+            f" {ahead.cold_chance:.0%} (idle hazard); then {what(ahead.resume_cold_cut, ahead.resume_cold_clear)} (a cold"
+            f" cache makes the rewrite free), else {what(ahead.resume_warm_cut, ahead.resume_warm_clear)}. Expected"
+            f" ${resume:.4f}, against ${compact_value:.4f} acting now and ${ahead.keep_usd:.4f} keeping")
+
+
+def clear_depths(saved: npt.NDArray[np.int64], n: int, min_keep: int, keep_results: int = CLEAR_KEEP_TOOL_RESULTS) -> npt.NDArray[np.int64]:
+    """The depths the look-ahead may clear at (DESIGN §9), ascending: just after each message with
+    clearable tool results (``saved > 0``), but for the last ``keep_results`` such messages
+    (:data:`~dp_compact.measure.clearing.CLEAR_KEEP_TOOL_RESULTS`, Anthropic's default) and for any
+    in the last ``min_keep`` messages (the API round the agent works from).
+
+    >>> clear_depths(np.array([0, 500, 0, 900, 800, 700, 600, 0]), 8, 2).tolist()
+    [2, 4]
+    """
+    idx = np.flatnonzero(np.asarray(saved) > 0)
+    idx = idx[:-keep_results] if keep_results > 0 else idx
+    return (idx[idx < n - min_keep] + 1).astype(np.int64)
+
+
+def _clear_plan(clearing: dict[str, Any], ahead: LookAhead, context: int, window: int, forced: bool, n: int, total: int,
+                terms: dict[str, float], best_info: dict[str, Any], info: dict[str, Any], values: npt.NDArray[np.float64],
+                common: dict[str, Any]) -> Plan:
+    """The plan that clears old tool results (DESIGN §9), with its explanation."""
+    after = context - clearing["saved_tokens"]
+    if forced:
+        why = (f"context {context:,} tokens must shrink before the next call; clearing the old tool results costs"
+               f" less than compacting at any cut")
+    else:
+        why = f"clearing old tool results now saves ${clearing['saves_usd']:.4f} over the best schedule that waits"
+        best = ahead.best
+        if best is not None and np.isfinite(ahead.compact_usd[best]):
+            why += f" and ${float(ahead.compact_usd[best]) - float(ahead.clear_usd[ahead.best_clear]):.4f} over compacting at the best cut"
+    why += (f": {clearing['cleared_messages']} tool message{'s' if clearing['cleared_messages'] != 1 else ''} before message"
+            f" {clearing['depth']} lose {clearing['saved_tokens']:,} tokens to placeholders naming the archive (expected loss"
+            f" ${clearing['loss_usd']:.4f}), no summary request, the cache rewritten from message"
+            f" {clearing['first_changed_message']} on ({clearing['rewritten_tokens']:,} tokens); every message stays;"
+            f" context {context:,} tokens ({context / window:.0%}), about {after:,} after clearing ({after / window:.0%})")
+    return Plan("clear", RULE_CLEAR, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms, best_candidate=best_info,
+                lookahead=info, context_after_tokens=after, lookahead_usd=values, clearing=clearing, **common)
 
 
 def _tier_facts(prices: Prices, context: int, g: float, ahead: LookAhead) -> dict[str, Any]:

@@ -34,10 +34,12 @@ __all__ = [
     "CLEAR_KEEP_TOOL_RESULTS",
     "CLEAR_MIN_CHARS",
     "PLACEHOLDER_ARCHIVE_ID",
+    "PLACEHOLDER_TOKENS",
     "ClearingFacts",
     "ToolResultLayout",
     "clearing_facts",
     "clearing_facts_for",
+    "clearable_saved_tokens",
     "depth_keeping_results",
     "is_cleared_text",
     "placeholder_text",
@@ -60,6 +62,10 @@ CLEARED_PREFIX = "[cleared by dp-compact:"
 #: An archive id of the shape the archive writes (``YYYYMMDDTHHMMSSffffffZ-<8 hex>``), for sizing
 #: placeholders before the archive is written (the real id differs in digits only).
 PLACEHOLDER_ARCHIVE_ID = "00000000T000000000000Z-00000000"
+#: cl100k tokens of one placeholder as the planner prices it without writing it: 41 (archive
+#: ``session``, 900 characters, message 3), 47 (a session named like ``cc_task43_develop``, 123,456
+#: characters, message 612) and 62 (a UUID session name) tokens measured with :func:`placeholder_text`.
+PLACEHOLDER_TOKENS = 50
 
 
 def placeholder_text(chars: int, ref: str, message_index: int) -> str:
@@ -297,3 +303,52 @@ def clearing_facts_for(
     result_tokens = count_text_tokens(texts) if texts else np.zeros(0, np.int64)
     added = count_text_tokens(placeholders) if placeholders else np.zeros(0, np.int64)
     return clearing_facts(message_tokens, layout.message_index, result_tokens, added, layout.clearable)
+
+
+def clearable_saved_tokens(
+    messages: Sequence[Message], message_tokens: npt.ArrayLike, *, min_chars: int = CLEAR_MIN_CHARS
+) -> npt.NDArray[np.int64]:
+    """Tokens clearing each message's clearable tool results would take out, without tokenizing again.
+
+    A message's share of its own tokens is its clearable results' share of its characters (text,
+    thinking, tool calls and results), less :data:`PLACEHOLDER_TOKENS` per cleared result, at
+    least 0; the look-ahead planner prices clearing with it (DESIGN §9). Exact counts:
+    :func:`clearing_facts_for` (it tokenizes every result again).
+
+    Parameters
+    ----------
+    messages : sequence of Message, length N
+    message_tokens : array of int, shape (N,)
+        Tokens per message (any scale: the result is in the same one).
+    min_chars : int
+        Smallest result cleared (:data:`CLEAR_MIN_CHARS`).
+
+    Returns
+    -------
+    ndarray[int64], shape (N,)
+        0 for a message without a clearable result.
+
+    Raises
+    ------
+    ValueError
+        If ``message_tokens`` does not have one entry per message.
+
+    >>> from dp_compact.conversation import ToolResult
+    >>> clearable_saved_tokens([Message("user", "go"), Message("tool", tool_results=(ToolResult("a", "x" * 900),))], [1, 300]).tolist()
+    [0, 250]
+    """
+    tokens = np.asarray(message_tokens, dtype=np.int64).reshape(-1)
+    if tokens.size != len(messages):
+        raise ValueError(f"message_tokens has {tokens.size} entries for {len(messages)} messages")
+    saved = np.zeros(tokens.size, np.int64)
+    for i, message in enumerate(messages):
+        if not message.tool_results:
+            continue
+        cleared = [len(r.text) for r in message.tool_results if len(r.text) >= min_chars and not is_cleared_text(r.text)]
+        if not cleared:
+            continue
+        chars = (len(message.text) + len(message.thinking) + sum(len(r.text) for r in message.tool_results)
+                 + sum(len(c.name) + len(c.arguments) for c in message.tool_calls))
+        removed = int(round(int(tokens[i]) * sum(cleared) / max(chars, 1)))
+        saved[i] = max(removed - PLACEHOLDER_TOKENS * len(cleared), 0)
+    return saved

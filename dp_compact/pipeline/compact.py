@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
@@ -32,12 +32,16 @@ from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, Summ
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
 from dp_compact.core.planner import RULE_WAIT, Plan, forced_cut
+from dp_compact.core.timing import Timing
 from dp_compact.prepare import PreparedSession, plan_prepared, prepare
 from dp_compact.sessions import read_session
 from dp_compact.sessions.common import is_summary_text
 from dp_compact.conversation import Message, Session, recorded_history
 from dp_compact.settings import Settings
 from dp_compact.measure.tokens import count_text_tokens
+
+if TYPE_CHECKING:
+    from dp_compact.pipeline.clear import ClearResult
 
 __all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "StagingArchiver", "compact_file", "compact_session"]
 
@@ -107,7 +111,7 @@ class CompactionResult:
 
 
 def _choose_cut(
-    prepared: PreparedSession, keep: int | None, force: bool, requested: bool = False,
+    prepared: PreparedSession, keep: int | None, force: bool, requested: bool = False, timing: Timing | None = None,
 ) -> tuple[int | None, str, str, Plan | None]:
     """(cut or None, rule, explanation, plan) from ``--keep``, the planner, a request, or ``--force``."""
     session = prepared.session
@@ -119,7 +123,7 @@ def _choose_cut(
         cut = cut_for_keep(messages, keep, user_turns_only=seed, path=session.path)
         moved = keep_moved_note(messages, keep, cut, path=session.path, user_turns_only=seed)
         return cut, RULE_KEEP_FLAG, moved or f"--keep {keep}", None
-    decided = plan_prepared(prepared)
+    decided = plan_prepared(prepared, timing=timing)
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
     scheduled = decided.rule == RULE_WAIT and (decided.lookahead or {}).get("next_compaction_calls") is not None
@@ -241,18 +245,23 @@ def compact_session(
     breaker: CircuitBreaker | None = None,
     dry_run: bool = False,
     use_cache: bool = True,
+    timing: Timing | None = None,
+    prepared: PreparedSession | None = None,
 ) -> CompactionResult:
     """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output).
 
     The session is prepared as every command prepares it (:func:`~dp_compact.prepare.prepare`): the
     plan, the summary's budget and what the summary states (avg, token ratio, V) come from there,
     and the result's notes open with the prepared notes (reading, prices and window, token
-    scale, V), as ``plan`` prints them.
+    scale, V), as ``plan`` prints them. ``timing``: what the plan knows of time (DESIGN §8; an
+    adapter's wall clock), default the transcript's (:func:`~dp_compact.prepare.plan_prepared`);
+    ``prepared``: ``session`` already prepared under ``settings`` (an adapter's incremental state,
+    :func:`~dp_compact.prepare.prepare_counted`).
     """
     api = target_api(session, to)
-    prepared = prepare(session, settings, use_cache=use_cache)
+    prepared = prepared if prepared is not None else prepare(session, settings, use_cache=use_cache)
     tokens, window = prepared.message_tokens, prepared.window_tokens
-    cut, rule, why, decided = _choose_cut(prepared, keep, force, requested)
+    cut, rule, why, decided = _choose_cut(prepared, keep, force, requested, timing)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
         return CompactionResult(decision="keep", k=len(session.messages), notes=prepared.notes, **base)
@@ -334,8 +343,12 @@ def compact_file(
     breaker: CircuitBreaker | None = None,
     lenient: bool = False,
     use_cache: bool = True,
-) -> CompactionResult:
+) -> CompactionResult | ClearResult:
     """Compact the session in ``path`` and write the result to ``output`` (DESIGN §5).
+
+    When the planner decides to clear old tool results instead (DESIGN §9, ``Plan.decision ==
+    "clear"``; no ``--keep``, no ``--force``), that is what is done: the result is then a
+    :class:`~.clear.ClearResult` (:func:`~.clear.clear_session` at the plan's depth).
 
     Parameters
     ----------
@@ -399,6 +412,22 @@ def compact_file(
             session, settings, keep=keep, force=force, requested=requested, to=to, summarizer=summarizer,
             archiver=staging if staging is not None else archiver, breaker=breaker, dry_run=dry_run, use_cache=use_cache,
         )
+        decided = result.plan
+        if decided is not None and decided.decision == "clear" and decided.clearing is not None and result.decision == "keep":
+            from dp_compact.pipeline.clear import ACTION_CLEAR, clear_session  # the plan's action (DESIGN §9)
+
+            cleared = clear_session(session, depth=int(decided.clearing["depth"]), to=to,
+                                    archiver=staging if staging is not None else archiver, dry_run=dry_run)
+            cleared = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=result.notes + cleared.notes)
+            if cleared.decision == ACTION_CLEAR and not dry_run:
+                write_messages(output, cleared.messages, cleared.api, source=path)
+        else:
+            cleared = None
+        if cleared is not None:
+            if staging is not None and cleared.decision == ACTION_CLEAR and not dry_run:
+                staging.commit()
+                return replace(cleared, output=str(output))
+            return cleared
         if result.decision != "compact" or dry_run:
             return result
         write_messages(output, result.messages, result.api or "anthropic", source=path)
