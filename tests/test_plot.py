@@ -59,6 +59,7 @@ def test_benefit_figure_has_net_and_term_lines_per_plan_and_chosen_markers(examp
     assert len(example_plans) == 4
     for p in example_plans:
         label = plan_label(p)
+        chosen_k = p.k if p.decision == "compact" else p.best_candidate["k"]
         (net,) = gids[f"net:{label}"]
         k = p.n_messages - p.benefit.cut
         np.testing.assert_array_equal(net.get_xdata(), k)
@@ -75,9 +76,10 @@ def test_benefit_figure_has_net_and_term_lines_per_plan_and_chosen_markers(examp
             (line,) = gids[f"term:{name}:{label}"]
             np.testing.assert_allclose(line.get_ydata(), getattr(p.benefit, name))
         (star,) = gids[f"chosen:{label}"]
-        assert p.decision == "compact"
-        assert star.get_xdata()[0] == p.k
-        expected = p.terms["net"] if p.lookahead is None else plan_values(p)[np.flatnonzero(k == p.k)[0]]
+        assert p.decision in ("compact", "clear")  # clearing (DESIGN §9): the star marks the best cut it beat, hollow
+        assert star.get_xdata()[0] == chosen_k
+        assert (star.get_markerfacecolor() == "white") == (p.decision != "compact")
+        expected = p.terms["net"] if p.lookahead is None else plan_values(p)[np.flatnonzero(k == chosen_k)[0]]
         assert star.get_ydata()[0] == pytest.approx(expected)
     assert "min_keep" in gids and "context" in gids
     assert len(gids["force_threshold"]) == 2  # one per profile (windows differ)

@@ -190,7 +190,9 @@ def test_cli_receipts_json_of_dp_names_its_keys():
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
     dp, never = data["receipts"]
-    assert dp["policy"] == "dp" and dp["compactions"] == data["policies"][0]["compactions"] == len(dp["receipts"])
+    assert dp["policy"] == "dp" and dp["compactions"] == data["policies"][0]["compactions"]
+    assert dp.get("clearings", 0) == data["policies"][0]["clearings"]  # a receipt per compaction and per clearing (DESIGN §9)
+    assert len(dp["receipts"]) == dp["compactions"] + data["policies"][0]["clearings"]
     assert never["receipts"] == []
     assert sum(r["request_usd"] for r in dp["receipts"]) == pytest.approx(data["policies"][0]["compaction_usd"])
     documented = set(re.findall(r"`([a-z_]+)`", (REPO / "docs/replay.md").read_text("utf-8")))

@@ -25,7 +25,7 @@ SHRUNK = ["claude_code/cc_task43_develop.jsonl", "claude_code/cc_posthog_dashboa
 @pytest.mark.parametrize("name", COMPACTED)
 def test_compacted_file_replans_keep_with_the_same_model_window_and_usage(name: str, tmp_path: Path):
     source = need(SESSIONS / name)
-    settings = load_settings()
+    settings = load_settings(clear_tool_results=False)  # a summarizing compaction (clearing: tests/test_plan_clearing.py)
     before = plan_file(source, settings, use_cache=False)
     assert before.decision == "compact" and before.estimates.avg_source == "measured"
     out = tmp_path / "compacted.jsonl"

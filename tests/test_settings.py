@@ -70,6 +70,8 @@ def _calibrated_departures() -> dict[str, object]:
         "planner": "lookahead", "token_ratio": None,
         # issue 33 item 4, not in DESIGN §3's table: measured by replay (docs/cost-model.md "How little may be kept verbatim")
         "min_verbatim_tokens": 0,
+        # issue 33 item 1, DESIGN §9 (no §3 row): clearing is one of the look-ahead's actions (docs/cost-model.md "Clearing old tool results")
+        "clear_tool_results": True,
     }
 
 

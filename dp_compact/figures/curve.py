@@ -42,7 +42,10 @@ def _draw_net(ax: Axes, plans: Sequence[Plan]) -> None:
         label, color = plan_label(p), _color(plans, p)
         k = p.n_messages - p.benefit.cut
         style = "--" if p.settings["model"] == "seed" else "-"
-        verdict = f"compact, keep k = {p.k} ({p.rule})" if p.decision == "compact" else f"keep all ({p.rule})"
+        if p.decision == "clear" and p.clearing is not None:
+            verdict = f"clear old tool results before message {p.clearing['depth']} ({p.rule})"
+        else:
+            verdict = f"compact, keep k = {p.k} ({p.rule})" if p.decision == "compact" else f"keep all ({p.rule})"
         values = plan_values(p)
         what = "saving over the best schedule that waits" if p.lookahead_usd is not None else "NetBenefit"
         (line,) = ax.plot(k, values, style, color=color, lw=1.8, marker=".", ms=3.5, label=f"{label} ({what}): {verdict}")
@@ -71,7 +74,8 @@ def plan_values(p: Plan) -> npt.NDArray[np.float64]:
 
 
 def _chosen_index(p: Plan) -> int | None:
-    """Index into ``p.benefit`` of the chosen cut (compact) or of the best candidate (keep)."""
+    """Index into ``p.benefit`` of the chosen cut (compact) or of the best candidate (keep, or clear:
+    the cut it preferred clearing to; hollow)."""
     if p.benefit is None:
         return None
     cut = p.cut if p.decision == "compact" else (p.best_candidate or {}).get("cut")

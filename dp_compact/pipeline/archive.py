@@ -58,7 +58,7 @@ from dp_compact.pipeline.archive_index import (
     searchable_strings,
 )
 
-__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "Staged", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
+__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "Staged", "StagingArchiver", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
 
 #: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
 ARCHIVE_SCHEME = "archive://"
@@ -525,3 +525,24 @@ def _fsync_folder(folder: Path) -> None:
     from dp_compact.io import _fsync_dir
 
     _fsync_dir(folder)
+
+
+class StagingArchiver:
+    """An :class:`ArchiveStore` whose writes wait for the output (:meth:`ArchiveStore.stage`):
+    ``commit()`` once the output is written, ``discard()`` when it was not (``compact``, ``clear``)."""
+
+    def __init__(self, store: ArchiveStore, output: str) -> None:
+        self.store, self.output, self.staged = store, output, []
+
+    def write(self, session_id: str, head_raw: list[dict[str, Any]], metadata: dict[str, Any]) -> str:
+        staged = self.store.stage(session_id, head_raw, metadata, output=self.output)
+        self.staged.append(staged)
+        return staged.ref
+
+    def commit(self) -> None:
+        for staged in self.staged:
+            staged.commit()
+
+    def discard(self) -> None:
+        for staged in self.staged:
+            staged.discard()

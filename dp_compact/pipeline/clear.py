@@ -38,7 +38,7 @@ from dp_compact.measure.clearing import (
     tool_result_layout,
 )
 from dp_compact.measure.tokens import count_message_tokens
-from dp_compact.pipeline.archive import ArchiveStore, preview_ref
+from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, preview_ref
 from dp_compact.pipeline.convert import system_messages_for, to_api
 from dp_compact.pipeline.extract import identifiers, paths
 from dp_compact.pipeline.io import check_output, target_api, write_messages
@@ -265,8 +265,6 @@ def clear_file(
     ArchiveError
         The archive could not be written (nothing written).
     """
-    from dp_compact.pipeline.compact import StagingArchiver
-
     session = read_session(path, lenient=lenient)
     if not dry_run:
         check_output(output, source=path)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.anchors import head_instructions, select_anchors
-from dp_compact.pipeline.archive import ArchiveStore, preview_ref
+from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, preview_ref
+from dp_compact.pipeline.clear import ACTION_CLEAR, ClearResult, clear_session
 from dp_compact.pipeline.breaker import CircuitBreaker
 from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
 from dp_compact.pipeline.convert import to_api
@@ -39,9 +40,6 @@ from dp_compact.sessions.common import is_summary_text
 from dp_compact.conversation import Message, Session, recorded_history
 from dp_compact.settings import Settings
 from dp_compact.measure.tokens import count_text_tokens
-
-if TYPE_CHECKING:
-    from dp_compact.pipeline.clear import ClearResult
 
 __all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "StagingArchiver", "compact_file", "compact_session"]
 
@@ -414,8 +412,6 @@ def compact_file(
         )
         decided = result.plan
         if decided is not None and decided.decision == "clear" and decided.clearing is not None and result.decision == "keep":
-            from dp_compact.pipeline.clear import ACTION_CLEAR, clear_session  # the plan's action (DESIGN §9)
-
             cleared = clear_session(session, depth=int(decided.clearing["depth"]), to=to,
                                     archiver=staging if staging is not None else archiver, dry_run=dry_run)
             cleared = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=result.notes + cleared.notes)
@@ -438,24 +434,3 @@ def compact_file(
     if staging is not None:
         staging.commit()
     return replace(result, output=str(output))
-
-
-class StagingArchiver:
-    """An :class:`ArchiveStore` whose writes wait for the output (:meth:`ArchiveStore.stage`):
-    ``commit()`` once the output is written, ``discard()`` when it was not (``compact``, ``clear``)."""
-
-    def __init__(self, store: ArchiveStore, output: str) -> None:
-        self.store, self.output, self.staged = store, output, []
-
-    def write(self, session_id: str, head_raw: list[dict[str, Any]], metadata: dict[str, Any]) -> str:
-        staged = self.store.stage(session_id, head_raw, metadata, output=self.output)
-        self.staged.append(staged)
-        return staged.ref
-
-    def commit(self) -> None:
-        for staged in self.staged:
-            staged.commit()
-
-    def discard(self) -> None:
-        for staged in self.staged:
-            staged.discard()
