@@ -47,7 +47,8 @@ def test_hook_status_line_is_one_line_and_matches_the_plan(name):
     assert done.exit_code == 0, done.output
     line = done.stdout.strip()
     assert "\n" not in line and STATUS_LINE.match(line), line
-    plan = plan_file(transcript, load_settings(), lenient=True, now=time.time())  # the hook plans at the wall clock (DESIGN §8)
+    # the hook plans at the wall clock (DESIGN §8), without clearing old tool results (docs/settings.md DP_CLEAR_TOOL_RESULTS)
+    plan = plan_file(transcript, load_settings(clear_tool_results=False), lenient=True, now=time.time())
     assert line.startswith(f"ctx {plan.estimates.context_tokens / 1000:.0f}k/{plan.prices.max_context_tokens / 1000:.0f}k")
     assert line.endswith("keep all" if plan.decision == "keep" else f"keep {plan.k}")
 
@@ -71,7 +72,7 @@ def test_hook_pre_compact_archives_the_live_conversation_for_recall(monkeypatch,
 
 def test_hook_rejects_input_without_a_transcript_in_one_line():
     done = CliRunner().invoke(app, ["hook"], input="{}")
-    assert done.exit_code == 1 and done.stdout == ""
+    assert done.exit_code == 1 and done.stdout.startswith("dp-compact: no transcript_path")  # the status line is never blank
     assert done.stderr.strip() == "dp-compact: <stdin>: no transcript_path: not the JSON of a Claude Code hook or status line"
     done = CliRunner().invoke(app, ["hook"], input="not json")
     assert done.exit_code == 1 and done.stderr.startswith("dp-compact: <stdin>: not JSON")
@@ -89,7 +90,7 @@ def test_hook_refuses_a_file_that_is_not_a_transcript_in_one_line(tmp_path):
     notes = tmp_path / "README.md"
     notes.write_text("# Notes\n\nnot a transcript\n")
     done = CliRunner().invoke(app, ["hook"], input=json.dumps({"transcript_path": str(notes)}))
-    assert done.exit_code == 1 and done.stdout == ""
+    assert done.exit_code == 1 and done.stdout.startswith("dp-compact: no message could be read")
     assert "no message could be read" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 

@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tune", ("tune",)),
     ("entry", ("api",)),
     ("front", ("adapters", "figures")),
-    ("cli", ("cli",)),
+    ("cli", ("cli", "hot")),  # hot: the entry point's hot path (plan FILE, hook from a kept state)
     ("package", ("",)),
 )
 

@@ -24,14 +24,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dp_compact.core.decision import RULE_RESUME
 from dp_compact.errors import SessionError
 from dp_compact.conversation import Message, Session
-from dp_compact.settings import Settings
 
-__all__ = ["PRE_COMPACT", "HookOutcome", "archive_before_compaction", "run_hook", "status_line"]
+if TYPE_CHECKING:
+    from dp_compact.settings import Settings
+
+__all__ = ["PRE_COMPACT", "HookOutcome", "archive_before_compaction", "hook_settings", "run_hook", "status_line", "status_text",
+           "with_payload_context"]
 
 #: ``hook_event_name`` of the hook Claude Code runs before it compacts.
 PRE_COMPACT = "PreCompact"
@@ -55,6 +57,19 @@ def _session(payload: Mapping[str, Any]) -> Session:
     if not isinstance(path, str) or not path:
         raise SessionError("<stdin>", None, "no transcript_path: not the JSON of a Claude Code hook or status line")
     session = read_session(Path(path).expanduser(), lenient=True)  # a live transcript may end in a half-written line
+    return with_payload_context(session, payload)
+
+
+def with_payload_context(session: Session, payload: Mapping[str, Any]) -> Session:
+    """``session`` with the payload's ``model.id`` and ``context_window.context_window_size`` where it
+    records no model or window.
+
+    Raises
+    ------
+    SessionError
+        The session has no message (the transcript's ``path`` is named).
+    """
+    path = session.path
     if not session.messages:
         skipped = f" ({session.skipped_lines} unreadable line(s) left out)" if session.skipped_lines else ""
         raise SessionError(path, None, f"no message could be read: not a Claude Code transcript{skipped}")
@@ -105,7 +120,22 @@ def status_line(payload: Mapping[str, Any], settings: Settings) -> str:
 
     from dp_compact.api import plan_session
 
-    plan = plan_session(_session(payload), settings, now=time.time(), now_source="wall clock")  # the silence since the last call (DESIGN §8)
+    plan = plan_session(_session(payload), hook_settings(settings), now=time.time(), now_source="wall clock")  # the silence since the last call (DESIGN §8)
+    return status_text(plan)
+
+
+def hook_settings(settings: Any) -> Any:
+    """The settings the status line plans with: ``settings`` with ``DP_CLEAR_TOOL_RESULTS`` off, since
+    Claude Code cannot carry a clearing of old tool results out (docs/settings.md)."""
+    if getattr(settings, "clear_tool_results", False):
+        return settings.model_copy(update={"clear_tool_results": False})
+    return settings
+
+
+def status_text(plan: Any) -> str:
+    """The status line of a :class:`~dp_compact.core.planner.Plan` (see :func:`status_line`)."""
+    from dp_compact.core.decision import RULE_RESUME
+
     head = f"ctx {_k(plan.estimates.context_tokens)}/{_k(plan.prices.max_context_tokens)}"
     if plan.decision != "compact":
         if plan.rule == RULE_RESUME:  # keep now; when the person comes back after the cache expired, /compact first

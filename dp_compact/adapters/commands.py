@@ -29,6 +29,7 @@ def hook() -> None:
     from dp_compact.pipeline.archive import ArchiveStore
     from dp_compact.settings import load_settings
 
+    payload = None
     try:
         try:
             payload = json.loads(sys.stdin.read() or "null")
@@ -38,6 +39,8 @@ def hook() -> None:
         outcome = run_hook(payload, settings, ArchiveStore(settings.archive_dir))
     except DpCompactError as exc:
         typer.echo(f"dp-compact: {exc}", err=True)
+        if not (isinstance(payload, dict) and payload.get("hook_event_name") == "PreCompact"):  # a status line shows stdout only
+            typer.echo(f"dp-compact: {(getattr(exc, 'rule', None) or str(exc)).split('. ')[0]}")  # short, never a blank status line
         raise typer.Exit(EXIT_HOOK_ERROR) from None
     typer.echo(outcome.text)
 

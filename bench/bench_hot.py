@@ -1,0 +1,163 @@
+"""Whole-process time of ``dp-compact plan FILE --json`` and ``dp-compact hook`` after one appended record (issue 34 items 1-2).
+
+A copy of a real transcript (``--session``, default the largest Claude Code one,
+``claude_code/cc_task43_develop.jsonl``) without its last records is planned once in a temporary
+folder with temporary cache, data and state folders (``XDG_*``): that run reads it whole and
+keeps its state. Each timed run then appends the next record of the transcript (one JSONL line,
+text the token cache has not seen) and runs the command as a user's agent does, a new process
+through the ``dp-compact`` console script: ``plan COPY --json``; ``hook`` with Claude Code's
+status line JSON on stdin; ``hook`` with its PreCompact JSON (archives the conversation); and,
+for comparison, ``plan`` with the hot path turned off (``NO_DP_COMPACT_HOT=1``) and the
+interpreter alone, with numpy (the floor: a plan needs numpy). No ``DP_*`` variable is passed.
+
+Columns: what was run, runs, min and median wall time, min and median CPU time (user + system of
+the process), ms. On a loaded machine the CPU time is the better guess of a quiet machine's wall time.
+
+    python bench/bench_hot.py [--repeat 7] [--session claude_code/cc_task43_develop.jsonl]
+
+The floor: a warm run is almost all imports. The last row imports what a warm run imports
+and does nothing else; the runs differ from it by the work (reading the appended bytes,
+counting their tokens, planning, about 10-40 ms of CPU). That import set is the interpreter
+(~20 ms quiet), numpy (~45-60 ms, the planner is numpy) and about 60 dp_compact modules with the
+standard library they pull in (dataclasses and inspect, logging, hashlib, orjson's uuid, ...).
+Measured 2026-12-06 under load average 7-8 on the 2-core machine: that set takes 300-360 ms of
+CPU where ``import numpy`` takes 127-151 ms (60 ms wall when the machine was quiet), which puts
+it near 180 ms on a quiet machine: a whole-process 0.15 s is below what a process that imports
+the planner can reach here. What would lower it: fewer modules on the planner's path (every
+session reader is imported for one; ``np.unique`` in the look-ahead imports ``numpy.ma``), or a
+resident process that keeps them loaded.
+
+``rows()`` returns the table's rows as dicts (``bench_live.py`` folds them into its table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import SHARED_SESSIONS, machine_line  # noqa: E402
+
+#: The transcript timed by default: the largest Claude Code one in ../shared/sessions (4.1 MB).
+DEFAULT_SESSION = "claude_code/cc_task43_develop.jsonl"
+
+
+#: What a warm ``plan`` / ``hook`` run imports (dp_compact.hot.main), with no file read or planned.
+_HOT_IMPORTS = (
+    "from dp_compact.hot import main, state, settings; import platformdirs, xxhash, pickle, json\n"
+    "settings.install_lean_settings_module()\n"
+    "import dp_compact.hot.transcript, dp_compact.prepare, dp_compact.io, dp_compact.cli.render, dp_compact.adapters.claude_code_hook\n"
+    "import dp_compact.measure.bpe, sqlite3, numpy.ma; print(1)"
+)
+
+
+def _command() -> list[str]:
+    """The ``dp-compact`` console script beside this interpreter, else ``python -m dp_compact.cli``."""
+    script = Path(sys.executable).with_name("dp-compact")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "dp_compact.cli"]
+
+
+def _environment(folder: Path, hot: bool = True) -> dict[str, str]:
+    """The environment of a timed run: no ``DP_*``, caches and archives under ``folder``."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DP_") and k != "NO_DP_COMPACT_HOT"}
+    env.update(XDG_CACHE_HOME=str(folder / "cache"), XDG_DATA_HOME=str(folder / "data"), XDG_STATE_HOME=str(folder / "state"))
+    if not hot:
+        env["NO_DP_COMPACT_HOT"] = "1"
+    return env
+
+
+def _timed(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one process, ms (it must succeed). On a loaded
+    machine the CPU time stays near what the wall time is on a quiet one."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(args, input=stdin, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    elapsed = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 10) or not done.stdout.strip():
+        raise RuntimeError(f"{args}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return elapsed, cpu
+
+
+def _row(what: str, times: list[tuple[float, float]]) -> dict[str, object]:
+    """One table row: what was timed, runs, min and median wall time, min and median CPU time, ms."""
+    wall, cpu = [t[0] for t in times], [t[1] for t in times]
+    return {"what": what, "runs": len(times), "min_ms": round(min(wall), 1), "median_ms": round(statistics.median(wall), 1),
+            "cpu_min_ms": round(min(cpu), 1), "cpu_median_ms": round(statistics.median(cpu), 1)}
+
+
+def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True) -> list[dict[str, object]]:
+    """The table's rows (module docstring); ``pre_compact`` False leaves out the PreCompact runs."""
+    source = session or SHARED_SESSIONS / DEFAULT_SESSION
+    lines = source.read_bytes().splitlines(keepends=True)
+    kept = len(lines) - 4 * repeat - 2
+    with tempfile.TemporaryDirectory(prefix="bench_hot_") as name:
+        folder = Path(name)
+        env, env_full, cwd = _environment(folder), _environment(folder, hot=False), folder
+        dp = _command()
+        copies = {kind: folder / f"{kind}.jsonl" for kind in ("plan", "hook", "full", "pre")}
+        for copy in copies.values():
+            copy.write_bytes(b"".join(lines[:kept]))
+        status = {"hook_event_name": "Status", "session_id": "bench", "transcript_path": str(copies["hook"]),
+                  "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"}}
+        pre = {"hook_event_name": "PreCompact", "session_id": "bench", "transcript_path": str(copies["pre"]), "trigger": "auto"}
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("cold", "plan", "hook", "full", "pre", "python", "numpy", "imports")}
+        times["cold"].append(_timed([*dp, "plan", str(copies["plan"]), "--json"], env, cwd))  # reads it whole, keeps its state
+        _timed([*dp, "hook"], env, cwd, json.dumps(status))
+        for run in range(repeat):
+            record = lines[kept + run]
+            for copy in copies.values():
+                with open(copy, "ab") as handle:
+                    handle.write(record)
+            times["plan"].append(_timed([*dp, "plan", str(copies["plan"]), "--json"], env, cwd))
+            times["hook"].append(_timed([*dp, "hook"], env, cwd, json.dumps(status)))
+            times["full"].append(_timed([*dp, "plan", str(copies["full"]), "--json"], env_full, cwd))
+            if pre_compact and run < max(2, repeat // 3):
+                times["pre"].append(_timed([*dp, "hook"], env, cwd, json.dumps(pre)))
+            times["python"].append(_timed([sys.executable, "-c", "print(1)"], env, cwd))
+            times["numpy"].append(_timed([sys.executable, "-c", "import numpy; print(1)"], env, cwd))
+            times["imports"].append(_timed([sys.executable, "-c", _HOT_IMPORTS], env, cwd))
+        shutil.rmtree(folder / "data", ignore_errors=True)
+    out = [
+        _row(f"dp-compact plan --json, one record appended ({source.name}, {source.stat().st_size / 1e6:.1f} MB)", times["plan"]),
+        _row("dp-compact hook, status line, one record appended", times["hook"]),
+        _row("dp-compact plan --json, hot path off (NO_DP_COMPACT_HOT=1)", times["full"]),
+        _row("dp-compact plan --json, first run (no state: whole command, then the state kept)", times["cold"]),
+    ]
+    if times["pre"]:
+        out.append(_row("dp-compact hook, PreCompact (archives; not incremental)", times["pre"]))
+    out += [_row("python -c 'print(1)' (interpreter start)", times["python"]),
+            _row("python -c 'import numpy' (a plan needs numpy)", times["numpy"]),
+            _row("python -c: the hot path's imports alone, no work (its floor)", times["imports"])]
+    return out
+
+
+def main() -> None:
+    """Print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--session", type=Path, default=SHARED_SESSIONS / DEFAULT_SESSION)
+    parser.add_argument("--no-pre-compact", action="store_true", help="leave out the PreCompact runs (seconds each)")
+    args = parser.parse_args()
+    session = args.session if args.session.is_absolute() or args.session.exists() else SHARED_SESSIONS / args.session
+    table = rows(args.repeat, session, pre_compact=not args.no_pre_compact)
+    print(machine_line())
+    print(f"# load average {os.getloadavg()[0]:.2f} (1 min) at the end")
+    print(f"{'what':<84} {'runs':>4} {'min_ms':>8} {'median_ms':>9} {'cpu_min_ms':>10} {'cpu_median_ms':>13}")
+    for row in table:
+        print(f"{row['what']:<84} {row['runs']:>4} {row['min_ms']:>8} {row['median_ms']:>9} {row['cpu_min_ms']:>10} {row['cpu_median_ms']:>13}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""The hot path of ``dp-compact plan FILE`` and ``dp-compact hook``: a new call costs what was appended.
+
+- :mod:`~dp_compact.hot.transcript`: a Claude Code transcript read from where the kept reader
+  state stopped (the bytes read so far hashed: any change but an append reads the whole file).
+- :mod:`~dp_compact.hot.state`: where that state is kept (user cache directory), with the
+  settings and prices of the run, and when it is current (same code, same ``DP_*`` and ``.env``).
+- :mod:`~dp_compact.hot.settings`: the kept settings, without pydantic.
+- :mod:`~dp_compact.hot.main`: the ``dp-compact`` entry point that uses them, else runs the Typer application.
+
+Trade-offs: only Claude Code transcripts are continued (the status line's; other formats are
+read whole each time, as before); the state is one pickle about a quarter of the transcript's
+size, rewritten after each run; a record written before its parent across two runs makes the
+second read the whole file. Importing this package loads nothing.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,162 @@
+"""The ``dp-compact`` entry point's side of the plan server (:mod:`dp_compact.hot.server`).
+
+A warm ``plan FILE [--json]`` or status-line ``hook`` run costs what its process imports (numpy
+and about 60 dp_compact modules, ~300 ms), not what it computes. The plan server is a resident
+process that keeps them imported; this module, loaded before anything heavy (standard library
+``os``, ``sys``, ``socket``, ``json``, ``zlib`` only), hands it the run: the arguments, the
+working folder, the whole environment (the settings key reads every ``DP_*`` variable and
+``.env``; the cache folders come from ``XDG_*``) and the standard input read. The server runs the
+hot path's warm run (:func:`dp_compact.hot.main.warm`) under them and returns its output and exit
+status, which :func:`ask` writes and exits with.
+
+Any other outcome (no server, a server of other code, the kept state not current, an error, a
+slow answer) leaves the run to this process, as without a server: the answer is never delayed by
+a start, never other than the in-process one. When no server answered, :func:`spawn` starts one
+once the run is done. ``NO_DP_COMPACT_SERVER=1`` (or ``NO_DP_COMPACT_HOT=1``, which turns the
+whole hot path off) keeps every run in its own process.
+
+Where: ``$XDG_RUNTIME_DIR/dp-compact/`` when that folder exists, else
+``$TMPDIR/dp-compact-<uid>/`` (``/tmp``), made 0700 and used only when the user owns it and no
+one else may enter it; the socket (0600) is named after :func:`version_key`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+__all__ = ["ask", "server_dir", "socket_path", "spawn", "version_key"]
+
+#: Version of the request and answer layout (in :func:`version_key`).
+PROTOCOL = 1
+#: Seconds a client waits for the server's answer before running the command itself (a busy
+#: server answers in tens of ms; a server importing again after a fallback in about a second).
+ANSWER_TIMEOUT_S = 5.0
+#: Longest socket path AF_UNIX takes (``sun_path`` is 108 bytes on Linux, 104 on macOS).
+MAX_SOCKET_PATH = 100
+#: Environment variable that keeps every run in its own process (no server asked or started).
+NO_SERVER = "NO_DP_COMPACT_SERVER"
+
+
+def version_key() -> str:
+    """What a server must share with a client to answer it: the protocol, the interpreter and
+    the dp_compact package folder. (A server also checks, per request, that the module files it
+    loaded are unchanged: :func:`dp_compact.hot.state.code_key`.)"""
+    import dp_compact
+
+    package = os.path.dirname(os.path.abspath(dp_compact.__file__ or ""))
+    return f"{PROTOCOL}|{sys.version}|{sys.executable}|{package}"
+
+
+def server_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """The user's private folder of plan-server sockets (module docstring), made when missing;
+    None when it cannot be made or is not private (owned by another user, open to others)."""
+    env = os.environ if environ is None else environ
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isdir(runtime):
+        folder = os.path.join(runtime, "dp-compact")
+    else:
+        folder = os.path.join(env.get("TMPDIR") or "/tmp", f"dp-compact-{os.getuid()}")
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return folder
+
+
+def socket_path(key: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The plan server's socket for ``key`` (default :func:`version_key`); None without AF_UNIX,
+    a private folder, or when the path is too long for a socket."""
+    import socket
+    import zlib
+
+    if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+        return None
+    folder = server_dir(environ)
+    if folder is None:
+        return None
+    key = version_key() if key is None else key
+    path = os.path.join(folder, f"plan-{zlib.crc32(key.encode()):08x}.sock")
+    return path if len(path.encode()) <= MAX_SOCKET_PATH else None
+
+
+def _exchange(path: str, request: dict[str, object]) -> dict[str, object] | None:
+    """Send ``request`` to the server at ``path``; its answer, or None (no listener, no answer in time)."""
+    import json
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(ANSWER_TIMEOUT_S)
+        try:
+            client.connect(path)
+            client.sendall(json.dumps(request).encode())
+            client.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := client.recv(1 << 16):
+                chunks.append(chunk)
+        except OSError:  # refused, missing, timed out, reset
+            return None
+    try:
+        answer = json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _encodable(text: str, stream: object) -> bool:
+    """True when ``stream`` takes ``text`` as the run's own write would (else the run is redone here)."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict")
+    except (UnicodeError, LookupError):
+        return False
+    return True
+
+
+def ask(args: list[str], stdin: str | None) -> bool:
+    """Have the plan server run ``dp-compact ARGS`` (``stdin``: the standard input read, for
+    ``hook``); when it answers, write its output and exit with its status. Returns True when
+    no server listened (the caller may :func:`spawn` one after running the command), else False."""
+    path = socket_path()
+    if path is None:
+        return False
+    request = {"version": version_key(), "args": args, "cwd": os.getcwd(), "env": dict(os.environ), "stdin": stdin}
+    answer = _exchange(path, request)
+    if answer is None:
+        return True
+    out, err, code = answer.get("stdout"), answer.get("stderr"), answer.get("code")
+    if answer.get("status") != "ok" or not isinstance(out, str) or not isinstance(err, str) or not isinstance(code, int):
+        return answer.get("status") in ("stale", "version")  # that server is leaving: start another
+    if not out or not _encodable(out, sys.stdout) or not _encodable(err, sys.stderr):
+        return False
+    sys.stderr.write(err)
+    sys.stderr.flush()
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def spawn() -> None:
+    """Start a plan server in the background (its own session, standard streams on /dev/null,
+    the dp_compact this process runs); it exits by itself when another already serves."""
+    import subprocess
+
+    import dp_compact
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dp_compact.__file__ or "")))
+    code = f"import sys; sys.path.insert(0, {root!r}); from dp_compact.hot.server import main; main()"
+    try:
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, cwd="/", start_new_session=True, close_fds=True)
+    except OSError:
+        return
