@@ -348,7 +348,8 @@ def look_ahead(
     blocks = _blocks(horizon, max(int(BLOCK_GROWTH_SHARE * top / g), 1))
     x0 = max(float(context_tokens) - v, 0.0)
     tails = np.maximum(x0 - heads, 0.0)
-    landing = np.unique(tails)[np.unique(np.linspace(0, max(np.unique(tails).size - 1, 0), CLIFF_PATHS).round().astype(np.int64))] \
+    distinct = _unique(tails)
+    landing = distinct[_unique(np.linspace(0, max(distinct.size - 1, 0), CLIFF_PATHS).round()).astype(np.int64)] \
         if tails.size else tails
     grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, np.concatenate(([x0], s + landing)))
     later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails[mask] if mask.any() else tails)
@@ -436,7 +437,14 @@ def _grid(top: float, v: float, g: float, calls: int, prices: Prices, starts: Fl
     paths = (starts[:, None] + g * np.arange(1, max(calls, 1) + 1)[None, :]).ravel()  # the present's keep paths, after each action
     at = np.concatenate((keep_at, request_at, paths - 1.0))
     cliffs = np.concatenate((at, at + 1.0))
-    return np.unique(np.concatenate((grid, cliffs[(cliffs > 0) & (cliffs < top)])))
+    return _unique(np.concatenate((grid, cliffs[(cliffs > 0) & (cliffs < top)])))
+
+
+def _unique(values: Floats) -> Floats:
+    """Sorted distinct values, as ``np.unique`` gives them without the import of ``numpy.ma`` it makes
+    (10-15 ms a process, which the status line pays on every call)."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if ordered.size else ordered
 
 
 def _best_below(values: Floats, bound: float) -> int | None:
