@@ -17,7 +17,7 @@ from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, settings_opt
 def plan(
     session: Annotated[Path, typer.Argument(help="Session file (any supported format; JSONL or one JSON document).")],
     as_json: JsonOpt = False,
-    exit_code: Annotated[bool, typer.Option("--exit-code", help=f"Exit {EXIT_COMPACT} when compaction is advised.")] = False,
+    exit_code: Annotated[bool, typer.Option("--exit-code", help=f"Exit {EXIT_COMPACT} when the plan advises compacting or clearing (`compact` carries either out).")] = False,
     stats: Annotated[Optional[Path], typer.Option("--stats", help="Seed agent stats.json.")] = None,
     lenient: LenientOpt = False,
     no_cache: NoCacheOpt = False,
@@ -46,7 +46,7 @@ def plan(
         note = skipped_lines_note(skipped, data["session"]["skipped_line_numbers"])
         typer.echo(f"dp-compact: warning: {session}: {note}", err=True)
     typer.echo(json.dumps(plan_json(data), ensure_ascii=False) if as_json else render_plan(data))
-    if exit_code and result.decision == "compact":
+    if exit_code and result.decision in ("compact", "clear"):
         raise typer.Exit(EXIT_COMPACT)
 
 
