@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from dp_compact.core.cuts import message_arrays
 from dp_compact.pricing import Prices
-from dp_compact.replay.meter import Recording, ReplayParams, make_recording, replay, tail_cut_mask
+from dp_compact.replay.meter import (
+    Recording,
+    ReplayParams,
+    make_recording,
+    replay,
+    tail_cut_mask,
+)
 from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.replay.policies import Schedule
 from tests.strategies import conversations
@@ -47,7 +55,10 @@ def recordings(draw: st.DrawFn) -> tuple[Recording, ReplayParams]:
 
 
 def brute_force(rec: Recording, params: ReplayParams) -> float:
-    """The least total over every schedule (keep, or compact at any feasible cut, before each call) that never overflows."""
+    """The least total over every schedule (keep, or compact at any feasible cut, before each call) that never overflows.
+
+    The strategy's tool results are too short to be cleared, so these are all of the oracle's actions
+    (clearing: tests/test_oracle_clear.py)."""
     best = np.inf
 
     def walk(call: int, start: int, cuts: dict[int, int]) -> None:

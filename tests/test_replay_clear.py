@@ -254,9 +254,8 @@ def test_shared_sessions_oracle_is_at_most_every_policy_including_clearing():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the oracle's action set has no clearing yet (oracle.py): under the strict "
-                                       "detector clear:0.3:3 costs $0.8117 on codex_raze, the oracle $0.8285")
 def test_shared_session_oracle_is_at_most_clearing_under_the_strict_detector():
+    """Before clearing joined the oracle's action set, clear:0.3:3 beat it here ($0.8117 against $0.8285)."""
     from dp_compact.replay.shell import replay_file
 
     report = replay_file(need(SESSIONS / "codex/codex_raze.jsonl"), load_settings(), ["oracle", "clear:0.3:3"],

@@ -38,7 +38,10 @@ The replay model (docs/replay.md):
    placeholders (:attr:`Recording.cleared_prefix`, provider tokens), and the cache keeps only V
    and the live prompt before the first message it changes (the rest is written by the next
    call). A later use of a cleared message is a refetch (point 6), as for a dropped message.
-   Clearing composes with compaction: a later compaction drops cleared messages as usual.
+   Clearing composes with compaction: a later compaction drops cleared messages as usual. Only
+   results an earlier call has read are cleared: the depth is capped at the previous call's
+   position (before the first call, nothing), since clearing a result before the model has seen
+   it would save its tokens without the model ever using them (no tool works so).
 6. Lost information (DESIGN §6, ``loss="refetch"``, the default): the recording is fixed, so a
    message that a later call *uses* (:mod:`dp_compact.measure.reuse`) but that the policy dropped must be
    fetched again. Before that call: one extra call (the prompt about to be sent, read from
@@ -330,7 +333,9 @@ def _clear(ctx: CallContext, meter: Meter, clearing: Clearing) -> None:
     if not 0 <= clearing.depth <= live.end:
         raise ValueError(f"clearing depth {clearing.depth} outside [0, {live.end}]")
     old = live.cleared_depth
-    changed = np.flatnonzero(rec.clearable_messages[old:max(clearing.depth, old)]) + old
+    seen = int(rec.call_positions[ctx.call - 1]) if ctx.call > 0 else 0  # only results a call has read are cleared
+    depth = min(clearing.depth, max(seen, old))
+    changed = np.flatnonzero(rec.clearable_messages[old:max(depth, old)]) + old
     changed = changed[(changed < live.pinned) | ((changed >= live.start) & (changed < live.end))]
     if changed.size == 0:
         return
@@ -341,7 +346,7 @@ def _clear(ctx: CallContext, meter: Meter, clearing: Clearing) -> None:
         kept = live.tokens(rec) - int(tail_tokens(ctx, np.array([first]))[0])
     before, cached_before = snapshot(live), meter.cached
     size = live.tokens(rec)
-    live.cleared_depth = clearing.depth
+    live.cleared_depth = max(depth, old)
     saved = size - live.tokens(rec)
     ctx.prompt_tokens = v + live.tokens(rec)
     meter.cached = min(meter.cached, v + kept)

@@ -1,10 +1,25 @@
 """The hindsight-optimal compaction schedule of a recording (DESIGN §6, §8, ``--policy oracle``).
 
-The oracle knows the whole recording and chooses, before each call, to keep the conversation
-or to compact it at any feasible cut (DESIGN §1; the tail keeps at least one message) whose
-prompt fits the window, so that the replay's total (:mod:`dp_compact.replay.meter`) is the
-least possible. It minimizes exactly what the meter charges every policy, from the same cache
-state:
+The oracle knows the whole recording and chooses, before each call, one action so that the
+replay's total (:mod:`dp_compact.replay.meter`) is the least possible. Its action set:
+
+- keep the conversation;
+- compact it at any feasible cut (DESIGN §1; the tail keeps at least one message) whose prompt
+  fits the window;
+- clear old tool results (DESIGN §9, :class:`~dp_compact.replay.context.Clearing`) to any depth
+  just after a clearable message (the only depths that differ) that the previous call has read
+  (the meter's cap: no result is cleared before the model has seen it), deeper than the last clearing,
+  whose prompt fits the window, while the conversation was never summarized and nothing was
+  fetched again since the last clearing; a compaction after clearing cuts at or after the
+  clearing depth (every cleared result goes into the summary).
+
+The conditions on clearing keep the state small and exact: a refetch of a cleared result
+depends on when it was cleared, and with them every cleared result counts as cleared at the last
+clearing, so the state is (clearing depth, uses since then). Without them the state would need the
+clearing time of every cleared result. Every clear policy of the replay with one clearing and no
+summary (``clear:F[:K]`` firing once) lies in the set; on the 16 shared sessions the oracle is at
+most every policy under both detectors (tests/test_oracle_clear.py). It minimizes exactly what the
+meter charges every policy, from the same cache state:
 
 - the cache before the first call holds ``ReplayParams.warm_tokens`` of V; after more than
   ``ReplayParams.cache_ttl_s`` seconds of silence since the previous call it is empty;
@@ -14,6 +29,9 @@ state:
   and its instruction); prompt tokens are written at ``p_write`` (the session's mix of write
   lifetimes), and a request reads ``ReplayParams.cache_hit_share`` of its cached prefix;
 - a compaction writes a summary of S tokens (``ReplayParams.s_tokens``); it pins nothing;
+- a clearing makes no request; the prompt loses the cleared results less their placeholders
+  (``Recording.cleared_prefix``), and the cache keeps V and the prompt before the first message
+  it changes; a later use of a cleared result is a refetch, as for a dropped message;
 - lost information (``loss="refetch"``): the refetch calls, the refetched tokens and their
   carrying until the next compaction.
 
@@ -42,6 +60,15 @@ cut per state and tier is a range minimum (a suffix minimum without tiers), O(N 
 work per call and tier, no loop over cuts. The cut rule's only state-dependent case (a tool call
 before ``s`` no longer binds its result) is handled cut by cut for the few cuts it concerns.
 Only the states a call can reach are kept (``s <= p_j``, ``k`` up to the uses before call ``j``).
+
+The cleared states (never summarized) are ``(c, k)``: ``c`` clearable messages cleared (the depth
+just after the last of them), ``k`` the calls with uses before the last clearing; a message is
+missing when it is cleared. Their call costs, loss and compactions are those above with the
+prompt ``V + prefix[p] - cleared[c]``; a compaction from ``c`` is a band minimum over the cuts at
+or after its depth. A clearing from ``c`` (or from the never-summarized state ``s = 0``) to ``d``
+costs the call of state ``(d, k_j)`` reading only the cache it keeps, so per tier of the new
+prompt it is a part of ``c`` plus a part of ``d``: a suffix minimum over ``d``. The cleared states
+add O(C · (N + uses)) work per call.
 """
 
 from __future__ import annotations
@@ -56,6 +83,7 @@ import numpy.typing as npt
 from dp_compact.core.benefit import L_INSTR_TOKENS
 from dp_compact.core.cuts import ROLE_TOOL
 from dp_compact.pricing import Prices
+from dp_compact.replay.context import Clearing, Compaction
 from dp_compact.replay.recording import REFETCH_OUTPUT_TOKENS, Recording, ReplayParams
 
 __all__ = ["OracleSchedule", "call_days", "oracle_schedule", "request_prices"]
@@ -79,16 +107,28 @@ class OracleSchedule:
     overflows : int
         Calls whose prompt no schedule keeps within the window (a message larger than it allows):
         each a rejected request and a forced summary-only compaction. 0 for almost every session.
+    clearings : tuple[tuple[int, int], ...]
+        ``(call, depth)`` of each clearing of old tool results, calls increasing: before call
+        ``call`` the long tool results of the messages before ``depth`` are cleared
+        (:class:`~dp_compact.replay.context.Clearing`); ``depth`` is just after a clearable message.
     """
 
     total_usd: float
     schedule: tuple[tuple[int, int], ...]
     overflows: int = 0
+    clearings: tuple[tuple[int, int], ...] = ()
 
     @property
     def feasible(self) -> bool:
         """True when every prompt of the schedule fits the window (no overflow)."""
         return self.overflows == 0
+
+    def actions(self, s_tokens: int) -> tuple[tuple[int, Compaction | Clearing], ...]:
+        """``(call, action)`` of each step, calls increasing: a :class:`Compaction` to its cut with a summary of
+        ``s_tokens`` (a forced one: cut = the call's position) or a :class:`Clearing` to its depth."""
+        steps = [(call, Compaction(cut=cut, carry_tokens=s_tokens)) for call, cut in self.schedule]
+        steps += [(call, Clearing(depth)) for call, depth in self.clearings]
+        return tuple(sorted(steps, key=lambda step: step[0]))
 
 
 def call_days(rec: Recording) -> list[str]:
@@ -233,23 +273,45 @@ class _Solver:
         rows, cols = rec.arrays.n + 1, self.use_calls.size + 1
         self.carried = _rectangles(rows, cols, [(m, -1, q, self.tokens[m]) for m, q in last_use.items()])
         self.decisions: list[npt.NDArray[np.int32]] = [np.zeros(0, np.int32)] * rec.n_calls
+        # clearing (never summarized): state c = how many clearable messages are cleared, depth[c] just after the last
+        self.clearable = np.flatnonzero(rec.clearable_messages).astype(np.int64)
+        self.clears = self.clearable.size > 0
+        self.depth = np.concatenate(([0], self.clearable + 1))
+        self.saved = rec.cleared_prefix.astype(np.float64)[self.depth]  # tokens cleared at each state c
+        self.rank = {int(m): r for r, m in enumerate(self.clearable.tolist())}
+        # tokens of V and the live prompt before the first message a clearing from state c changes (c < C)
+        first = self.clearable
+        self.kept = np.append(self.v + self.prefix[first] - rec.cleared_prefix.astype(np.float64)[first], 0.0)
+        cleared_uses = [(self.rank[m], q) for m, q in last_use.items() if m in self.rank]
+        rows_c = self.clearable.size + 1
+        self.carried_c = _rectangles(rows_c, cols, [(r, -1, q, self.tokens[self.clearable[r]]) for r, q in cleared_uses])
+        self.held_c = _rectangles(rows_c, cols, [(r, -1, q, 1.0) for r, q in cleared_uses])
+        self.decisions_c: list[npt.NDArray[np.int32]] = [np.zeros(0, np.int32)] * rec.n_calls
 
     def solve(self) -> OracleSchedule:
         rec = self.rec
         last = rec.n_calls - 1
         later = np.zeros((int(rec.call_positions[last]) + 1, self._classes(last)))
+        later_c = np.zeros((self.clearable.size + 1, self._classes(last)))
         for j in range(last, -1, -1):
-            later = self._call(j, later)
-        schedule, s, k, overflows = [], 0, 0, 0
+            later, later_c = self._call(j, later, later_c)
+        schedule, clearings, s, c, k, overflows = [], [], 0, 0, 0, 0
         for j in range(rec.n_calls):
-            p, cut = int(rec.call_positions[j]), int(self.decisions[j][s, k])
-            if cut < 0 and self._prompt(s, p) <= self.window:
+            p = int(rec.call_positions[j])
+            action = int(self.decisions_c[j][c, k] if c else self.decisions[j][s, k])
+            if action <= -2:  # a clearing, to state -2 - action
+                c, k = -2 - action, self._classes(j) - 1
+                clearings.append((j, int(self.depth[c])))
                 continue
-            overflows += cut < 0
-            s, k = (p if cut < 0 else cut), self._classes(j) - 1
+            prompt = self.v + self.prefix[p] - self.saved[c] if c else self._prompt(s, p)
+            if action < 0 and prompt <= self.window:
+                continue
+            overflows += action < 0
+            s, c, k = (p if action < 0 else action), 0, self._classes(j) - 1
             schedule.append((j, s))
         total = float(later[0, 0]) - overflows * self.penalty
-        return OracleSchedule(total_usd=total / 1e6, schedule=tuple(schedule), overflows=overflows)
+        return OracleSchedule(total_usd=total / 1e6, schedule=tuple(schedule), overflows=overflows,
+                              clearings=tuple(clearings))
 
     def _classes(self, j: int) -> int:
         """Values of ``k`` reachable before call ``j``: 1 + the calls with uses before it."""
@@ -258,8 +320,8 @@ class _Solver:
     def _prompt(self, s: int, p: int) -> float:
         return self.v + (self.s_tok if s > 0 else 0.0) + float(self.prefix[p] - self.prefix[s])
 
-    def _call(self, j: int, later: Floats) -> Floats:
-        """The value before call ``j`` per reachable state ``(s, k)`` from the value ``later`` after it."""
+    def _call(self, j: int, later: Floats, later_c: Floats) -> tuple[Floats, Floats]:
+        """The values before call ``j`` per reachable state, ``(s, k)`` and cleared ``(c, k)``, from those after it."""
         rec, v, s_tok = self.rec, self.v, self.s_tok
         p, cols = int(rec.call_positions[j]), self._classes(j)
         k_now, rows = cols - 1, p + 1
@@ -269,14 +331,7 @@ class _Solver:
         prompt = base + self.prefix[p]
         table = self.tables[j]
         _, p_cache, p_write, p_out = table.at(prompt)
-        if self.expired[j]:
-            cached, read_of_state, read_of_cut = np.zeros(rows), np.zeros(rows), np.zeros(rows)
-        elif j == 0:  # the warm cache: part of V, written by an earlier session
-            warm = float(self.params.warm_tokens)
-            cached, read_of_state, read_of_cut = np.full(rows, warm), np.zeros(rows), np.minimum(v + prefix, warm)
-        else:
-            previous = self.prefix[int(rec.call_positions[j - 1])]
-            cached, read_of_state, read_of_cut = base + previous, base, np.minimum(prefix, previous)
+        cached, read_of_state, read_of_cut = self._cached(j, base, prefix)
         hit = self.hit
         read = np.minimum(cached, prompt) * hit
         call_cost = read * p_cache + (prompt - read) * p_write + self.outputs[j] * p_out
@@ -287,15 +342,87 @@ class _Solver:
                  + later[:, k_now])
         over = prompt > self.window
         if over.any():  # keep overflows: the meter forces a summary-only compaction (to cut p), its own tier
-            q_in, q_cache, q_write, q_out = table.at(prompt[over] + L_INSTR_TOKENS)
-            forced = read[over] * q_cache + (prompt[over] - read[over]) * q_write + L_INSTR_TOKENS * q_in + s_tok * q_out
-            keep[over] = (forced[:, None] + carried_before[over] * q_cache[:, None]) + (after[p] + self.penalty)
+            keep[over] = self._forced(table, prompt[over], read[over], carried_before[over]) + (after[p] + self.penalty)
         fits = ~over
         reads = (read_of_state * hit, read_of_cut * hit)
         best, best_cut = self._compactions(j, p, base, reads, carried_before, after, fits)
         better = best < keep
-        self.decisions[j] = np.where(better, best_cut, -1).astype(np.int32)
-        return np.where(better, best, keep)
+        value = np.where(better, best, keep)
+        decision = np.where(better, best_cut, -1)
+        if not self.clears:
+            self.decisions[j] = decision.astype(np.int32)
+            return value, later_c
+        value_c, clear, target = self._cleared(j, later_c, (cached[0], after, fits))
+        if target[0] >= 0:  # never summarized: clearing is an action too
+            better = clear[0] < value[0]
+            value[0] = np.where(better, clear[0], value[0])
+            decision[0] = np.where(better, -2 - target[0], decision[0])
+        self.decisions[j] = decision.astype(np.int32)
+        return value, value_c
+
+    def _cached(self, j: int, base: Floats, prefix: Floats) -> tuple[Floats, Floats, Floats]:
+        """Per state (``base``: a(s)) the cache before call ``j``, and its part read by a compaction to each cut:
+        ``read_of_state`` per state plus ``read_of_cut`` per cut (``prefix``: of each cut)."""
+        rows, cuts = base.shape[0], prefix.shape[0]
+        if self.expired[j]:
+            return np.zeros(rows), np.zeros(rows), np.zeros(cuts)
+        if j == 0:  # the warm cache: part of V, written by an earlier session
+            warm = float(self.params.warm_tokens)
+            return np.full(rows, warm), np.zeros(rows), np.minimum(self.v + prefix, warm)
+        previous = self.prefix[int(self.rec.call_positions[j - 1])]
+        return base + previous, base, np.minimum(prefix, previous)
+
+    def _forced(self, table: _Table, prompt: Floats, read: Floats, carried: Floats) -> Floats:
+        """A forced summary-only compaction of the whole live prompt (an overflow): its request and the carried refetches."""
+        q_in, q_cache, q_write, q_out = table.at(prompt + L_INSTR_TOKENS)
+        forced = read * q_cache + (prompt - read) * q_write + L_INSTR_TOKENS * q_in + self.s_tok * q_out
+        return forced[:, None] + carried * q_cache[:, None]
+
+    def _cleared(self, j: int, later_c: Floats, never: tuple[float, Floats, npt.NDArray[np.bool_]]
+                 ) -> tuple[Floats, Floats, Ints]:
+        """Before call ``j``: the values of the cleared states ``(c, k)`` (never summarized, ``c`` results cleared),
+        and the best clearing from each ``c`` (0: the never-summarized, never-cleared state) with its target.
+
+        ``never``: the cache of state ``s = 0``, and per cut the value after a compaction and whether it fits.
+        """
+        rec, v, hit = self.rec, self.v, self.hit
+        p, cols = int(rec.call_positions[j]), self._classes(j)
+        k_now, rows = cols - 1, int(np.searchsorted(self.depth, p, side="right"))  # the states with depth <= p
+        cached_zero, after, fits = never
+        later_c = later_c[:rows, :cols]
+        live = np.arange(rows) > 0
+        base = v - self.saved[:rows]  # the prompt of state c is base[c] + prefix[p]
+        prompt = base + self.prefix[p]
+        table = self.tables[j]
+        _, p_cache, p_write, p_out = table.at(prompt)
+        cached, read_of_state, read_of_cut = self._cached(j, base, self.prefix[:p + 1])
+        read = np.minimum(cached, prompt) * hit
+        call_cost = read * p_cache + (prompt - read) * p_write + self.outputs[j] * p_out
+        carried_before, loss_now, held = self._loss_cleared(j, rows, cols, prompt, p_cache, p_write, p_out)
+        keep = call_cost[:, None] + loss_now + later_c
+        over = prompt > self.window
+        if over.any():
+            keep[over] = self._forced(table, prompt[over], read[over], carried_before[over]) + (after[p] + self.penalty)
+        # a compaction cuts at or after the clearing depth (the cleared results all go into the summary)
+        reads = (read_of_state * hit, read_of_cut * hit)
+        best, best_cut = self._compactions(j, p, base, reads, carried_before, after, fits, first=np.maximum(self.depth[:rows], 1))
+        better = best < keep
+        value, decision = np.where(better, best, keep), np.where(better, best_cut, -1)
+        # a clearing from c to a deeper d: no request; the cache keeps V and the prompt before the first changed
+        # message; the call is state (d, k_now). Only while nothing was fetched again since the last clearing.
+        from_cache = np.where(np.arange(rows) == 0, cached_zero, cached)
+        settled = np.minimum(from_cache, self.kept[:rows]) * hit  # the last state has no deeper clearing
+        onward = prompt * p_write + self.outputs[j] * p_out + loss_now[:, k_now] + later_c[:, k_now]
+        seen = self.depth[:rows] <= (int(rec.call_positions[j - 1]) if j > 0 else 0)  # results a call has read (meter 5b)
+        clear, target = _clearings(table, prompt, settled, onward, live & ~over & seen)
+        open_ = held == 0
+        cleared = open_ & (clear[:, None] < value)
+        cleared[0] = False  # row 0 is the never-cleared state: the caller weighs its clearing
+        value = np.where(cleared, clear[:, None], value)
+        decision = np.where(cleared, -2 - target[:, None], decision)
+        value[0] = np.inf
+        self.decisions_c[j] = decision.astype(np.int32)
+        return value, clear, target
 
     def _loss(self, j: int, rows: int, cols: int, prompt: Floats, p_cache: Floats, p_write: Floats,
               p_out: Floats) -> tuple[Floats, Floats]:
@@ -315,26 +442,51 @@ class _Solver:
                 + (carried + fresh) * p_cache[:, None])
         return carried, loss
 
+    def _loss_cleared(self, j: int, rows: int, cols: int, prompt: Floats, p_cache: Floats, p_write: Floats,
+                      p_out: Floats) -> tuple[Floats, Floats, Floats]:
+        """Per cleared state ``(c, k)``: the refetched tokens carried before call ``j``, the loss charged at it
+        ($·1e6) and how many cleared messages were fetched again since the last clearing (its class ``k``)."""
+        if not self.charge:
+            return np.zeros((rows, cols)), np.zeros((rows, cols)), np.zeros((rows, cols))
+        carried, held = self.carried_c[:rows, :cols], self.held_c[:rows, :cols]
+        k_now = cols - 1
+        firsts = [(self.rank[m], int(self.prev_use[u]), k_now)
+                  for u in range(int(self.bounds[j]), int(self.bounds[j + 1]))
+                  if (m := int(self.rec.use_messages[u])) in self.rank]
+        if not firsts:
+            return carried, carried * p_cache[:, None], held
+        count = _rectangles(rows, cols, [(r, lo, hi, 1.0) for r, lo, hi in firsts])
+        fresh = _rectangles(rows, cols, [(r, lo, hi, self.tokens[self.clearable[r]]) for r, lo, hi in firsts])
+        carried -= fresh  # in place, as in _loss
+        held -= count
+        loss = (count * (prompt * p_cache + REFETCH_OUTPUT_TOKENS * p_out)[:, None] + fresh * p_write[:, None]
+                + (carried + fresh) * p_cache[:, None])
+        return carried, loss, held
+
     def _compactions(self, j: int, p: int, base: Floats, reads: tuple[Floats, Floats], carried: Floats, after: Floats,
-                     fits: npt.NDArray[np.bool_]) -> tuple[Floats, Ints]:
+                     fits: npt.NDArray[np.bool_], first: Ints | None = None) -> tuple[Floats, Ints]:
         """The least cost of compacting before call ``j`` per state ``(s, k)`` and its cut (−1: none).
 
         The request's prompt is ``base[s] + prefix[i]``, read ``read_of_state[s] + read_of_cut[i]``
         from the cache, priced at the tier of the request (its prompt and the instruction, as the
-        meter prices it): per tier, the cost is a part of ``s`` plus a part of ``i``.
+        meter prices it): per tier, the cost is a part of ``s`` plus a part of ``i``. ``first``: per
+        state, the first cut allowed (a cleared state: its depth, nothing live before it; else ``s + 1``,
+        and a tool call before ``s`` no longer binds its result).
         """
         rows, cols = carried.shape
+        cuts = p + 1
         read_of_state, read_of_cut = reads
-        prefix, table = self.prefix[:rows], self.tables[j]
-        lo_block = self.blockers[j][:rows]
-        candidates = self.starts[:rows] & fits
+        prefix, table = self.prefix[:cuts], self.tables[j]
+        lo_block = self.blockers[j][:cuts]
+        candidates = self.starts[:cuts] & fits
         candidates[0] = False
         candidates[p:] = False
         free = candidates & (lo_block < 0)
         best, best_cut = np.full((rows, cols), np.inf), np.full((rows, cols), -1, dtype=np.int64)
         uppers = [*table.starts.tolist(), np.inf]
         shifted = base + L_INSTR_TOKENS  # the request's tier counts its instruction
-        largest = self.v + self.s_tok + float(self.prefix[p]) + L_INSTR_TOKENS  # no request of this call is larger
+        largest = float(np.max(base, initial=-np.inf)) + float(self.prefix[p]) + L_INSTR_TOKENS  # no request is larger
+        least = np.arange(1, rows + 1) if first is None else first
         for t, (p_in, p_cache, p_write, p_out) in enumerate(table.rows.tolist()):
             if t and uppers[t - 1] >= largest:
                 break  # this tier and those above are out of reach
@@ -343,11 +495,13 @@ class _Solver:
             of_cut = read_of_cut * (p_cache - p_write) + prefix * p_write + after
             lower = uppers[t - 1] if t else -np.inf
             lo = np.searchsorted(prefix, lower - shifted, side="right") if t else np.zeros(rows, np.int64)
-            lo = np.maximum(lo, np.arange(1, rows + 1))
-            hi = np.searchsorted(prefix, uppers[t] - shifted, side="right") if t < len(uppers) - 1 else np.full(rows, rows)
+            lo = np.maximum(lo, least)
+            hi = np.searchsorted(prefix, uppers[t] - shifted, side="right") if t < len(uppers) - 1 else np.full(rows, cuts)
             value, cut = _band_minima(of_cut, free, lo, hi)
             total = (of_state + value)[:, None] + carried * p_cache
             _fold(best, best_cut, total, cut[:, None], slice(0, rows))
+        if first is not None:
+            return best, best_cut
         for i in np.flatnonzero(candidates & (lo_block >= 0)).tolist():
             span = slice(int(lo_block[i]) + 1, i)
             p_in, p_cache, p_write, p_out = table.at(shifted[span] + prefix[i])
@@ -356,6 +510,22 @@ class _Solver:
                     + request + after[i])
             _fold(best, best_cut, cost[:, None] + carried[span] * p_cache[:, None], np.full((1, 1), i), span)
         return best, best_cut
+
+
+def _clearings(table: _Table, prompt: Floats, settled: Floats, onward: Floats, usable: npt.NDArray[np.bool_]
+               ) -> tuple[Floats, Ints]:
+    """Per cleared state ``c`` (0: none), the least cost of clearing to a deeper ``d`` (``usable[d]``) and that ``d``
+    (−1: none). The call after it reads ``settled[c]`` (the cache the clearing keeps, read share applied) and
+    writes the rest of ``prompt[d]``, at the tier of ``prompt[d]``; ``onward[d]`` holds the rest of its cost."""
+    rows = prompt.shape[0]
+    tier = np.searchsorted(table.starts, prompt, side="left") if table.starts.size else np.zeros(rows, np.int64)
+    clear, target = np.full(rows, np.inf), np.full(rows, -1, dtype=np.int64)
+    for t, (_, p_cache, p_write, _) in enumerate(table.rows.tolist()):
+        chosen = usable & (tier == t)
+        if chosen.any():
+            least, at = _band_minima(onward, chosen, np.arange(1, rows + 1), np.full(rows, rows))
+            _fold(clear, target, settled * (p_cache - p_write) + least, at, slice(0, rows))
+    return clear, target
 
 
 def _fold(best: Floats, best_cut: Ints, cost: Floats, cut: Ints, span: slice) -> None:

@@ -18,7 +18,7 @@ from dp_compact.core.cuts import ROLE_USER, MessageArrays
 from dp_compact.core.hits import HitShare
 from dp_compact.core.planner import plan
 from dp_compact.core.timing import RECENT_GAPS, Timing
-from dp_compact.replay.meter import CallContext, Compaction
+from dp_compact.replay.meter import CallContext, Clearing, Compaction
 from dp_compact.replay.oracle import oracle_schedule
 from dp_compact.settings import Settings
 
@@ -83,7 +83,7 @@ class PlannerPolicy:
         share = float(getattr(ctx.params, "cache_hit_share", 1.0))
         return HitShare(share, "the replay's share, measured from the session's usage records" if share < 1.0 else "")
 
-    def before_call(self, ctx: CallContext) -> Compaction | None:
+    def before_call(self, ctx: CallContext) -> Compaction | Clearing | None:
         del self._usage[len(ctx.prompts):]
         self._usage.extend(Usage(p) for p in ctx.prompts[len(self._usage):])
         return self._ask(ctx, (*self._usage, Usage(ctx.prompt_tokens)))  # the prompt about to be sent is known
@@ -91,21 +91,30 @@ class PlannerPolicy:
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
         return self.before_call(ctx)  # asked again with the rejected prompt as the current context
 
-    def _ask(self, ctx: CallContext, usage: tuple[Usage, ...]) -> Compaction | None:
+    def _ask(self, ctx: CallContext, usage: tuple[Usage, ...]) -> Compaction | Clearing | None:
         live, rec = ctx.live, ctx.rec
         if live.pinned:
             raise ValueError("the planner policy never pins messages")
         carry = live.carry_tokens > 0
         messages = ((_SUMMARY,) if carry else ()) + rec.messages[live.start:live.end]
         tokens = rec.message_tokens[live.start:live.end]
+        # clearing (DESIGN §9): messages before the cleared depth hold placeholders (live.tokens counts
+        # them so); the planner may clear those from it on, by the recording's exact counts
+        saved = np.diff(rec.cleared_prefix)[live.start:live.end]
+        below = np.arange(live.start, live.end) < live.cleared_depth
+        tokens = tokens - np.where(below, saved, 0)
+        clear_saved = np.where(below, 0, saved).astype(np.int64)
         if carry:
             tokens = np.concatenate(([live.carry_tokens], tokens))
+            clear_saved = np.concatenate(([0], clear_saved))
         arrays = _live_arrays(rec.arrays, live.start, live.end, carry)
         turns = int(rec.arrays.turn_index[live.end - 1]) if live.end else 0  # t: user turns so far, whole history
         session = Session(path=rec.path, format=rec.format, messages=messages, usage=usage, user_turns=turns,
                           llm_calls=max(len(usage) - 1, 0), compactions=live.compactions, earlier_messages=live.head_messages if carry else 0)
         result = plan(session, tokens, self.settings, ctx.params.prices, arrays=arrays, v_tokens=self.v_at(ctx),
-                      timing=self.timing_at(ctx), cache_hit=self.hit_at(ctx))
+                      timing=self.timing_at(ctx), cache_hit=self.hit_at(ctx), clear_saved=clear_saved)
+        if result.decision == "clear" and result.clearing is not None:
+            return Clearing(depth=live.start + int(result.clearing["depth"]) - int(carry))
         if result.decision != "compact":
             return None
         return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)
@@ -127,20 +136,26 @@ def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> Message
 
 @dataclass(frozen=True)
 class Schedule:
-    """A fixed list of compactions: before call ``call``, compact to the tail starting at ``cut``.
+    """A fixed list of compactions and clearings: before call ``call``, compact to the tail starting
+    at ``cut``, or clear the long tool results before ``depth`` (:class:`Clearing`, DESIGN §9).
 
     The oracle's schedule is replayed through the meter with this policy (``name="oracle"``).
     ``cuts`` maps call -> cut; a cut not strictly inside the live tail is skipped (a cut at the
-    call's position is the oracle's record of a forced compaction, which the overflow makes). On
-    an overflow: a forced summary-only compaction (:func:`_summary_only`), the oracle's rule.
+    call's position is the oracle's record of a forced compaction, which the overflow makes).
+    ``clearings`` maps call -> depth (a call has one action: a clearing there wins). On an
+    overflow: a forced summary-only compaction (:func:`_summary_only`), the oracle's rule.
     """
 
     name: str
     cuts: dict[int, int]
     fixed: bool = False
     tool: str = "dp_compact"
+    clearings: dict[int, int] = field(default_factory=dict)
 
-    def before_call(self, ctx: CallContext) -> Compaction | None:
+    def before_call(self, ctx: CallContext) -> Compaction | Clearing | None:
+        depth = self.clearings.get(ctx.call)
+        if depth is not None and depth <= ctx.live.end:
+            return Clearing(depth)
         cut = self.cuts.get(ctx.call)
         if cut is None or not ctx.live.start < cut < ctx.live.end:
             return None
@@ -174,10 +189,10 @@ class Oracle:
     tool: str = "dp_compact"
     _schedule: Schedule | None = field(default=None, repr=False)
 
-    def before_call(self, ctx: CallContext) -> Compaction | None:
+    def before_call(self, ctx: CallContext) -> Compaction | Clearing | None:
         if ctx.call == 0 or self._schedule is None:
             best = oracle_schedule(ctx.rec, ctx.params)
-            self._schedule = Schedule(self.name, dict(best.schedule))
+            self._schedule = Schedule(self.name, dict(best.schedule), clearings=dict(best.clearings))
         return self._schedule.before_call(ctx)
 
     def on_overflow(self, ctx: CallContext) -> Compaction | None:
