@@ -88,8 +88,9 @@ def test_zero_bound_is_the_unbounded_planner_and_the_plan_says_when_the_bound_bi
     assert free.tail_tokens < 30_000
     bounded = plan(session, tokens, load_settings(min_verbatim_tokens=30_000), PRICES)
     facts = bounded.to_dict()["verbatim_bound"]
-    assert facts["min_tokens"] == 30_000 and facts["binds"] and facts["free_best_tail_tokens"] == free.tail_tokens
-    note = f"the best cut would keep {free.tail_tokens:,} tokens verbatim"
+    # the best cut without the bound (priced with the bounded future, so not always the free plan's own cut)
+    assert facts["min_tokens"] == 30_000 and facts["binds"] and facts["free_best_tail_tokens"] < 30_000
+    note = f"the best cut would keep {facts['free_best_tail_tokens']:,} tokens verbatim"
     assert any(n.startswith(note) and "DP_MIN_VERBATIM_TOKENS keeps at least 30,000" in n for n in bounded.notes)
     if bounded.decision == "compact":
         assert bounded.tail_tokens >= 30_000
