@@ -8,7 +8,11 @@ text the token cache has not seen) and runs the command as a user's agent does, 
 through the ``dp-compact`` console script: ``plan COPY --json``; ``hook`` with Claude Code's
 status line JSON on stdin; ``hook`` with its PreCompact JSON (archives the conversation); and,
 for comparison, ``plan`` with the hot path turned off (``NO_DP_COMPACT_HOT=1``) and the
-interpreter alone, with numpy (the floor: a plan needs numpy). No ``DP_*`` variable is passed.
+interpreter alone, with numpy (the floor: a plan needs numpy). These runs ask no plan server
+(``NO_DP_COMPACT_SERVER=1``). Then ``plan`` and the status-line ``hook`` on copies of their own,
+through the plan server (:mod:`dp_compact.hot.server`) that their first run started, socket
+under the temporary folder (``XDG_RUNTIME_DIR``), and that server's floor: an interpreter that
+imports socket and json and makes one round trip. No ``DP_*`` variable is passed.
 
 Columns: what was run, runs, min and median wall time, min and median CPU time (user + system of
 the process), ms. On a loaded machine the CPU time is the better guess of a quiet machine's wall time.
@@ -25,7 +29,9 @@ CPU where ``import numpy`` takes 127-151 ms (60 ms wall when the machine was qui
 it near 180 ms on a quiet machine: a whole-process 0.15 s is below what a process that imports
 the planner can reach here. What would lower it: fewer modules on the planner's path (every
 session reader is imported for one; ``np.unique`` in the look-ahead imports ``numpy.ma``), or a
-resident process that keeps them loaded.
+resident process that keeps them loaded: the plan server, whose runs cost the interpreter,
+the client's imports (about 10 ms: the ``dp_compact`` package, :mod:`dp_compact.hot.main` for
+the hot forms, socket, json), the round trip and the server's work.
 
 ``rows()`` returns the table's rows as dicts (``bench_live.py`` folds them into its table).
 """
@@ -46,6 +52,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import SHARED_SESSIONS, machine_line  # noqa: E402
 
+from dp_compact.hot.client import NO_SERVER, socket_path, version_key  # noqa: E402
+
 #: The transcript timed by default: the largest Claude Code one in ../shared/sessions (4.1 MB).
 DEFAULT_SESSION = "claude_code/cc_task43_develop.jsonl"
 
@@ -65,13 +73,55 @@ def _command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "dp_compact.cli"]
 
 
-def _environment(folder: Path, hot: bool = True) -> dict[str, str]:
-    """The environment of a timed run: no ``DP_*``, caches and archives under ``folder``."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DP_") and k != "NO_DP_COMPACT_HOT"}
-    env.update(XDG_CACHE_HOME=str(folder / "cache"), XDG_DATA_HOME=str(folder / "data"), XDG_STATE_HOME=str(folder / "state"))
+def _environment(folder: Path, hot: bool = True, server: bool = False) -> dict[str, str]:
+    """The environment of a timed run: no ``DP_*``, caches and archives under ``folder``; the plan
+    server's socket under ``folder/run`` when ``server``, else no server asked or started."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DP_") and k not in ("NO_DP_COMPACT_HOT", NO_SERVER)}
+    env.update(XDG_CACHE_HOME=str(folder / "cache"), XDG_DATA_HOME=str(folder / "data"), XDG_STATE_HOME=str(folder / "state"),
+               XDG_RUNTIME_DIR=str(folder / "run"))
     if not hot:
         env["NO_DP_COMPACT_HOT"] = "1"
+    if not server:
+        env[NO_SERVER] = "1"
     return env
+
+
+def _server_started(env: dict[str, str]) -> str:
+    """The plan server's socket for ``env``, once the server a first run started listens there (up to 60 s)."""
+    import socket
+
+    path = socket_path(environ=env)
+    assert path is not None, "no private socket folder"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(path)
+                return path
+            except OSError:
+                time.sleep(0.1)
+    raise RuntimeError("the plan server did not start")
+
+
+def _stop_server(path: str) -> None:
+    """Stop the plan server at ``path`` by the id its lock file holds."""
+    import signal
+
+    try:
+        pid = int(Path(f"{path}.lock").read_text().strip())
+        if b"dp_compact.hot.server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return
+
+
+def _connect_only(path: str) -> str:
+    """``python -c``: what a served run cannot avoid: the interpreter, socket and json, one
+    round trip to the server (a request it refuses at once)."""
+    request = {"version": version_key(), "args": ["--help"], "cwd": "/", "env": {}, "stdin": None}
+    return ("import json, socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            f"s.connect({path!r})\ns.sendall(json.dumps({request!r}).encode())\ns.shutdown(socket.SHUT_WR)\n"
+            "print(s.recv(100).decode())")
 
 
 def _timed(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[float, float]:
@@ -105,16 +155,23 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
     with tempfile.TemporaryDirectory(prefix="bench_hot_") as name:
         folder = Path(name)
         env, env_full, cwd = _environment(folder), _environment(folder, hot=False), folder
+        env_served = _environment(folder, server=True)
+        (folder / "run").mkdir(mode=0o700)
         dp = _command()
-        copies = {kind: folder / f"{kind}.jsonl" for kind in ("plan", "hook", "full", "pre")}
+        copies = {kind: folder / f"{kind}.jsonl" for kind in ("plan", "hook", "full", "pre", "splan", "shook")}
         for copy in copies.values():
             copy.write_bytes(b"".join(lines[:kept]))
         status = {"hook_event_name": "Status", "session_id": "bench", "transcript_path": str(copies["hook"]),
                   "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"}}
         pre = {"hook_event_name": "PreCompact", "session_id": "bench", "transcript_path": str(copies["pre"]), "trigger": "auto"}
-        times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("cold", "plan", "hook", "full", "pre", "python", "numpy", "imports")}
+        served_status = json.dumps({**status, "transcript_path": str(copies["shook"])})
+        kinds = ("cold", "plan", "hook", "full", "pre", "python", "numpy", "imports", "splan", "shook", "connect")
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
         times["cold"].append(_timed([*dp, "plan", str(copies["plan"]), "--json"], env, cwd))  # reads it whole, keeps its state
         _timed([*dp, "hook"], env, cwd, json.dumps(status))
+        _timed([*dp, "plan", str(copies["splan"]), "--json"], env_served, cwd)  # keeps its state, starts the server
+        _timed([*dp, "hook"], env_served, cwd, served_status)
+        server = _server_started(env_served)
         for run in range(repeat):
             record = lines[kept + run]
             for copy in copies.values():
@@ -128,6 +185,10 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
             times["python"].append(_timed([sys.executable, "-c", "print(1)"], env, cwd))
             times["numpy"].append(_timed([sys.executable, "-c", "import numpy; print(1)"], env, cwd))
             times["imports"].append(_timed([sys.executable, "-c", _HOT_IMPORTS], env, cwd))
+            times["splan"].append(_timed([*dp, "plan", str(copies["splan"]), "--json"], env_served, cwd))
+            times["shook"].append(_timed([*dp, "hook"], env_served, cwd, served_status))
+            times["connect"].append(_timed([sys.executable, "-c", _connect_only(server)], env_served, cwd))
+        _stop_server(server)
         shutil.rmtree(folder / "data", ignore_errors=True)
     out = [
         _row(f"dp-compact plan --json, one record appended ({source.name}, {source.stat().st_size / 1e6:.1f} MB)", times["plan"]),
@@ -139,7 +200,10 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
         out.append(_row("dp-compact hook, PreCompact (archives; not incremental)", times["pre"]))
     out += [_row("python -c 'print(1)' (interpreter start)", times["python"]),
             _row("python -c 'import numpy' (a plan needs numpy)", times["numpy"]),
-            _row("python -c: the hot path's imports alone, no work (its floor)", times["imports"])]
+            _row("python -c: the hot path's imports alone, no work (its floor)", times["imports"]),
+            _row("dp-compact plan --json via the plan server, one record appended", times["splan"]),
+            _row("dp-compact hook, status line, via the plan server, one record appended", times["shook"]),
+            _row("python -c: connect, one request refused (the served runs' floor)", times["connect"])]
     return out
 
 

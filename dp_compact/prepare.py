@@ -41,6 +41,7 @@ from dp_compact.measure.estimation import (
 from dp_compact.measure.tokens import (
     REFERENCED_DOCUMENT_TOKENS,
     TokenCache,
+    TokenParts,
     count_message_tokens,
     message_token_parts,
     provider_family,
@@ -67,6 +68,7 @@ __all__ = [
     "last_record_seconds",
     "plan_timing",
     "prepare",
+    "prepare_counted",
     "prepare_tokens",
     "read_notes",
     "reprice",
@@ -287,6 +289,33 @@ def prepare(
         session=view, settings=settings, prices=prices, price_notes=price_notes, message_tokens=tokens, token_ratio=ratio,
         token_ratio_source=source, referenced_documents=referenced, placement=placement, measured_v=measured,
         v_tokens=v_tokens, v_source=v_source, history=history, reading_notes=read_notes(session, referenced),
+        token_notes=token_scale_note(ratio, source), v_note=v_note,
+    )
+
+
+def prepare_counted(session: Session, settings: Settings, parts: TokenParts) -> PreparedSession:
+    """:func:`prepare` of a live ``session`` whose messages the caller counted already, by part
+    (:func:`~dp_compact.measure.tokens.message_token_parts`, one row per message of ``session.messages``):
+    the same prepared session, with the tokens scaled by :func:`token_scale` as :func:`prepare` scales
+    them, and nothing counted or scanned again (the adapters keep the parts per message, so that a
+    call costs work in proportion to what was appended). Raises as :func:`prepare`; ValueError if
+    ``parts`` does not have one row per message."""
+    if parts.text.shape != (len(session.messages),):
+        raise ValueError(f"parts must have one row per message ({len(session.messages)}), not {parts.text.shape}")
+    if settings.tokenizer != "tiktoken":
+        raise ValueError("prepare_counted takes tiktoken counts; prepare() counts bytes4 itself")
+    prices, price_notes = choose_prices(settings, session)
+    placement = place_calls(session)
+    counts = parts.total
+    ratio, source = token_scale(session, settings, counts, parts.images, placement=placement)
+    tokens = counts if ratio == 1.0 else np.rint((counts - parts.images) * ratio).astype(np.int64) + parts.images
+    tokens = np.array(tokens, dtype=np.int64)
+    measured = measured_prefix(session, tokens, placement)
+    v_tokens, v_source, v_note = _prefix(settings, measured, prices, session, False)
+    return PreparedSession(
+        session=session, settings=settings, prices=prices, price_notes=price_notes, message_tokens=tokens, token_ratio=ratio,
+        token_ratio_source=source, referenced_documents=parts.referenced, placement=placement, measured_v=measured,
+        v_tokens=v_tokens, v_source=v_source, history=False, reading_notes=read_notes(session, parts.referenced),
         token_notes=token_scale_note(ratio, source), v_note=v_note,
     )
 

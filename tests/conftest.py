@@ -48,3 +48,4 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the compaction circuit breaker
+    monkeypatch.setenv("NO_DP_COMPACT_SERVER", "1")  # no resident plan server outlives a test (tests/test_plan_server.py starts its own)

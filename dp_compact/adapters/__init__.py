@@ -5,6 +5,7 @@
 - :mod:`.claude_code_hook`: ``dp-compact hook``, Claude Code's status line and ``PreCompact`` hook;
 - :mod:`.mcp_server`: ``dp-compact mcp``, tools ``plan``, ``recall`` and ``restore`` over stdio (extra ``mcp``);
 - :mod:`.live`: the shared step, a framework's messages read as a session;
+- :mod:`.transcript`: what the adapters keep of each conversation between calls;
 - :mod:`.recall`: the recall tools' search and restore over the archive (framework-free);
 - :mod:`.native`: provider-native context actions (Anthropic context management, OpenAI's compact
   endpoint): their request parameters and billing.

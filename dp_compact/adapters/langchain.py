@@ -21,6 +21,10 @@ or ``compact_20260112``), the middleware compacts nothing itself: it adds the ed
 header to every model call (``ModelRequest.model_settings``, which LangChain binds to the chat
 model, as ``ChatAnthropic``'s ``context_management`` and ``betas``), and the provider acts.
 
+Each thread's messages are kept between calls (:class:`~dp_compact.adapters.transcript.LiveTranscript`): a call
+converts, reads and counts only the messages appended since the last one, and plans with the
+middleware's clock (the silence since the last call, DESIGN §8).
+
 Token counts come from each ``AIMessage.usage_metadata`` where present (LangChain's convention:
 ``input_tokens`` includes cache reads); the window from the model's profile
 (``max_input_tokens``) and the prices from the model's name (DESIGN §3 profiles, genai-prices);
@@ -43,7 +47,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError("langchain", "langchain", exc.name) from None
 
-from dp_compact.adapters.live import LiveCompactor, ModelFacts, live_session, output_pairs
+from dp_compact.adapters.live import LiveCompactor, ModelFacts, output_pairs
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.conversation import Usage
 
@@ -98,6 +102,27 @@ def _stale_ids(messages: Sequence[BaseMessage]) -> set[str]:
     return set()
 
 
+def _usages(messages: Sequence[BaseMessage]) -> list[Usage | None]:
+    """The usage record of each message; None for those whose usage predates our last compaction."""
+    stale = _stale_ids(messages)
+    return [None if m.id in stale else usage_of(m) for m in messages]
+
+
+def _wires(message: BaseMessage) -> list[tuple[dict[str, Any], None]]:
+    """A message as its one chat-completions dict (:data:`~dp_compact.adapters.live.Wires`)."""
+    return [(to_openai(message), None)]
+
+
+def _is_ours(message: BaseMessage) -> bool:
+    """True for our summary message (it names the kept messages whose usage is stale)."""
+    return isinstance(message, HumanMessage) and isinstance(message.additional_kwargs.get(METADATA_KEY), Mapping)
+
+
+def _key(message: BaseMessage) -> Any:
+    """What names a message across a checkpointer's copies: its id, else the object."""
+    return message.id or id(message)
+
+
 class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     """Plan before each model call; compact at the planned cut when it pays (DESIGN §2, §5, §7).
 
@@ -122,6 +147,10 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         An Anthropic context-management edit (:func:`~dp_compact.adapters.native.anthropic_clear_tool_uses`,
         :func:`~dp_compact.adapters.native.anthropic_compact`) sent with every model call instead
         of compacting here.
+    clock : callable, optional
+        Epoch seconds now, read before each model call (default ``time.time``): the time of that
+        call, from which the next plan knows the silence since the last call and whether the
+        cache has expired (DESIGN §8). Inject one in tests.
     **settings
         Settings by field name (``provider=``, ``max_context_tokens=``, ``planner=``, ``v=`` ...), as
         command-line flags: above ``DP_*``, ``.env`` and the profile.
@@ -130,6 +159,9 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     ----------
     plans : list of Plan
         The plan made before each model call, in order.
+    transcripts : dict of str to LiveTranscript
+        What is kept of each thread between calls (:class:`~dp_compact.adapters.transcript.LiveTranscript`):
+        a call reads only the messages appended since the last one.
     compactions : list of CompactionResult
         The compactions carried out, in order.
     tools : list of BaseTool
@@ -146,13 +178,13 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
 
     def __init__(
         self, model: Any = None, *, session_id: str | None = None, archive: Any = "default", summarizer: Any = None,
-        recall: Scope | None = "session", keep_history: bool = True, native: Any = None, **settings: Any,
+        recall: Scope | None = "session", keep_history: bool = True, native: Any = None, clock: Any = None, **settings: Any,
     ) -> None:
         if native is not None and getattr(native, "provider", None) != "anthropic":
             raise ValueError(f"native= takes an Anthropic context-management edit, not {native!r}")
         self.native = native
         AgentMiddleware.__init__(self)
-        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, **settings)
+        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, clock=clock, **settings)
         self.facts = model_facts(model)
         self.session_id = session_id
         self.recall = Recall(self.archive, self._session_id, recall) if recall is not None and self.archive is not None else None
@@ -220,13 +252,12 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
             summary failed: the pipeline then leaves the conversation untouched, and the
             failure is logged).
         """
-        raws = [to_openai(m) for m in messages]
-        stale = _stale_ids(messages)
-        usages = [None if m.id in stale else usage_of(m) for m in messages]
-        session = live_session(raws, usages, session_id=self._session_id(), facts=self.facts)
-        result = self.compact(session)
+        transcript = self.transcript(self._session_id())
+        transcript.update(messages, self.clock(), convert=_wires, usages=_usages, usage=usage_of, is_ours=_is_ours, key=_key)
+        result = self.compact_live(transcript, self.facts)
         if result is None:
             return None
+        messages, raws = transcript.items, transcript.raws  # the objects given now (a checkpointer's copies too)
         kept_ai = [m.id for m in messages[result.cut:] if isinstance(m, AIMessage) and m.id]
         info = {"archive_ref": result.archive_ref, "stale_usage_ids": kept_ai}
         out: list[BaseMessage] = []
@@ -241,10 +272,12 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Replace the messages by the compacted list when the plan says compact; else None."""
-        self._record(state["messages"])
+        messages = state["messages"]
         if self.native is not None:  # the provider compacts
+            self._record(messages)
             return None
-        compacted = self.compact_messages(state["messages"])
+        compacted = self.compact_messages(messages)
+        self._record(messages[self.transcript(self._session_id()).new_from:])  # the others were recorded at earlier calls
         if compacted is None:
             return None
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *compacted]}

@@ -7,21 +7,48 @@ counts a summary carries), and hand the session to :func:`dp_compact.pipeline.co
 which plans (DESIGN §2, §7) and, when the plan says so, runs the pipeline (DESIGN §5) with the
 archive. Nothing here decides anything: this module only builds the inputs.
 
-Pure: no files, environment or clock.
+:class:`~dp_compact.adapters.transcript.LiveTranscript` is what an adapter keeps of each conversation between calls, so that a
+call costs work in proportion to what was appended, not to the conversation: the framework's
+messages as last seen, their chat-completions dicts and usage records, the reader's pass over
+them (:class:`~dp_compact.sessions.openai_chat.LiveReader`), each message's token counts, and the
+time of each LLM call. Messages that are the same objects as last time (or equal to them: a
+checkpointer's copies) followed by new ones are an append; anything else (the framework replaced
+or edited an earlier message, or our own compaction rewrote the list) rebuilds the state from the
+messages given. Either way the session, its tokens and so its plan are those a full read gives
+(tests/test_adapter_live.py checks it call by call over real transcripts).
+
+Pure but for the clock: :class:`LiveCompactor` reads "now" with its ``clock`` (``time.time``
+unless given) at each call, the time of that call (DESIGN §8: the silence since the last call,
+and whether the cache has expired).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dp_compact.adapters.transcript import LiveTranscript
+from dp_compact.conversation import Session, Usage
 from dp_compact.sessions import openai_chat
 from dp_compact.sessions.common import dumps
-from dp_compact.conversation import Session, Usage
 from dp_compact.sessions.source import Record, Source
 
-__all__ = ["LiveCompactor", "ModelFacts", "live_session", "output_pairs"]
+__all__ = [
+    "RULE_LOSS_GUARD",
+    "WALL_CLOCK",
+    "LiveCompactor",
+    "LiveTranscript",
+    "ModelFacts",
+    "adapter_decision",
+    "live_session",
+    "output_pairs",
+    "plan_forced",
+]
+
+#: How a plan names "now" read by an adapter (``Timing.source``).
+WALL_CLOCK = "wall clock"
 
 @dataclass(frozen=True, slots=True)
 class ModelFacts:
@@ -100,6 +127,40 @@ def output_pairs(output: Sequence[dict[str, Any]], originals: Sequence[Any], raw
     return [(message, by_id.get(id(message))) for message in output]
 
 
+#: An adapter's rule (:func:`adapter_decision`): the plan compacts where the context does not force it,
+#: but its net benefit at the cut does not exceed the expected loss there (DESIGN §9: a compaction
+#: saves money without the agent visibly forgetting); the adapter keeps.
+RULE_LOSS_GUARD = "saving-below-loss"
+
+
+def plan_forced(plan: Any) -> bool:
+    """True when the context must shrink before the next call: above DP_FORCE_RATIO · M, or (look-ahead)
+    passing it with the next call's growth (no schedule may keep)."""
+    over = plan.estimates.context_tokens > plan.force_threshold_tokens
+    return bool(over or plan.rule == "force" or (plan.lookahead is not None and plan.lookahead.get("keep_usd") is None))
+
+
+def adapter_decision(plan: Any) -> tuple[str, Any]:
+    """What an adapter does with ``plan``: ``("compact", plan)``, ``("force", plan)`` (compact at the
+    forced cut: a plan that clears old tool results, which the adapters do not carry out, where the
+    context must shrink) or ``("keep", plan)``; a compaction the context does not force whose net
+    benefit at its cut is not above the expected loss there (terms ``net`` and ``info_loss``, $) is
+    kept, and the plan returned says so (rule :data:`RULE_LOSS_GUARD`)."""
+    if plan.decision == "clear":
+        return ("force", plan) if plan_forced(plan) else ("keep", plan)
+    if plan.decision != "compact":
+        return "keep", plan
+    net, loss = float(plan.terms.get("net", 0.0)), float(plan.terms.get("info_loss", 0.0))
+    if plan_forced(plan) or net > loss:
+        return "compact", plan
+    why = (f"the plan compacts keeping {plan.k} message{'s' if plan.k != 1 else ''} ({plan.explanation}), but its net benefit"
+           f" at that cut (${net:.4f}) does not exceed the expected loss of what it drops (${loss:.4f}): the adapter keeps"
+           " every message until compacting pays more than the agent may lose (DESIGN §9)")
+    kept = replace(plan, decision="keep", rule=RULE_LOSS_GUARD, explanation=why, k=plan.n_messages, cut=0,
+                   tail_tokens=plan.total_tokens, head_tokens=0, context_after_tokens=plan.estimates.context_tokens)
+    return "keep", kept
+
+
 class LiveCompactor:
     """What every framework adapter keeps: settings, archive, summarizer, and the plans and
     compactions made so far; :meth:`compact` runs the pipeline on a live session.
@@ -111,8 +172,13 @@ class LiveCompactor:
         else the user data directory); None archives nothing.
     summarizer : callable, optional
         Default: the offline extractive summarizer.
+    clock : callable, optional
+        Epoch seconds now (default ``time.time``): read once per call, the time of that call
+        (DESIGN §8: the silence since the last call, a cold cache).
     **settings
-        Any ``DP_*`` setting by its field name (DESIGN §3).
+        Any ``DP_*`` setting by its field name (DESIGN §3); ``clear_tool_results`` is always False
+        (the adapters do not clear old tool results, so their plans do not either, as the Claude
+        Code hooks plan).
 
     Raises
     ------
@@ -120,10 +186,15 @@ class LiveCompactor:
         An invalid setting.
     """
 
-    def __init__(self, *, archive: Any = "default", summarizer: Any = None, **settings: Any) -> None:
+    def __init__(self, *, archive: Any = "default", summarizer: Any = None, clock: Callable[[], float] | None = None,
+                 **settings: Any) -> None:
         from dp_compact.settings import load_settings
 
+        self.clock = clock if clock is not None else time.time
+        self.transcripts: dict[str, LiveTranscript] = {}
         self.settings = load_settings(**settings)
+        if self.settings.clear_tool_results:  # the adapters do not carry a clearing out (DESIGN §9): plan without it
+            self.settings = self.settings.model_copy(update={"clear_tool_results": False})
         if archive == "default":
             from dp_compact.pipeline.archive import ArchiveStore
 
@@ -149,6 +220,72 @@ class LiveCompactor:
             return None
         if result.plan is not None:
             self.plans.append(result.plan)
+        if result.decision != "compact":
+            return None
+        self.compactions.append(result)
+        return result
+
+    def transcript(self, session_id: str) -> LiveTranscript:
+        """The state kept for the conversation ``session_id`` (made on first use)."""
+        found = self.transcripts.get(session_id)
+        if found is None:
+            found = self.transcripts[session_id] = LiveTranscript(session_id)
+        return found
+
+    def plan_live(self, transcript: LiveTranscript, facts: ModelFacts = ModelFacts(), system_text: str = "") -> tuple[Any, Any, Any]:
+        """``(prepared, timing, plan)`` of ``transcript`` as it is now: prepared from the tokens it keeps
+        (:func:`~dp_compact.prepare.prepare_counted`), timed by this adapter's clock (its calls' times,
+        "now" the call about to be made), planned as ``dp-compact plan`` plans (:func:`~dp_compact.prepare.plan_prepared`,
+        the hit share measured from the usage records). Appends nothing to :attr:`plans`."""
+        from dp_compact.prepare import (
+            plan_prepared,
+            plan_timing,
+            prepare,
+            prepare_counted,
+        )
+
+        session = transcript.session(facts, system_text)
+        if self.settings.tokenizer == "tiktoken":
+            prepared = prepare_counted(session, self.settings, transcript.token_parts(session, self.settings))
+        else:
+            prepared = prepare(session, self.settings)
+        timing = replace(plan_timing(session, transcript.now_s, WALL_CLOCK), imminent=True)  # the call is made right after
+        return prepared, timing, plan_prepared(prepared, timing=timing)
+
+    def compact_live(self, transcript: LiveTranscript, facts: ModelFacts = ModelFacts(), system_text: str = "") -> Any:
+        """Plan ``transcript`` (:meth:`plan_live`) and, when the plan compacts, run the pipeline at its cut:
+        the :class:`~dp_compact.pipeline.compact.CompactionResult`, else None (a failed summary is logged
+        and leaves the conversation untouched, DESIGN §5). The plan is appended to :attr:`plans`.
+
+        Two adapter rules sit on top of the plan (:func:`adapter_decision`): a compaction the context
+        does not force is made only when the plan's net benefit at its cut exceeds the expected loss
+        there (else the plan is recorded as kept, rule :data:`RULE_LOSS_GUARD`); a plan that clears old
+        tool results (DESIGN §9), which the adapters do not carry out, is kept, or, when the context
+        must shrink before the next call, compacted at the forced cut (``--force``'s)."""
+        import logging
+
+        from dp_compact.errors import CompactionError
+        from dp_compact.pipeline.compact import compact_session
+
+        prepared, timing, planned = self.plan_live(transcript, facts, system_text)
+        action, plan = adapter_decision(planned)
+        if action == "keep":
+            self.plans.append(plan)
+            return None
+        try:
+            result = compact_session(prepared.session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive,
+                                     timing=timing, prepared=prepared, force=action == "force")
+        except CompactionError as exc:
+            self.plans.append(plan)
+            logging.getLogger("dp_compact.adapters").warning("dp-compact: compaction skipped: %s", exc)
+            return None
+        if action == "force" and result.decision == "compact":  # the plan as carried out: a forced compaction
+            why = (f"context {plan.estimates.context_tokens:,} tokens must shrink before the next call; the plan clears old tool"
+                   f" results ({plan.explanation}), which this adapter does not do: compacted at the forced cut instead")
+            done = replace(plan, decision="compact", rule="force", explanation=why, k=result.k, cut=result.cut,
+                           tail_tokens=result.tail_tokens, head_tokens=result.head_tokens)
+            result = replace(result, plan=done)
+        self.plans.append(result.plan if result.plan is not None else plan)
         if result.decision != "compact":
             return None
         self.compactions.append(result)

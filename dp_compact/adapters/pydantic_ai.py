@@ -23,6 +23,10 @@ provider acts, through pydantic-ai's own settings and capabilities: an Anthropic
 ``OpenAICompaction(trigger=processor.native_trigger)``, which calls ``/responses/compact`` when
 dp's plan says compact.
 
+The messages are kept between requests (:class:`~dp_compact.adapters.transcript.LiveTranscript`): a request
+converts, reads and counts only the messages appended since the last one, and plans with the
+processor's clock (the silence since the last request, DESIGN §8).
+
 Token counts come from each ``ModelResponse.usage`` (pydantic-ai's ``input_tokens`` includes the
 cache reads and writes) and the model from ``ModelResponse.model_name``; give the window with
 ``max_context_tokens=`` when the model's profile is not the one a price list knows. Requires
@@ -45,7 +49,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError("pydantic_ai", "pydantic-ai", exc.name) from None
 
-from dp_compact.adapters.live import LiveCompactor, ModelFacts, live_session
+from dp_compact.adapters.live import LiveCompactor, LiveTranscript, ModelFacts, adapter_decision
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.pipeline.compact import CompactionResult
 from dp_compact.conversation import Usage
@@ -93,13 +97,7 @@ def _response_dict(message: ModelResponse) -> dict[str, Any]:
 
 def to_openai(messages: Sequence[ModelMessage]) -> list[tuple[dict[str, Any], int, list[int]]]:
     """Each chat-completions dict of ``messages`` with its message index and part indices."""
-    out: list[tuple[dict[str, Any], int, list[int]]] = []
-    for n, message in enumerate(messages):
-        if isinstance(message, ModelResponse):
-            out.append((_response_dict(message), n, list(range(len(message.parts)))))
-        else:
-            out.extend((wire, n, parts) for wire, parts in _request_dicts(message))
-    return out
+    return [(wire, n, parts) for n, message in enumerate(messages) for wire, parts in _wires(message)]
 
 
 def usage_of(message: ModelMessage) -> Usage | None:
@@ -111,6 +109,24 @@ def usage_of(message: ModelMessage) -> Usage | None:
         prompt_tokens=usage.input_tokens, cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
         output_tokens=usage.output_tokens, convention="openai",
     )
+
+
+def _wires(message: ModelMessage) -> list[tuple[dict[str, Any], list[int]]]:
+    """A message as its chat-completions dicts, each with the indices of the parts it stands for."""
+    if isinstance(message, ModelResponse):
+        return [(_response_dict(message), list(range(len(message.parts))))]
+    return _request_dicts(message)
+
+
+def _usages(messages: Sequence[ModelMessage]) -> list[Usage | None]:
+    """The usage record of each message; None for responses whose usage predates our last compaction."""
+    stale = _stale(messages)
+    return [None if n in stale else usage_of(m) for n, m in enumerate(messages)]
+
+
+def _is_ours(message: ModelMessage) -> bool:
+    """True for our summary request (it counts the kept responses whose usage is stale)."""
+    return isinstance((getattr(message, "metadata", None) or {}).get(METADATA_KEY), dict)
 
 
 def _stale(messages: Sequence[ModelMessage]) -> set[int]:
@@ -142,6 +158,10 @@ class DpCompactProcessor(LiveCompactor):
     native : NativeAction, optional
         A provider-native action used instead of compacting here (see :meth:`native_model_settings`
         and :meth:`native_trigger`).
+    clock : callable, optional
+        Epoch seconds now, read before each request (default ``time.time``): the time of that
+        request, from which the next plan knows the silence since the last one and whether the
+        cache has expired (DESIGN §8). Inject one in tests.
     **settings
         Settings by field name (``provider=``, ``max_context_tokens=``, ``v=`` ...), as command-line
         flags: above ``DP_*`` and ``.env``.
@@ -152,6 +172,9 @@ class DpCompactProcessor(LiveCompactor):
         The plan made before each request.
     compactions : list of CompactionResult
         The compactions carried out.
+    transcripts : dict of str to LiveTranscript
+        What is kept of the conversation between requests (:class:`~dp_compact.adapters.transcript.LiveTranscript`,
+        under ``session_id``): a request reads only the messages appended since the last one.
 
     Raises
     ------
@@ -161,9 +184,9 @@ class DpCompactProcessor(LiveCompactor):
 
     def __init__(
         self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None,
-        recall: Scope | None = "session", native: Any = None, **settings: Any,
+        recall: Scope | None = "session", native: Any = None, clock: Any = None, **settings: Any,
     ) -> None:
-        super().__init__(archive=archive, summarizer=summarizer, **settings)
+        super().__init__(archive=archive, summarizer=summarizer, clock=clock, **settings)
         self.native = native
         self.model = model.split(":", 1)[-1] if model else None
         self.session_id = session_id
@@ -215,19 +238,22 @@ class DpCompactProcessor(LiveCompactor):
 
         The plan is appended to :attr:`plans`; nothing is compacted here.
         """
-        from dp_compact.api import plan_session
-
-        self._record(messages)
-        plan = plan_session(self._session(messages, to_openai(messages)), self.settings)
+        transcript = self._transcript(messages)
+        self._record(messages[transcript.new_from:])  # the others were recorded at earlier requests
+        action, plan = adapter_decision(self.plan_live(transcript, self._facts(messages))[2])
         self.plans.append(plan)
-        return bool(plan.decision == "compact")
+        return action != "keep"
 
-    def _session(self, messages: Sequence[ModelMessage], wires: list[tuple[dict[str, Any], int, list[int]]]) -> Any:
-        """The live session of ``messages`` (usage records after our last compaction only)."""
-        stale = _stale(messages)
-        usages = [None if n in stale else usage_of(messages[n]) for _, n, _ in wires]
+    def _transcript(self, messages: Sequence[ModelMessage]) -> LiveTranscript:
+        """The kept state of the conversation, updated with ``messages`` at the request made now."""
+        transcript = self.transcript(self.session_id)
+        transcript.update(messages, self.clock(), convert=_wires, usages=_usages, usage=usage_of, is_ours=_is_ours)
+        return transcript
+
+    def _facts(self, messages: Sequence[ModelMessage]) -> ModelFacts:
+        """The model: the latest response's ``model_name``, else the one given."""
         name = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None) or self.model
-        return live_session([w for w, _, _ in wires], usages, session_id=self.session_id, facts=ModelFacts(name))
+        return ModelFacts(name)
 
     def history(self, latest: Sequence[ModelMessage] = ()) -> list[ModelMessage]:
         """The full conversation as the runs made it, oldest first: the application's own record.
@@ -251,14 +277,16 @@ class DpCompactProcessor(LiveCompactor):
 
         A failed summary leaves the history untouched (DESIGN §5) and is logged.
         """
-        self._record(messages)
         if self.native is not None:  # the provider compacts (native_model_settings, native_trigger)
+            self._record(messages)
             return messages
-        wires = to_openai(messages)
-        result = self.compact(self._session(messages, wires))
+        transcript = self._transcript(messages)
+        self._record(messages[transcript.new_from:])  # the others were recorded at earlier requests
+        result = self.compact_live(transcript, self._facts(messages))
         if result is None:
             return messages
-        rebuilt = self._rebuild(messages, wires, result)
+        wires = list(zip(transcript.raws, transcript.origins, transcript.payloads, strict=True))
+        rebuilt = self._rebuild(transcript.items, wires, result)
         made = [m for m in rebuilt if id(m) not in self._seen]
         self._made.extend(made)  # held, so that their ids stay theirs
         self._seen.update(id(m) for m in made)

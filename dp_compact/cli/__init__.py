@@ -28,9 +28,10 @@ def main() -> None:
     """Console-script entry point (``dp-compact``): ``plan FILE`` and ``hook`` take the hot path
     (:mod:`dp_compact.hot.main`: no Typer, pydantic or price data loaded when a transcript's kept
     state answers), every other command the Typer application (:mod:`dp_compact.cli.registry`)."""
-    from dp_compact.hot.main import main as run
+    from dp_compact.hot.client import run
+    from dp_compact.hot.main import main as command
 
-    run()
+    run(command)  # the plan server answers a warm plan or hook when one runs (dp_compact.hot.client)
 
 
 class _Package(types.ModuleType):

@@ -89,7 +89,10 @@ def compact(
         for text in result.notes:
             note(text)
         cleared = result.to_dict()
-        typer.echo(json.dumps(cleared, ensure_ascii=False) if as_json else _render_clear(cleared))
+        if as_json:
+            typer.echo(json.dumps({**cleared, "plan": plan_json(cleared["plan"]) if cleared["plan"] else None}, ensure_ascii=False))
+        else:
+            typer.echo(_render_clear(cleared))
         return
     notes = list(result.notes)
     if chosen is not None and result.decision == "compact":

@@ -6,6 +6,9 @@
   settings and prices of the run, and when it is current (same code, same ``DP_*`` and ``.env``).
 - :mod:`~dp_compact.hot.settings`: the kept settings, without pydantic.
 - :mod:`~dp_compact.hot.main`: the ``dp-compact`` entry point that uses them, else runs the Typer application.
+- :mod:`~dp_compact.hot.server`, :mod:`~dp_compact.hot.client`: the plan server, a resident
+  process that keeps the warm run's modules imported and runs it for the entry point
+  (``NO_DP_COMPACT_SERVER=1``: none asked or started).
 
 Trade-offs: only Claude Code transcripts are continued (the status line's; other formats are
 read whole each time, as before); the state is one pickle about a quarter of the transcript's

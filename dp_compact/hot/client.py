@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-__all__ = ["ask", "server_dir", "socket_path", "spawn", "version_key"]
+__all__ = ["ask", "run", "server_dir", "socket_path", "spawn", "version_key"]
 
 #: Version of the request and answer layout (in :func:`version_key`).
 PROTOCOL = 1
@@ -35,18 +35,17 @@ PROTOCOL = 1
 ANSWER_TIMEOUT_S = 5.0
 #: Longest socket path AF_UNIX takes (``sun_path`` is 108 bytes on Linux, 104 on macOS).
 MAX_SOCKET_PATH = 100
+#: The dp_compact package folder this module belongs to.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Environment variable that keeps every run in its own process (no server asked or started).
 NO_SERVER = "NO_DP_COMPACT_SERVER"
 
 
 def version_key() -> str:
     """What a server must share with a client to answer it: the protocol, the interpreter and
-    the dp_compact package folder. (A server also checks, per request, that the module files it
+    the dp_compact package folder (one server per Python version, environment and checkout). (A server also checks, per request, that the module files it
     loaded are unchanged: :func:`dp_compact.hot.state.code_key`.)"""
-    import dp_compact
-
-    package = os.path.dirname(os.path.abspath(dp_compact.__file__ or ""))
-    return f"{PROTOCOL}|{sys.version}|{sys.executable}|{package}"
+    return f"{PROTOCOL}|{sys.version}|{sys.prefix}|{_PACKAGE}"
 
 
 def server_dir(environ: Mapping[str, str] | None = None) -> str | None:
@@ -92,7 +91,8 @@ def socket_path(key: str | None = None, environ: Mapping[str, str] | None = None
 
 
 def _exchange(path: str, request: dict[str, object]) -> dict[str, object] | None:
-    """Send ``request`` to the server at ``path``; its answer, or None (no listener, no answer in time)."""
+    """Send ``request`` to the server at ``path``; its answer (``{}`` when unreadable), or None
+    (no listener, no answer in time)."""
     import json
     import socket
 
@@ -110,8 +110,8 @@ def _exchange(path: str, request: dict[str, object]) -> dict[str, object] | None
     try:
         answer = json.loads(b"".join(chunks))
     except ValueError:
-        return None
-    return answer if isinstance(answer, dict) else None
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def _encodable(text: str, stream: object) -> bool:
@@ -130,7 +130,11 @@ def ask(args: list[str], stdin: str | None) -> bool:
     path = socket_path()
     if path is None:
         return False
-    request = {"version": version_key(), "args": args, "cwd": os.getcwd(), "env": dict(os.environ), "stdin": stdin}
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working folder was removed: the run here says what it says
+        return False
+    request = {"version": version_key(), "args": args, "cwd": cwd, "env": dict(os.environ), "stdin": stdin}
     answer = _exchange(path, request)
     if answer is None:
         return True
@@ -146,14 +150,38 @@ def ask(args: list[str], stdin: str | None) -> bool:
     sys.exit(code)
 
 
+def run(command: Callable[[], None]) -> None:
+    """The console script: ``command()`` (the in-process ``dp-compact``, :func:`dp_compact.hot.main.main`)
+    unless the plan server answers this run (:func:`ask`); a server is started after a hot form's
+    run that found none listening."""
+    from dp_compact.hot.main import hot_form
+
+    args = sys.argv[1:]
+    if os.environ.get(NO_SERVER) or os.environ.get("NO_DP_COMPACT_HOT") or hot_form(args) is None or sys.stdin is None:
+        command()
+        return
+    stdin = None
+    if args == ["hook"]:
+        import io
+
+        stdin = sys.stdin.read()
+        sys.stdin = io.StringIO(stdin)  # what the in-process run reads
+    if not ask(args, stdin):
+        command()
+        return
+    try:
+        command()
+    except SystemExit:
+        spawn()
+        raise
+
+
 def spawn() -> None:
     """Start a plan server in the background (its own session, standard streams on /dev/null,
     the dp_compact this process runs); it exits by itself when another already serves."""
     import subprocess
 
-    import dp_compact
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(dp_compact.__file__ or "")))
+    root = os.path.dirname(_PACKAGE)
     code = f"import sys; sys.path.insert(0, {root!r}); from dp_compact.hot.server import main; main()"
     try:
         subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["hot_form", "main"]
+__all__ = ["hot_form", "main", "warm"]
 
 #: ``hook_event_name`` of Claude Code's PreCompact hook (:data:`dp_compact.adapters.claude_code_hook.PRE_COMPACT`).
 _PRE_COMPACT = "PreCompact"
@@ -64,6 +64,20 @@ def main(argv: list[str] | None = None) -> None:
         if code == 0 and path is not None:
             _remember_quietly("hook", path, str(path), lenient=True)
     sys.exit(code)
+
+
+def warm(args: list[str], stdin: str | None = None) -> int | None:
+    """Run ``dp-compact ARGS`` from the kept state (``stdin``: the text ``hook`` reads) and return its
+    exit status, its output written; None, nothing written, when the application must run it. The
+    in-process run's first step and the plan server's whole run (:mod:`dp_compact.hot.server`)."""
+    form = hot_form(args)
+    if form is None:
+        return None
+    command, file, as_json = form
+    if command == "plan":
+        assert file is not None
+        return _plan_warm(file, as_json)
+    return _hook_warm(stdin or "")
 
 
 def _remember_quietly(command: str, path: Path, name: str, *, lenient: bool) -> None:

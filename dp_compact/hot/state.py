@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Kept", "code_key", "load", "save", "state_path"]
+__all__ = ["Kept", "code_key", "load", "same_code", "save", "state_path"]
 
 #: Version of the layout of a kept state; another version is ignored.
 LAYOUT = 1
@@ -88,8 +88,8 @@ def code_key(modules: dict[str, Any] | None = None) -> tuple[Any, ...]:
     return (sys.version, LAYOUT, tuple(stats))
 
 
-def _same_code(code: tuple[Any, ...]) -> bool:
-    """True when every module file ``code`` names is unchanged."""
+def same_code(code: tuple[Any, ...]) -> bool:
+    """True when every module file ``code`` (:func:`code_key`) names is unchanged, under this Python."""
     if not code or code[:2] != (sys.version, LAYOUT):
         return False
     for name, size, mtime in code[2]:
@@ -109,7 +109,7 @@ def load(path: Path, settings_key: bytes) -> Kept | None:
             kept = pickle.load(handle)
     except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError, pickle.UnpicklingError):
         return None
-    if not isinstance(kept, Kept) or kept.layout != LAYOUT or kept.settings_key != settings_key or not _same_code(kept.code):
+    if not isinstance(kept, Kept) or kept.layout != LAYOUT or kept.settings_key != settings_key or not same_code(kept.code):
         return None
     return kept
 

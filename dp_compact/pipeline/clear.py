@@ -109,7 +109,9 @@ class ClearResult:
     ``facts``: the :class:`~dp_compact.measure.clearing.ClearingFacts` at that depth (tokens
     removed, placeholder tokens, first changed message, ...), in cl100k tokens;
     ``tokens_before`` / ``tokens_after``: the conversation's message tokens counted before and
-    after. ``archive_ref``: where the originals are (``REF#msg-N`` for message N).
+    after. ``archive_ref``: where the originals are (``REF#msg-N`` for message N). ``plan``: the
+    :class:`~dp_compact.core.decision.Plan` that chose the clearing (``compact`` without
+    ``--action``), None for ``--action clear``.
     """
 
     path: str
@@ -128,6 +130,7 @@ class ClearResult:
     cleared_message_indices: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
     messages: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    plan: Any = field(default=None, repr=False, compare=False)
 
     @property
     def written(self) -> bool:
@@ -136,14 +139,14 @@ class ClearResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields: the action, depth, tokens removed and added, the archive key (messages left out)."""
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "facts", "cleared_message_indices")}
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "facts", "cleared_message_indices", "plan")}
         return {
             "action": ACTION_CLEAR, **data, "kept_messages": self.n_messages - self.depth,
             "cleared_results": self.facts["cleared_results"], "changed_messages": self.facts["changed_messages"],
             "tokens_removed": self.facts["removed_tokens"], "placeholder_tokens": self.facts["placeholder_tokens"],
             "tokens_saved": self.facts["saved_tokens"], "first_changed_message": self.facts["first_changed_message"],
             "rewritten_tokens": self.facts["rewritten_tokens"], "cleared_message_indices": list(self.cleared_message_indices),
-            "written": self.written,
+            "written": self.written, "plan": self.plan.to_dict() if self.plan is not None else None,
         }
 
 

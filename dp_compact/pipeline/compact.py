@@ -414,7 +414,8 @@ def compact_file(
         if decided is not None and decided.decision == "clear" and decided.clearing is not None and result.decision == "keep":
             cleared = clear_session(session, depth=int(decided.clearing["depth"]), to=to,
                                     archiver=staging if staging is not None else archiver, dry_run=dry_run)
-            cleared = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=result.notes + cleared.notes)
+            cleared = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=result.notes + cleared.notes,
+                              plan=decided)
             if cleared.decision == ACTION_CLEAR and not dry_run:
                 write_messages(output, cleared.messages, cleared.api, source=path)
         else:

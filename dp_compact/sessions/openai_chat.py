@@ -38,7 +38,7 @@ from dp_compact.sessions.common import build_session, dumps, is_summary_text, re
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, new_message
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
 
-__all__ = ["DESCRIPTION", "FORMAT", "read", "sniff"]
+__all__ = ["DESCRIPTION", "FORMAT", "LiveReader", "read", "sniff"]
 
 FORMAT = "openai_chat"
 DESCRIPTION = "OpenAI chat messages (role/tool_calls/tool_call_id; JSONL, {messages}, SWE-agent .traj, mini-swe-agent array)"
@@ -334,3 +334,48 @@ def _model(document: dict[str, Any] | None) -> str | None:
         if isinstance(holder, dict) and isinstance(holder.get("model"), str):
             return holder["model"]
     return None
+
+
+class LiveReader:
+    """:func:`read` of a conversation that grows by appends (the adapters' live conversations).
+
+    :meth:`add` reads the records appended since the last call and :meth:`session` builds the
+    :class:`Session`: equal to ``read(Source(path=path, records=<every record added>))``, at the
+    cost of the records added (the per-record pass of :func:`read` is not repeated; the session is
+    assembled in one pass over the messages). A record :func:`read` rejects raises the same
+    :class:`~dp_compact.errors.MalformedLineError`, and the reader is then unusable (``broken``).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.broken = False
+        self._reader = _Reader()
+        self._has_calls = False  # some message calls tools or answers a call: not an action trajectory
+
+    def add(self, records: Sequence[Record]) -> None:
+        """Read ``records`` (JSONL records: line numbers continuing the earlier ones)."""
+        if self.broken:
+            raise ValueError("the reader rejected a record earlier: read again from the start")
+        before = len(self._reader.messages)
+        try:
+            for record in records:
+                if not _is_message(record.value):
+                    raise ValueError("not an OpenAI chat message ({role, content | tool_calls})")
+                self._reader.add(record.value, record.line, record.nbytes)
+        except ValueError as exc:
+            self.broken = True
+            raise MalformedLineError(self.path, getattr(record, "line", 0) or None, str(exc)) from exc
+        self._has_calls = self._has_calls or any(m.tool_calls or m.tool_results for m in self._reader.messages[before:])
+
+    def session(self) -> Session:
+        """The session of every record added, as :func:`read` makes it from a JSONL source."""
+        reader = self._reader
+        messages = reader.messages
+        if not self._has_calls and _is_action_trajectory(messages, None):
+            messages = _link_observations(messages)
+        return build_session(
+            path=self.path, format=FORMAT, messages=relink(messages, reader.live_start), usage=(), live_start=reader.live_start,
+            compactions=reader.compactions, llm_calls=None, system_text="\n\n".join(reader.system),
+            system_messages=tuple(reader.system_raw), model=None, context_window=None, window_source="", skipped_lines=0,
+            compaction_records=tuple(reader.records), call_times=tuple(reader.times),
+        )

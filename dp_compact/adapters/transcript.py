@@ -1,0 +1,223 @@
+"""What an adapter keeps of one conversation between calls (:class:`LiveTranscript`; issue 34).
+
+The framework's messages as last seen, their chat-completions dicts and usage records, the
+reader's pass over them (:class:`~dp_compact.sessions.openai_chat.LiveReader`), each message's
+token counts, and the time of each LLM call: a call that appends messages converts, reads and
+counts only those, and the session, its tokens and so its plan are those a full read
+(:func:`dp_compact.adapters.live.live_session`) gives. :mod:`dp_compact.adapters.live` plans from it.
+
+Pure: the times are given (the adapters read their clock).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from dp_compact.conversation import Message, Session, Usage
+from dp_compact.sessions import openai_chat
+from dp_compact.sessions.common import dumps
+from dp_compact.sessions.source import Record
+
+__all__ = ["BULK_COUNT_MESSAGES", "LiveTranscript", "Wires"]
+
+#: Messages counted at once above which the persistent token cache is opened (a conversation seen
+#: whole, e.g. the first call of a resumed thread); fewer are counted directly (opening it costs more).
+BULK_COUNT_MESSAGES = 64
+
+
+#: One framework message as chat-completions dicts, each with what the adapter maps it back by
+#: (pydantic-ai: the indices of the parts it stands for; LangChain: None).
+Wires = list[tuple[dict[str, Any], Any]]
+
+
+def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
+    """Length of the longest common prefix of ``old`` and ``new``: the same objects, or equal ones."""
+    if all(map(operator.is_, old, new)):  # the usual append: one pass in C
+        return min(len(old), len(new))
+    for index, (a, b) in enumerate(zip(old, new, strict=False)):
+        if a is not b and a != b:
+            return index
+    return min(len(old), len(new))
+
+
+class LiveTranscript:
+    """What an adapter keeps of one conversation between calls (module docstring).
+
+    Parameters
+    ----------
+    session_id : str
+        The conversation's name: the session's path, the archive's session.
+
+    Attributes
+    ----------
+    items : list
+        The framework's messages as last given (held: the pipeline's output maps back to them).
+    raws, payloads, origins : list
+        Each chat-completions dict, what the adapter maps it back by, and the index of its message in ``items``.
+    rebuilds : int
+        Calls that were not an append (the state was rebuilt from the messages given).
+    new_from : int
+        Index in ``items`` of the first message the latest call added (0 after a rebuild).
+    now_s : float or None
+        The time of the latest call, epoch seconds.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.rebuilds = 0
+        self.new_from = 0
+        self.now_s: float | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        """Forget every message (the times of the calls they came from are the caller's to keep)."""
+        self.items: list[Any] = []
+        self.raws: list[dict[str, Any]] = []
+        self.payloads: list[Any] = []
+        self.origins: list[int] = []
+        self._wires: list[Wires] = []
+        self._item_times: list[float | None] = []
+        self._usage: list[Usage] = []
+        self._call_times: list[float | None] = []
+        self._reader = openai_chat.LiveReader(self.session_id)
+        self._counted: Sequence[Message] = ()
+        self._family: str | None = None
+        self._parts: Any = None
+
+    def update(
+        self, items: Sequence[Any], now_s: float | None, *, convert: Callable[[Any], Wires],
+        usages: Callable[[Sequence[Any]], list[Usage | None]], usage: Callable[[Any], Usage | None],
+        is_ours: Callable[[Any], bool], key: Callable[[Any], Any] = id,
+    ) -> None:
+        """Take the messages ``items`` of the call made at ``now_s``: read the appended ones, or all of
+        them again when the list is not an append (an earlier message replaced or edited, or one of
+        our summaries among the new ones).
+
+        Parameters
+        ----------
+        items : sequence
+            The framework's messages, oldest first.
+        now_s : float or None
+            Epoch seconds of the call about to be made (None: unknown).
+        convert : callable
+            One message as its chat-completions dicts (:data:`Wires`).
+        usages, usage : callable
+            The usage records of every message (our last summary's stale ones left out), and of one
+            appended message.
+        is_ours : callable
+            True for a summary message of ours (its metadata changes which usage records are stale).
+        key : callable
+            What names a message across copies (LangChain: its id), to keep the time of its call.
+
+        Raises
+        ------
+        MalformedLineError
+            A message that is not a chat-completions message (the state is then cleared).
+        """
+        start = _same_prefix(self.items, items)
+        appended = start == len(self.items) and not any(is_ours(m) for m in items[start:])
+        previous = self.now_s
+        converted: dict[int, Wires] = {}  # a rebuild's messages converted before, by object
+        if appended:
+            self.items[:start] = items[:start]  # a checkpointer's equal copies: the objects given now
+            new_times: list[float | None] = [previous] * (len(items) - start)
+            new_usages = [usage(m) for m in items[start:]]
+        else:
+            self.rebuilds += 1
+            known = {key(m): t for m, t in zip(self.items, self._item_times, strict=True)}
+            converted.update((id(m), w) for m, w in zip(self.items, self._wires, strict=True))
+            last_known = max((i for i, m in enumerate(items) if key(m) in known), default=-1)
+            new_times = [known.get(key(m), previous if i > last_known else None) for i, m in enumerate(items)]
+            new_usages = usages(items)
+            self._clear()
+            start = 0
+        self.new_from = start
+        try:
+            self._append(items[start:], new_times, new_usages, convert, converted)
+        except ValueError:  # MalformedLineError: nothing half-read is kept
+            self._clear()
+            raise
+        self.now_s = now_s
+
+    def _append(self, items: Sequence[Any], times: list[float | None], usages: list[Usage | None], convert: Callable[[Any], Wires],
+                converted: dict[int, Wires]) -> None:
+        """Convert and read the messages ``items`` appended, with the time of the call each came from and their usage."""
+        records = []
+        for item, at, used in zip(items, times, usages, strict=True):
+            wires = converted.get(id(item)) or convert(item)
+            index = len(self.items)
+            self.items.append(item)
+            self._item_times.append(at)
+            self._wires.append(wires)
+            for raw, payload in wires:
+                line = len(self.raws) + 1
+                self.raws.append(raw)
+                self.payloads.append(payload)
+                self.origins.append(index)
+                records.append(Record(line, raw, len(dumps(raw).encode())))
+                if raw.get("role") == "assistant":
+                    self._call_times.append(at)
+                if used is not None:  # as live_session places it: on each dict of the message
+                    self._usage.append(replace(used, line=line))
+        self._reader.add(records)
+
+    def session(self, facts: Any = None, system_text: str = "") -> Session:
+        """The conversation as :func:`~dp_compact.adapters.live.live_session` reads it (``facts``: the
+        :class:`~dp_compact.adapters.live.ModelFacts` of the model, or None), each assistant message timed by the call that made it
+        (``Session.call_times``, epoch seconds; None where the call came before this adapter saw the conversation)."""
+        extra: dict[str, Any] = {"usage": tuple(self._usage), "call_times": tuple(self._call_times)}
+        session = self._reader.session()
+        if facts is not None and facts.name:
+            extra["model"] = facts.name
+        if facts is not None and facts.window:
+            extra["context_window"] = facts.window
+        if system_text and not session.system_text:
+            extra["system_text"] = system_text
+        return replace(session, **extra)
+
+    def token_parts(self, session: Session, settings: Any) -> Any:
+        """:func:`~dp_compact.measure.tokens.message_token_parts` of ``session.messages`` (a session of this
+        transcript), counting only the messages not counted before."""
+        from dp_compact.measure.tokens import TokenParts, _encoding, message_token_parts
+        from dp_compact.prepare import session_family
+
+        _encoding()  # built once per process (cached): an agent's process is long-lived, and without the
+        # encoder each count of a few short texts loads the ranks copy again (about 20 ms a call)
+        messages = session.messages
+        family = session_family(session, settings)
+        if family != self._family or self._parts is None:
+            self._family, self._counted, self._parts = family, (), None
+        done = _identical_prefix(self._counted, messages)
+        if self._parts is not None and done < len(self._counted):  # a message changed: count all again
+            done, self._parts = 0, None
+        if len(messages) - done > BULK_COUNT_MESSAGES:  # a conversation seen whole: the persistent cache may know its texts
+            from dp_compact.measure.tokens import TokenCache
+
+            cache = TokenCache()
+            try:
+                new = message_token_parts(messages[done:], cache=cache, family=family)
+            finally:
+                cache.close()
+        else:
+            new = message_token_parts(messages[done:], family=family)
+        old = self._parts
+        if old is not None:
+            new = TokenParts(np.concatenate((old.text, new.text)), np.concatenate((old.images, new.images)),
+                             np.concatenate((old.documents, new.documents)), old.referenced + new.referenced)
+        self._counted, self._parts = messages, new
+        return new
+
+
+def _identical_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
+    """Length of the longest common prefix of ``old`` and ``new`` made of the same objects."""
+    if all(map(operator.is_, old, new)):
+        return min(len(old), len(new))
+    for index, (a, b) in enumerate(zip(old, new, strict=False)):
+        if a is not b:
+            return index
+    return min(len(old), len(new))

@@ -1,0 +1,246 @@
+"""The plan server (dp_compact.hot.server, .client): its answers are the in-process command's (issue 34 item 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dp_compact.hot import client
+from tests.conftest import SESSIONS, need
+
+SMALL = "cc_raze_hooks.jsonl"
+#: What a client run writes beside its output: whether it imported numpy (a run the server answered does not).
+_CLIENT = ("import os, sys\nfrom dp_compact.cli import main\nsys.argv = ['dp-compact', *sys.argv[1:]]\n"
+           "try:\n    main()\nfinally:\n    open(os.environ['PLAN_SERVER_PROBE'], 'w').write(str('numpy' in sys.modules))")
+
+
+def _wait(condition, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _listening(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+def _stop_servers(folder: Path) -> None:
+    """Kill every server whose lock file in ``folder`` names a live plan server."""
+    for lock in folder.glob("*.lock"):
+        try:
+            pid = int(lock.read_text().strip() or 0)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if pid and b"dp_compact.hot.server" in cmdline:
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a run: conftest's (no DP_*, caches under tmp), a private runtime folder
+    short enough for a socket path; every server started in it killed on teardown."""
+    runtime = Path(tempfile.mkdtemp(prefix="dps"))
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_DP_COMPACT_HOT", client.NO_SERVER)}
+    environ.update(XDG_RUNTIME_DIR=str(runtime), PLAN_SERVER_PROBE=str(tmp_path / "probe"))
+    yield environ
+    _stop_servers(runtime / "dp-compact")
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _path(env: dict[str, str]) -> str:
+    path = client.socket_path(environ=env)
+    assert path is not None
+    return path
+
+
+@pytest.fixture
+def server(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A plan server started for ``env``, listening."""
+    process = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "120"], env=env)
+    assert _wait(lambda: _listening(_path(env))), f"no server listening (exit {process.poll()})"
+    yield process
+    process.kill()
+    process.wait()
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[tuple[int, str, str], bool]:
+    """``dp-compact ARGS`` as a new process: (exit status, stdout, stderr), and whether the server answered it."""
+    probe = Path(env["PLAN_SERVER_PROBE"])
+    probe.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-c", _CLIENT, *args], input=stdin or "", capture_output=True, text=True,
+                          env=env, cwd=cwd, check=False)
+    return (done.returncode, done.stdout, done.stderr), probe.read_text() == "False"
+
+
+def _full(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[int, str, str]:
+    return _run(args, {**env, "NO_DP_COMPACT_HOT": "1"}, cwd, stdin)[0]
+
+
+def _lines(name: str) -> list[bytes]:
+    return need(SESSIONS / "claude_code" / name).read_bytes().splitlines(keepends=True)
+
+
+def _append(copy: Path, line: bytes) -> None:
+    with open(copy, "ab") as handle:
+        handle.write(line)
+
+
+@pytest.mark.parametrize("name", [SMALL, pytest.param("cc_privacy_x402.jsonl", marks=pytest.mark.slow)])
+def test_server_plan_and_hook_print_what_the_whole_command_prints(name, server, env, tmp_path):
+    lines = _lines(name)
+    plan_copy, hook_copy = tmp_path / "plan.jsonl", tmp_path / "hook.jsonl"
+    start = max(len(lines) - 3, 3)
+    for copy in (plan_copy, hook_copy):
+        copy.write_bytes(b"".join(lines[:start]))
+    status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(hook_copy),
+                         "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"}})
+    assert _run(["plan", str(plan_copy), "--json"], env, tmp_path)[0][0] in (0, 10)  # no state yet: run here, state kept
+    assert _run(["hook"], env, tmp_path, status)[0][0] == 0
+    for line in lines[start:]:
+        for copy in (plan_copy, hook_copy):
+            _append(copy, line)
+        for args in (["plan", str(plan_copy), "--json"], ["plan", str(plan_copy)]):
+            served, answered = _run(args, env, tmp_path)
+            assert answered and served == _full(args, env, tmp_path)
+        served, answered = _run(["hook"], env, tmp_path, status)
+        assert answered and served[1].strip() and served == _full(["hook"], env, tmp_path, status)
+    assert server.poll() is None
+
+
+def test_server_honours_the_clients_dp_variables(server, env, tmp_path):
+    lines = _lines(SMALL)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(lines[:-2]))
+    args = ["plan", str(copy), "--json"]
+    _run(args, env, tmp_path)
+    _append(copy, lines[-2])
+    plain, answered = _run(args, env, tmp_path)
+    assert answered
+    priced = {**env, "DP_P_INPUT": "7.5"}
+    assert _run(args, priced, tmp_path)[0] == _full(args, priced, tmp_path)  # new settings: run here, state kept
+    _append(copy, lines[-1])
+    served, answered = _run(args, priced, tmp_path)
+    assert answered and served == _full(args, priced, tmp_path) and served[1] != plain[1]
+
+
+def test_server_of_another_version_is_not_asked_and_exits(server, env, tmp_path):
+    reply = client._exchange(_path(env), {"version": "0|other", "args": ["hook"], "cwd": "/", "env": {}, "stdin": "{}"})
+    assert reply == {"status": "version"}
+    assert server.wait(timeout=30) == 0
+    assert not os.path.exists(_path(env))
+
+
+def test_server_refuses_other_commands(server, env, tmp_path):
+    request = {"version": client.version_key(), "cwd": str(tmp_path), "env": env, "stdin": None}
+    for args in (["compact", "x.jsonl"], ["plan", "x.jsonl", "--provider", "gpt-4o"], ["--help"]):
+        assert client._exchange(_path(env), {**request, "args": args}) == {"status": "refused"}
+    off = {**request, "args": ["plan", "x.jsonl"], "env": {**env, client.NO_SERVER: "1"}}
+    assert client._exchange(_path(env), off) == {"status": "refused"}
+    assert server.poll() is None
+
+
+def test_stale_socket_falls_back_and_is_replaced(env, tmp_path):
+    lines = _lines(SMALL)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(lines))
+    path = _path(env)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)  # a socket file nobody listens on: a killed server's
+    dead.close()
+    args = ["plan", str(copy), "--json"]
+    assert _run(args, env, tmp_path)[0] == _full(args, env, tmp_path)
+    assert _wait(lambda: _listening(path))  # the run started a server, which replaced the stale file
+    _append(copy, lines[-1])
+    served, answered = _run(args, env, tmp_path)
+    assert answered and served == _full(args, env, tmp_path)
+
+
+def test_server_exits_when_idle_or_its_socket_is_removed(env):
+    path = _path(env)
+    idle = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "0.5"], env=env)
+    try:
+        assert idle.wait(timeout=60) == 0
+        assert not os.path.exists(path)
+    finally:
+        idle.kill()
+    removed = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server"], env=env)
+    try:
+        assert _wait(lambda: _listening(path))
+        os.unlink(path)
+        assert removed.wait(timeout=60) == 0
+    finally:
+        removed.kill()
+
+
+def test_socket_and_folder_are_private(server, env):
+    path = _path(env)
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert os.stat(path).st_uid == os.getuid()
+
+
+def test_folder_open_to_others_or_owned_by_another_is_not_used(tmp_path):
+    runtime = tmp_path / "run"
+    (runtime / "dp-compact").mkdir(parents=True)
+    os.chmod(runtime / "dp-compact", 0o755)
+    assert client.server_dir({"XDG_RUNTIME_DIR": str(runtime)}) is None
+    if os.geteuid() == 0:
+        os.chmod(runtime / "dp-compact", 0o700)
+        os.chown(runtime / "dp-compact", 65534, 65534)
+        assert client.server_dir({"XDG_RUNTIME_DIR": str(runtime)}) is None
+
+
+def test_no_server_variable_keeps_the_run_here(env, tmp_path):
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(_lines(SMALL)))
+    args = ["plan", str(copy), "--json"]
+    off = {**env, client.NO_SERVER: "1"}
+    assert _run(args, off, tmp_path)[0] == _full(args, env, tmp_path)
+    time.sleep(0.5)
+    assert not os.path.exists(_path(env))  # none started
+
+
+@pytest.mark.slow
+def test_two_servers_started_at_once_leave_one_listening(env):
+    path = _path(env)
+    both = [subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "120"], env=env) for _ in range(2)]
+    try:
+        assert _wait(lambda: _listening(path))
+        assert _wait(lambda: any(p.poll() is not None for p in both), 60)  # the one without the lock leaves
+        running = [p for p in both if p.poll() is None]
+        assert len(running) == 1 and [p.returncode for p in both if p.poll() is not None] == [0]
+        assert Path(f"{path}.lock").read_text().strip() == str(running[0].pid)
+        assert _listening(path)
+    finally:
+        for process in both:
+            process.kill()
+            process.wait()
+
+
+def test_server_stopped_by_its_id_removes_its_socket(server, env):
+    path = _path(env)
+    assert Path(f"{path}.lock").read_text().strip() == str(server.pid)
+    server.terminate()
+    assert server.wait(timeout=30) == 0
+    assert not os.path.exists(path)
