@@ -111,7 +111,8 @@ def brute_force(rec: Recording, params: ReplayParams) -> tuple[float, float]:
                 walk(call + 1, cut, 0, True, {**cuts, call: cut}, clearings)
         if summarized:
             return
-        for m in clearable[(clearable >= depth) & (clearable < end)].tolist():
+        seen = int(rec.call_positions[call - 1]) if call else 0  # the meter clears only what a call has read
+        for m in clearable[(clearable >= depth) & (clearable < min(end, seen))].tolist():
             if v + int(prefix[end] - saved[m + 1]) <= window:
                 walk(call + 1, start, m + 1, False, cuts, {**clearings, call: m + 1})
 

@@ -141,8 +141,11 @@ def status_text(plan: Any) -> str:
         if plan.rule == RULE_RESUME:  # keep now; when the person comes back after the cache expired, /compact first
             return f"{head} · keep; /compact on return if away > {_minutes(plan)}"
         return f"{head} · keep all"
-    saves = (plan.lookahead or {}).get("saves_usd")
-    saves = plan.terms.get("net", 0.0) if saves is None else saves
+    if plan.lookahead is None:  # the single-step planners: their NetBenefit
+        return f"{head} · compact now saves ${plan.terms.get('net', 0.0):.2f} · keep {plan.k}"
+    saves = plan.lookahead.get("saves_usd")
+    if saves is None:  # keeping is not allowed: the context must shrink before the next call
+        return f"{head} · compact now: nearly full · keep {plan.k}"
     return f"{head} · compact now saves ${saves:.2f} · keep {plan.k}"
 
 

@@ -131,9 +131,12 @@ def _setting_option(name: str, repeat: str | None) -> Any:
         return Annotated[Optional[list[value]], typer.Option(f"--{name.replace('_', '-')}", help=repeat, rich_help_panel=SETTINGS_PANEL)]
     text = _HELP.get(name) or f"{(field.description or name)[:1].upper()}{(field.description or name)[1:]}."
     if field.default is not None and "default:" not in text:  # the ones that default to None say what they do instead
-        text += f" Default: {field.default}."
+        text += f" Default: {'on' if field.default is True else 'off' if field.default is False else field.default}."
+    flag = f"--{name.replace('_', '-')}"
+    if value is bool:  # an on/off setting: both spellings, so a default of on can be turned off
+        flag = f"{flag}/--no-{name.replace('_', '-')}"
     return Annotated[Optional[value], typer.Option(
-        f"--{name.replace('_', '-')}", *_ALSO.get(name, ()), help=f"{text} [{variable}]", rich_help_panel=SETTINGS_PANEL,
+        flag, *_ALSO.get(name, ()), help=f"{text} [{variable}]", rich_help_panel=SETTINGS_PANEL,
     )]
 
 

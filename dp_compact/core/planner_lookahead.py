@@ -186,7 +186,7 @@ def plan_ahead(
         return Plan("keep", RULE_FIXED_POINT, why, n, 0, tail_tokens=total, head_tokens=0, terms=terms.at(best),
                     best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
     clears = clearing is not None and clear_value < compact_value and (forced or clear_value < ahead.keep_usd)
-    if clears and (forced or (ahead.resume_usd is None or clear_value <= ahead.resume_usd)):
+    if clears and (forced or (ahead.resume_usd is None or clear_value <= ahead.resume_usd + 1e-9 * abs(ahead.resume_usd))):
         return _clear_plan(clearing, ahead, context, window, forced, n, total, terms.at(best), best_info, info, values, common)
     resume = _resume(ahead, min(compact_value, clear_value), allowed, cuts, n, depths) if not forced else None
     if resume is not None:
@@ -278,6 +278,9 @@ def _resume(ahead: LookAhead, compact_value: float, allowed: npt.NDArray[np.int6
     resume = ahead.resume_usd
     if resume is None or not (resume < ahead.keep_usd and resume <= compact_value):
         return None
+    if (ahead.resume_cold_cut, ahead.resume_cold_clear) == (ahead.resume_warm_cut, ahead.resume_warm_clear) and not (
+            ahead.resume_cold_cut is None and ahead.resume_cold_clear is None):
+        return None  # the same action whatever the cache: acting now is as cheap (the caller acts)
 
     def what(index: int | None, depth: int | None) -> str:
         if depth is not None and depths is not None:
