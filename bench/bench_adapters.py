@@ -1,4 +1,4 @@
-"""Per-call overhead of the adapters against the conversation's length (issue 34 item 3).
+"""Per-call overhead of the adapters against the conversation's length.
 
 A real transcript (``--session``, default Claude Code ``cc_task43_develop``) is turned into the
 messages a framework holds: LangChain ``HumanMessage`` / ``AIMessage`` / ``ToolMessage`` and
@@ -62,7 +62,7 @@ PREFIX_TOKENS = 3_000
 MAX_OUTPUT_CHARS = 8_000
 #: Seconds between two calls of the fake clock (a tool loop's pace).
 CALL_SECONDS = 30.0
-#: Per-call overhead the adapters must stay under on calls that do not compact (issue 34), ms.
+#: Per-call overhead the adapters must stay under on calls that do not compact, ms.
 TARGET_MS = 5.0
 MODEL = "claude-sonnet-4"
 
@@ -223,7 +223,7 @@ PROFILES: dict[str, tuple[int, dict[str, Any]]] = {
 }
 
 def _langchain_full_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[list[Any]], bool], Any]:
-    """The middleware's work without kept state, as every call did before issue 34: convert, read,
+    """The middleware's work without kept state, as every call did before the adapters kept state: convert, read,
     count and plan the whole list (``live_session`` and ``LiveCompactor.compact``); for comparison."""
     from dp_compact.adapters.langchain import DpCompactMiddleware, _usages, to_openai
     from dp_compact.adapters.live import live_session

@@ -1,4 +1,4 @@
-"""Whole-process time of ``dp-compact plan FILE --json`` and ``dp-compact hook`` after one appended record (issue 34 items 1-2).
+"""Whole-process time of ``dp-compact plan FILE --json`` and ``dp-compact hook`` after one appended record.
 
 A copy of a real transcript (``--session``, default the largest Claude Code one,
 ``claude_code/cc_task43_develop.jsonl``) without its last records is planned once in a temporary

@@ -1,4 +1,4 @@
-"""Live speed, one table for issue 34: per-call time, whole-process times, memory.
+"""Live speed in one table: per-call time, whole-process times, memory.
 
 Usage: ``python bench/bench_live.py [--awk-lines 2000 20000 100000] [--repeat 5] [--awk-repeat 3]
 [--memory-mb 50] [--skip-awk] [--skip-memory] [--formats ...]``

@@ -17,7 +17,7 @@ Prints, with the default settings and every policy (the defaults and ``threshold
    replay model comes to the bill the provider sent (same prices), with the V charged (each
    session's own prefix, measured from its usage records) and the part of it the first call found
    cached (``warm``, from its usage record);
-5. the evidence of DESIGN §8 (issue 32), per shared session with usage records: the bill of its
+5. the evidence of DESIGN §8, per shared session with usage records: the bill of its
    usage records, the ``recorded`` replay and their ratio (also with every cached token read,
    ``hits 1``, to show what the measured cache-hit share does), the TTL applied, and the oracle,
    ``dp`` and the presets under the new accounting (dated prices and tiers per request, the

@@ -1,4 +1,4 @@
-"""What an adapter keeps of one conversation between calls (:class:`LiveTranscript`; issue 34).
+"""What an adapter keeps of one conversation between calls (:class:`LiveTranscript`).
 
 The framework's messages as last seen, their chat-completions dicts and usage records, the
 reader's pass over them (:class:`~dp_compact.sessions.openai_chat.LiveReader`), each message's

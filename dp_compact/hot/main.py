@@ -192,11 +192,10 @@ def _planned(session: Any, settings: Any, memo: dict[Any, Any], now: float | Non
         preparation.get_prices = lookup
 
 
-def _plan_warm(file: str, as_json: bool) -> int | None:
-    """``dp-compact plan FILE [--json]`` from the kept state; its exit status, or None when the
-    application must run it (no current state, a change other than an append, an error to report)."""
-    path = Path(file)
-    found = _kept_state("plan", path)
+def _warm_session(command: str, path: Path) -> tuple[Any, Path, Any, Any] | None:
+    """The kept state of ``command`` for ``path`` and the session grown from it by what was appended:
+    ``(kept, state file, session, transcript)``, or None when the application must read it whole."""
+    found = _kept_state(command, path)
     if found is None:
         return None
     kept, state_file = found
@@ -204,6 +203,17 @@ def _plan_warm(file: str, as_json: bool) -> int | None:
     if grown is None:
         return None
     session, transcript = grown
+    return kept, state_file, session, transcript
+
+
+def _plan_warm(file: str, as_json: bool) -> int | None:
+    """``dp-compact plan FILE [--json]`` from the kept state; its exit status, or None when the
+    application must run it (no current state, a change other than an append, an error to report)."""
+    path = Path(file)
+    warm = _warm_session("plan", path)
+    if warm is None:
+        return None
+    kept, state_file, session, transcript = warm
     result = _in_lean_process(lambda: _planned(session, kept.settings, kept.prices, None, ""))
     if result is None:
         return None
@@ -226,14 +236,10 @@ def _hook_warm(text: str) -> int | None:
     path = _transcript_of(text)
     if path is None:
         return None
-    found = _kept_state("hook", path)
-    if found is None:
+    warm = _warm_session("hook", path)
+    if warm is None:
         return None
-    kept, state_file = found
-    grown = _grown_session(path, str(path), kept)
-    if grown is None:
-        return None
-    session, transcript = grown
+    kept, state_file, session, transcript = warm
     from dp_compact.adapters.claude_code_hook import hook_settings, status_text, with_payload_context
     from dp_compact.errors import DpCompactError
 

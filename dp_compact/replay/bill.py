@@ -39,7 +39,7 @@ from dp_compact.replay.recording import Recording
 
 __all__ = ["BILL_TOLERANCE", "CAUSES", "BillCause", "BillCheck", "bill_check", "usage_cost"]
 
-#: DESIGN §8: the recorded replay must match the bill "within a few percent"; issue 32 sets 5 %.
+#: DESIGN §8: the recorded replay must match the bill "within a few percent"; this check takes 5 %.
 BILL_TOLERANCE = 0.05
 
 #: The named causes of a difference, in report order, with what each names.

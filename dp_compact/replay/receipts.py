@@ -1,4 +1,4 @@
-"""Receipts (issue 36): every compaction of a replay, what it cost, what it saved, when it paid back.
+"""Receipts: every compaction of a replay, what it cost, what it saved, when it paid back.
 
 For each compaction a policy made (``--policy dp``, any policy) or the recorded tool made
 (``--policy recorded``), computed from the replay's own results, never re-estimated:
