@@ -58,6 +58,10 @@ _HELP = {
     ),
     "baseline_e": "Expected user turns of a session: E = max(this − user turns so far, half of it).",
     "e_fixed": "A fixed E, user turns, instead of the baseline (0 = off).",
+    "min_keep_ratio": (
+        "Least share of the messages a cut keeps, for the myopic and seed planners (the look-ahead keeps at least the "
+        "last API round instead)."
+    ),
     "quality_penalty": "Quality penalty QP of a long context (the long-context quality term).",
     "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
     "planner": "lookahead (compact now or later, looking ahead), myopic (NetBenefit of compacting now) or seed (the same as --model seed, which always decides as myopic).",

@@ -179,7 +179,8 @@ def _tier_line(tiers: dict[str, Any]) -> str:
         return f"tiers     the prompt pays the tier {tiers['tier_now']}; no threshold above it"
     above = cliff["above"]
     when = cliff.get("compaction_calls")
-    pays = ("compacting before it pays: " + ("the plan compacts now" if when == 0 else f"the best schedule compacts in about"
+    now = "the plan clears old tool results now" if cliff.get("action") == "clear" else "the plan compacts now"
+    pays = ("compacting before it pays: " + (now if when == 0 else f"the best schedule compacts in about"
                                              f" {when:.0f} calls") if cliff.get("compacts_before")
             else "compacting before it does not pay: the best schedule crosses it")
     return (f"tiers     next cliff at {cliff['above_tokens']:,} prompt tokens: {cliff['tokens_to_go']:,} tokens, about"

@@ -335,6 +335,10 @@ def _clear_plan(clearing: dict[str, Any], ahead: LookAhead, context: int, window
                 common: dict[str, Any]) -> Plan:
     """The plan that clears old tool results (DESIGN §9), with its explanation."""
     after = context - clearing["saved_tokens"]
+    tiers = common.get("tiers")
+    if tiers and tiers.get("next"):  # the action before the cliff is this clearing
+        common = {**common, "tiers": {**tiers, "next": {**tiers["next"], "compacts_before": True, "compaction_calls": 0.0,
+                                                         "action": "clear"}}}
     if forced:
         why = (f"context {context:,} tokens must shrink before the next call; clearing the old tool results costs"
                f" less than compacting at any cut")

@@ -76,7 +76,8 @@ def rates_at(prices: Prices, prompt_tokens: Any) -> Rates:
 
 
 def next_cliff(prices: Prices, context_tokens: float, growth_tokens: float) -> dict[str, Any] | None:
-    """The next whole-request threshold above the current prompt, or None (no tier above it).
+    """The next whole-request threshold above the current prompt, or None (no tier above it below the window M:
+    a prompt past M is never sent).
 
     Parameters
     ----------
@@ -98,7 +99,7 @@ def next_cliff(prices: Prices, context_tokens: float, growth_tokens: float) -> d
     >>> next_cliff(PROFILES["gemini-2.5-pro"], 190_000, 1_000)["calls_to_go"]
     11
     """
-    above = [s for s in prices.tier_starts if s >= context_tokens]
+    above = [s for s in prices.tier_starts if context_tokens <= s < prices.max_context_tokens]  # a prompt must fit the window
     if not above:
         return None
     start = above[0]
