@@ -174,3 +174,27 @@ def test_compact_carries_out_a_plan_that_clears(tmp_path, monkeypatch):
     ref, index = _REF.search(cleared[0]["content"]).groups()
     restored = runner.invoke(app, ["restore", f"{ref}#msg-{index}"])
     assert restored.exit_code == 0 and "# module 0" in restored.stdout
+
+
+def test_a_cleared_file_plans_as_the_conversation_it_was(tmp_path):
+    """The first placeholder of a cleared file states the model, window, context, avg, token ratio and V,
+    so planning the cleared file prices it as the source (as a shrunk file's first preview does)."""
+    from dp_compact.api import plan_file
+    from dp_compact.pipeline.archive import ArchiveStore
+    from dp_compact.pipeline.compact import compact_file
+
+    source = SESSIONS / "codex" / "codex_raze.jsonl"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    settings = load_settings()
+    before = plan_file(source, settings, use_cache=False)
+    if before.decision != "clear":
+        pytest.skip(f"the plan of {source.name} does not clear today: {before.explanation}")
+    out = tmp_path / "cleared.jsonl"
+    done = compact_file(source, settings, output=out, archiver=ArchiveStore(tmp_path / "archive"), use_cache=False)
+    assert done.__class__.__name__ == "ClearResult" and done.written
+    after = plan_file(out, settings, use_cache=False)
+    assert after.prices.name == before.prices.name and after.prices.max_context_tokens == before.prices.max_context_tokens
+    assert after.settings["v"] == before.settings["v"]
+    assert after.estimates.context_tokens == pytest.approx(before.context_after_tokens, rel=0.05)  # what the plan said it would be
+    assert after.estimates.avg_tokens == pytest.approx(before.estimates.avg_tokens, abs=1)

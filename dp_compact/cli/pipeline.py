@@ -112,8 +112,9 @@ def _clear(session: Path, output: Path | None, *, keep: int | None, to: str | No
     from dp_compact.pipeline.archive import ArchiveStore
     from dp_compact.pipeline.clear import clear_file
 
+    settings = load_settings(flags)
     result = clear_file(session, output=output or Path(), keep=keep, to=to, dry_run=dry_run,
-                        archiver=ArchiveStore(load_settings(flags).archive_dir), lenient=lenient)
+                        archiver=ArchiveStore(settings.archive_dir), lenient=lenient, settings=settings)
     for text in result.notes:
         note(text)
     data = result.to_dict()

@@ -55,7 +55,8 @@ ACTION_CLEAR = "clear"
 _MAX_KEYS = 200
 
 
-def clear_messages(messages: Sequence[Message], depth: int, ref: str, *, min_chars: int = CLEAR_MIN_CHARS) -> tuple[Message, ...]:
+def clear_messages(messages: Sequence[Message], depth: int, ref: str, *, min_chars: int = CLEAR_MIN_CHARS,
+                   statement: str = "") -> tuple[Message, ...]:
     """``messages`` with every clearable tool result before ``depth`` replaced by its placeholder.
 
     Parameters
@@ -68,6 +69,10 @@ def clear_messages(messages: Sequence[Message], depth: int, ref: str, *, min_cha
         The archive reference the placeholders name.
     min_chars : int
         Results shorter than this stay (:data:`~dp_compact.measure.clearing.CLEAR_MIN_CHARS`).
+    statement : str
+        What the conversation ran with (:func:`~dp_compact.pipeline.shrink.shrunk_statement`), written
+        into the first placeholder after its size, so that the cleared file is planned as the
+        conversation it is (model, window, context, avg, token ratio, V); empty: none.
 
     Returns
     -------
@@ -79,12 +84,17 @@ def clear_messages(messages: Sequence[Message], depth: int, ref: str, *, min_cha
     layout = tool_result_layout(messages, min_chars=min_chars)
     clear = layout.clearable & (layout.message_index < depth)
     out = list(messages)
-    for position in {int(i) for i in layout.message_index[clear]}:
+    positions = sorted({int(i) for i in layout.message_index[clear]})
+    for position in positions:
         message = messages[position]
         first = int(np.searchsorted(layout.message_index, position))
         texts = [
             placeholder_text(len(r.text), ref, position) if clear[first + n] else None for n, r in enumerate(message.tool_results)
         ]
+        if statement and position == positions[0]:  # the first placeholder states what the conversation ran with
+            at = next(n for n, t in enumerate(texts) if t is not None)
+            head, _, rest = texts[at].partition("; restore with: ")
+            texts[at] = f"{head}{statement}; restore with: {rest}"
         changed = replace_results(message, texts)
         if changed.raw is not None and changed.raw == message.raw:  # the raw holds the results elsewhere
             changed = replace(changed, raw=None)
@@ -176,6 +186,7 @@ def clear_session(
     archiver: Archiver | None = None,
     dry_run: bool = False,
     min_chars: int = CLEAR_MIN_CHARS,
+    settings: Any = None,
 ) -> ClearResult:
     """Clear the old tool results of an already read session in memory (writes no output).
 
@@ -197,6 +208,10 @@ def clear_session(
         Archive nothing; the placeholders name a reference of the archive's shape.
     min_chars : int
         Smallest result cleared.
+    settings : Settings, optional
+        With them the first placeholder states the model, window, context, avg, token ratio and V
+        the conversation ran with (:func:`~dp_compact.pipeline.shrink.statement_for`), as a shrunk
+        file does; None: no statement.
 
     Raises
     ------
@@ -231,7 +246,7 @@ def clear_session(
     if not dry_run:
         originals = [messages[i] for i in indices]
         ref = archiver.write(Path(session.path).stem, [m.raw for m in originals], _metadata(session, originals, indices, depth, at))
-        cleared = clear_messages(messages, depth, ref, min_chars=min_chars)
+        cleared = clear_messages(messages, depth, ref, min_chars=min_chars, statement=_statement(session, settings, cleared))
         written = _written(session, cleared, api)
     notes = ("the system prompt is not written: Anthropic takes it as the request's `system` parameter",) if (
         api == "anthropic" and (session.system_messages or session.system_text)) else ()
@@ -239,6 +254,15 @@ def clear_session(
     why = f"{verb} {at['cleared_results']} tool result(s) in {len(indices)} message(s) before message {depth}"
     return ClearResult(decision=ACTION_CLEAR, explanation=why, tokens_after=int(count_message_tokens(cleared).sum()),
                        archive_ref=ref, notes=notes, messages=tuple(written), **base)
+
+
+def _statement(session: Session, settings: Any, cleared: Sequence[Message]) -> str:
+    """The statement the first placeholder carries (:func:`~dp_compact.pipeline.shrink.statement_for`), '' without settings."""
+    if settings is None:
+        return ""
+    from dp_compact.pipeline.shrink import statement_for
+
+    return statement_for(session, settings, cleared) or ""
 
 
 def clear_file(
@@ -251,6 +275,7 @@ def clear_file(
     archiver: Archiver | None = None,
     dry_run: bool = False,
     lenient: bool = False,
+    settings: Any = None,
 ) -> ClearResult:
     """Clear the old tool results of the session in ``path`` and write the result to ``output``.
 
@@ -273,7 +298,8 @@ def clear_file(
         check_output(output, source=path)
     staging = StagingArchiver(archiver, str(Path(output).absolute())) if isinstance(archiver, ArchiveStore) and not dry_run else None
     try:
-        result = clear_session(session, depth=depth, keep=keep, to=to, archiver=staging if staging is not None else archiver, dry_run=dry_run)
+        result = clear_session(session, depth=depth, keep=keep, to=to, archiver=staging if staging is not None else archiver, dry_run=dry_run,
+                               settings=settings)
         if result.decision != ACTION_CLEAR or dry_run:
             return result
         write_messages(output, result.messages, result.api, source=path)

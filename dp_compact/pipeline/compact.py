@@ -413,7 +413,7 @@ def compact_file(
         decided = result.plan
         if decided is not None and decided.decision == "clear" and decided.clearing is not None and result.decision == "keep":
             cleared = clear_session(session, depth=int(decided.clearing["depth"]), to=to,
-                                    archiver=staging if staging is not None else archiver, dry_run=dry_run)
+                                    archiver=staging if staging is not None else archiver, dry_run=dry_run, settings=settings)
             cleared = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=result.notes + cleared.notes,
                               plan=decided)
             if cleared.decision == ACTION_CLEAR and not dry_run:

@@ -231,6 +231,9 @@ def _unique_call_ids(messages: list[Message]) -> list[Message]:
 #: Header of a preview ``dp-compact shrink`` wrote, and the statement its first one carries
 #: (:func:`dp_compact.pipeline.shrink.shrunk_statement`).
 _SHRUNK_HEADER = "[tool result shrunk by dp-compact:"
+#: A cleared tool result's placeholder (:data:`dp_compact.measure.clearing.CLEARED_PREFIX`): the first one
+#: of a cleared file carries the same statement as a shrunk file's first preview.
+_STATED_HEADERS = (_SHRUNK_HEADER, "[cleared by dp-compact:")
 _SHRUNK_STATEMENT = re.compile(r"; conversation when shrunk: ([^\]\n]*)\]")
 _SHRUNK_CONTEXT = re.compile(r"^context (\d[\d,]*) tokens in (\d+) messages$")
 _SHRUNK_TOTALS = re.compile(r"^history (\d[\d,]*) user turns, (\d[\d,]*) LLM calls, (\d[\d,]*) compactions$")
@@ -248,7 +251,7 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
     ...                 " tokens per call]\\nfirst: …")
     {'model': 'm-1', 'context_window': 1000000, 'recorded_context': (12345, 9), 'recorded_avg_tokens': 4100.0}
     """
-    found = _SHRUNK_STATEMENT.search(text[:1000]) if text.startswith(_SHRUNK_HEADER) else None
+    found = _SHRUNK_STATEMENT.search(text[:1000]) if text.startswith(_STATED_HEADERS) else None
     recorded: dict[str, Any] = {}
     for part in (found.group(1).split("; ") if found else ()):
         if part.startswith("model "):
@@ -275,13 +278,13 @@ _RESULTS, _TEXT = attrgetter("tool_results"), attrgetter("text")
 def _last_shrunk(messages: Sequence[Message], after: int) -> tuple[int, dict[str, Any]] | None:
     """Index and statement of the last preview statement in ``messages[after:]``, if any."""
     texts = map(_TEXT, chain.from_iterable(map(_RESULTS, messages[after:])))  # every tool result's text, without a Python loop
-    if not any(map(str.startswith, texts, repeat(_SHRUNK_HEADER))):
+    if not any(map(str.startswith, texts, repeat(_STATED_HEADERS))):
         return None
     for index in range(len(messages) - 1, after - 1, -1):
         results = messages[index].tool_results
         if results:
             for result in results:
-                if result.text.startswith(_SHRUNK_HEADER) and (recorded := shrunk_recorded(result.text)):
+                if result.text.startswith(_STATED_HEADERS) and (recorded := shrunk_recorded(result.text)):
                     return index, recorded
     return None
 
