@@ -183,11 +183,9 @@ class LiveTranscript:
     def token_parts(self, session: Session, settings: Any) -> Any:
         """:func:`~dp_compact.measure.tokens.message_token_parts` of ``session.messages`` (a session of this
         transcript), counting only the messages not counted before."""
-        from dp_compact.measure.tokens import TokenParts, _encoding, message_token_parts
+        from dp_compact.measure.tokens import TokenParts, message_token_parts
         from dp_compact.prepare import session_family
 
-        _encoding()  # built once per process (cached): an agent's process is long-lived, and without the
-        # encoder each count of a few short texts loads the ranks copy again (about 20 ms a call)
         messages = session.messages
         family = session_family(session, settings)
         if family != self._family or self._parts is None:

@@ -69,7 +69,7 @@ def _preload() -> None:
         return
     from dp_compact.measure import tokens
 
-    try:  # the encoder, built once: a process without it loads the ranks (~18 ms) for every few texts counted
+    try:  # the encoder, built once before the first request, which then counts large texts at once
         tokens._encoding()
     except (ImportError, OSError, ValueError):
         return

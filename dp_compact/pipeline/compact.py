@@ -406,32 +406,23 @@ def compact_file(
         check_output(output, source=path)
     staging = StagingArchiver(archiver, str(Path(output).absolute())) if isinstance(archiver, ArchiveStore) and not dry_run else None
     try:
-        result = compact_session(
+        done: CompactionResult | ClearResult = compact_session(
             session, settings, keep=keep, force=force, requested=requested, to=to, summarizer=summarizer,
             archiver=staging if staging is not None else archiver, breaker=breaker, dry_run=dry_run, use_cache=use_cache,
         )
-        decided = result.plan
-        if decided is not None and decided.decision == "clear" and decided.clearing is not None and result.decision == "keep":
+        decided = done.plan
+        if decided is not None and decided.decision == "clear" and decided.clearing is not None and done.decision == "keep":
             cleared = clear_session(session, depth=int(decided.clearing["depth"]), to=to,
                                     archiver=staging if staging is not None else archiver, dry_run=dry_run, settings=settings)
-            cleared = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=result.notes + cleared.notes,
-                              plan=decided)
-            if cleared.decision == ACTION_CLEAR and not dry_run:
-                write_messages(output, cleared.messages, cleared.api, source=path)
-        else:
-            cleared = None
-        if cleared is not None:
-            if staging is not None and cleared.decision == ACTION_CLEAR and not dry_run:
-                staging.commit()
-                return replace(cleared, output=str(output))
-            return cleared
-        if result.decision != "compact" or dry_run:
-            return result
-        write_messages(output, result.messages, result.api or "anthropic", source=path)
+            done = replace(cleared, explanation=f"{cleared.explanation}: {decided.explanation}", notes=done.notes + cleared.notes,
+                           plan=decided)
+        if done.decision not in ("compact", ACTION_CLEAR) or dry_run:
+            return done
+        write_messages(output, done.messages, done.api or "anthropic", source=path)
     except BaseException:
         if staging is not None:
-            staging.discard()  # the archive records no compaction whose output was not written
+            staging.discard()  # the archive records no compaction or clearing whose output was not written
         raise
     if staging is not None:
         staging.commit()
-    return replace(result, output=str(output))
+    return replace(done, output=str(output))
