@@ -77,6 +77,22 @@ def test_compact_dry_run_states_the_archive_section_a_real_run_writes(tmp_path: 
     assert bare.summary.endswith("The compacted messages were not archived.") and "no archive store: the head was not archived" in bare.notes
 
 
+def test_restore_of_an_anchor_number_gives_that_message_of_the_compacted_head(tmp_path: Path):
+    """The anchors a compaction lists are numbered as ``restore REF#msg-N`` takes them: message N of
+    the input, for every anchor, and a number beyond the head is refused."""
+    from dp_compact.errors import ArchiveError
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    source, store = _session(tmp_path), ArchiveStore(tmp_path / "archive")
+    result = compact_file(source, load_settings(), output=tmp_path / "out.jsonl", keep=4, archiver=store)
+    originals = read_jsonl(source)
+    assert result.anchors
+    for anchor in result.anchors:
+        assert store.restore(f"{result.archive_ref}#msg-{anchor.index}") == [originals[anchor.index]]
+    with pytest.raises(ArchiveError, match="holds no message"):
+        store.restore(f"{result.archive_ref}#msg-{result.cut}")
+
+
 def test_compact_force_compacts_where_the_planner_keeps(tmp_path: Path):
     out = tmp_path / "out.jsonl"
     result = compact_file(_session(tmp_path, turns=2, lines=2), load_settings(), output=out, force=True, archiver=FakeArchiver())

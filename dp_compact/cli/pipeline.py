@@ -179,7 +179,7 @@ def validate(
 
 @app.command()
 def restore(
-    ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id> (#msg-N: only message N of a clearing).")],
+    ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id> (#msg-N: only message N, as a clearing's placeholder or a compaction's anchor numbers it).")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSONL here (atomically) instead of stdout.")] = None,
 ) -> None:
     """Print (or write to OUTPUT) the original messages archived under REF, as JSONL."""

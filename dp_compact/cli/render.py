@@ -201,6 +201,8 @@ def render_plan(data: dict[str, Any]) -> str:
         lines.append(_tier_line(data["tiers"]))
     if data["decision"] == "compact" or data["best_candidate"]:
         where = "chosen cut" if data["decision"] == "compact" else "best candidate"
+        if data["decision"] == "clear" and data["best_candidate"]:
+            where = f"best cut for compacting (k = {data['best_candidate']['k']}; the plan clears instead)"
         if ahead:
             where += ", the single-step model's terms for reference"
         lines.append(f"terms at the {where} ($):")
@@ -293,7 +295,8 @@ def render_compaction(data: dict[str, Any]) -> str:
                      " reference is a placeholder of the same shape)")
         lines += ["summary   " + line for line in data["summary"].splitlines()]
     else:
-        lines.append(f"archive   {data['archive_ref'] or 'not archived'}")
+        ref = data["archive_ref"]
+        lines.append(f"archive   {ref} (dp-compact restore {ref}#msg-N gives message N)" if ref else "archive   not archived")
         lines.append(f"output    {data['output']}")
     return "\n".join(lines)
 

@@ -373,9 +373,10 @@ class ArchiveStore:
         Parameters
         ----------
         ref : str
-            ``archive://<session>/<id>`` as returned by :meth:`write`; ``...#msg-N`` (the
-            placeholders of a clearing, :mod:`.clear`) names the one archived message that was
-            message N of the conversation (the metadata's ``message_indices``).
+            ``archive://<session>/<id>`` as returned by :meth:`write`; ``...#msg-N`` names the one
+            archived message that was message N of the conversation (the metadata's
+            ``message_indices``: the placeholders of a clearing, :mod:`.clear`, and the anchors of
+            a compaction, whose head is messages 0..cut-1).
 
         Returns
         -------
@@ -393,7 +394,10 @@ class ArchiveStore:
         messages = self._restore_all(ref)
         if message is None:
             return messages
-        indices = self.metadata(ref).get("message_indices")
+        metadata = self.metadata(ref)
+        indices = metadata.get("message_indices")
+        if indices is None and "anchors" in metadata:  # a compaction's head written without numbers: messages 0..cut-1
+            indices = list(range(len(messages)))
         if not isinstance(indices, list) or message not in indices or len(indices) != len(messages):
             raise ArchiveError(f"{ref} holds no message {message} (its messages: {indices if isinstance(indices, list) else 'not numbered'})", ref=ref)
         return [messages[indices.index(message)]]
