@@ -9,10 +9,10 @@ through the ``dp-compact`` console script: ``plan COPY --json``; ``hook`` with C
 status line JSON on stdin; ``hook`` with its PreCompact JSON (archives the conversation); and,
 for comparison, ``plan`` with the hot path turned off (``NO_DP_COMPACT_HOT=1``) and the
 interpreter alone, with numpy (the floor: a plan needs numpy). These runs ask no plan server
-(``NO_DP_COMPACT_SERVER=1``). Then ``plan`` and the status-line ``hook`` on copies of their own,
-through the plan server (:mod:`dp_compact.hot.server`) that their first run started, socket
-under the temporary folder (``XDG_RUNTIME_DIR``), and that server's floor: an interpreter that
-imports socket and json and makes one round trip. No ``DP_*`` variable is passed.
+(``NO_DP_COMPACT_SERVER=1``). Then ``plan``, the status-line ``hook`` and the PreCompact ``hook``
+on copies of their own, through the plan server (:mod:`dp_compact.hot.server`) that their first
+run started, socket under the temporary folder (``XDG_RUNTIME_DIR``), and that server's floor:
+an interpreter that imports socket and json and makes one round trip. No ``DP_*`` variable is passed.
 
 Columns: what was run, runs, min and median wall time, min and median CPU time (user + system of
 the process), ms. On a loaded machine the CPU time is the better guess of a quiet machine's wall time.
@@ -31,7 +31,12 @@ the planner can reach here. What would lower it: fewer modules on the planner's 
 session reader is imported for one; ``np.unique`` in the look-ahead imports ``numpy.ma``), or a
 resident process that keeps them loaded: the plan server, whose runs cost the interpreter,
 the client's imports (about 10 ms: the ``dp_compact`` package, :mod:`dp_compact.hot.main` for
-the hot forms, socket, json), the round trip and the server's work.
+the hot forms, socket, json), the round trip and the server's work. A served PreCompact run is
+almost all the server's work: the archive of the whole live conversation (the transcript read
+whole, the extractive summary, anchors, metadata and index, files fsynced), about 0.55 s for
+the 663 live messages of the default transcript, of which the shell-command parsing of every
+tool call (``dp_compact.measure.file_operations``, twice a summary) and the path and identifier
+searches over every message's text take about two thirds.
 
 ``rows()`` returns the table's rows as dicts (``bench_live.py`` folds them into its table).
 """
@@ -52,7 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import SHARED_SESSIONS, machine_line  # noqa: E402
 
-from dp_compact.hot.client import NO_SERVER, socket_path, version_key  # noqa: E402
+from dp_compact.hot.client import GO, NO_SERVER, READY, socket_path, version_key  # noqa: E402
 
 #: The transcript timed by default: the largest Claude Code one in ../shared/sessions (4.1 MB).
 DEFAULT_SESSION = "claude_code/cc_task43_develop.jsonl"
@@ -117,11 +122,11 @@ def _stop_server(path: str) -> None:
 
 def _connect_only(path: str) -> str:
     """``python -c``: what a served run cannot avoid: the interpreter, socket and json, one
-    round trip to the server (a request it refuses at once)."""
+    exchange with the server (:func:`dp_compact.hot.client._exchange`; a request it refuses at once)."""
     request = {"version": version_key(), "args": ["--help"], "cwd": "/", "env": {}, "stdin": None}
     return ("import json, socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-            f"s.connect({path!r})\ns.sendall(json.dumps({request!r}).encode())\ns.shutdown(socket.SHUT_WR)\n"
-            "print(s.recv(100).decode())")
+            f"s.connect({path!r})\ns.sendall(json.dumps({request!r}).encode() + b'\\n')\n"
+            f"assert s.recv(1) == {READY!r}\ns.sendall({GO!r})\nprint(s.recv(100).decode())")
 
 
 def _timed(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[float, float]:
@@ -158,19 +163,22 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
         env_served = _environment(folder, server=True)
         (folder / "run").mkdir(mode=0o700)
         dp = _command()
-        copies = {kind: folder / f"{kind}.jsonl" for kind in ("plan", "hook", "full", "pre", "splan", "shook")}
+        copies = {kind: folder / f"{kind}.jsonl" for kind in ("plan", "hook", "full", "pre", "splan", "shook", "spre")}
         for copy in copies.values():
             copy.write_bytes(b"".join(lines[:kept]))
         status = {"hook_event_name": "Status", "session_id": "bench", "transcript_path": str(copies["hook"]),
                   "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"}}
         pre = {"hook_event_name": "PreCompact", "session_id": "bench", "transcript_path": str(copies["pre"]), "trigger": "auto"}
         served_status = json.dumps({**status, "transcript_path": str(copies["shook"])})
-        kinds = ("cold", "plan", "hook", "full", "pre", "python", "numpy", "imports", "splan", "shook", "connect")
+        served_pre = json.dumps({**pre, "transcript_path": str(copies["spre"])})
+        kinds = ("cold", "plan", "hook", "full", "pre", "python", "numpy", "imports", "splan", "shook", "spre", "connect")
         times: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
         times["cold"].append(_timed([*dp, "plan", str(copies["plan"]), "--json"], env, cwd))  # reads it whole, keeps its state
         _timed([*dp, "hook"], env, cwd, json.dumps(status))
+        _timed([*dp, "hook"], env, cwd, json.dumps({**status, "transcript_path": str(copies["pre"])}))  # PreCompact takes its settings
         _timed([*dp, "plan", str(copies["splan"]), "--json"], env_served, cwd)  # keeps its state, starts the server
         _timed([*dp, "hook"], env_served, cwd, served_status)
+        _timed([*dp, "hook"], env_served, cwd, json.dumps({**status, "transcript_path": str(copies["spre"])}))
         server = _server_started(env_served)
         for run in range(repeat):
             record = lines[kept + run]
@@ -187,6 +195,8 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
             times["imports"].append(_timed([sys.executable, "-c", _HOT_IMPORTS], env, cwd))
             times["splan"].append(_timed([*dp, "plan", str(copies["splan"]), "--json"], env_served, cwd))
             times["shook"].append(_timed([*dp, "hook"], env_served, cwd, served_status))
+            if pre_compact and run < max(2, repeat // 3):
+                times["spre"].append(_timed([*dp, "hook"], env_served, cwd, served_pre))
             times["connect"].append(_timed([sys.executable, "-c", _connect_only(server)], env_served, cwd))
         _stop_server(server)
         shutil.rmtree(folder / "data", ignore_errors=True)
@@ -197,12 +207,13 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
         _row("dp-compact plan --json, first run (no state: whole command, then the state kept)", times["cold"]),
     ]
     if times["pre"]:
-        out.append(_row("dp-compact hook, PreCompact (archives; not incremental)", times["pre"]))
+        out.append(_row("dp-compact hook, PreCompact (reads the transcript whole, archives the live conversation)", times["pre"]))
     out += [_row("python -c 'print(1)' (interpreter start)", times["python"]),
             _row("python -c 'import numpy' (a plan needs numpy)", times["numpy"]),
             _row("python -c: the hot path's imports alone, no work (its floor)", times["imports"]),
             _row("dp-compact plan --json via the plan server, one record appended", times["splan"]),
             _row("dp-compact hook, status line, via the plan server, one record appended", times["shook"]),
+            *([_row("dp-compact hook, PreCompact, via the plan server", times["spre"])] if times["spre"] else []),
             _row("python -c: connect, one request refused (the served runs' floor)", times["connect"])]
     return out
 

@@ -35,7 +35,10 @@ Where the numbers come from:
   theirs is ``None`` and DESIGN §2 ② falls back to ``P_input``.
 
 genai-prices is used offline only: its bundled snapshot, never its auto-update, and it is imported
-only when a name is not built-in, so importing this module stays cheap.
+only when a name is not built-in, so importing this module stays cheap. Its answers are kept for
+the process (:func:`price_lookups`); a process may start from answers an earlier one kept
+(:func:`seed_price_lookups`: the hot path's kept state, :mod:`dp_compact.hot.state`), which then
+imports no price data.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
     from genai_prices.types import ModelInfo, ModelPrice, TieredPrices
 
-__all__ = ["CACHE_TTL_1H_S", "CACHE_TTL_5M_S", "OPENAI_WRITE_TTL_S", "PROFILES", "PriceTier", "Prices", "base_model_name", "get_prices", "list_profiles"]
+__all__ = ["CACHE_TTL_1H_S", "CACHE_TTL_5M_S", "OPENAI_WRITE_TTL_S", "PROFILES", "PriceTier", "Prices", "base_model_name", "get_prices", "list_profiles",
+           "price_lookups", "seed_price_lookups"]
 
 #: Window assumed, in tokens, for a genai-prices model listed without ``context_window``
 #: (the gpt-4o window of DESIGN §3; a guess, recorded in the ``source`` of such prices).
@@ -380,11 +384,48 @@ def get_prices(name: str, on: date | None = None) -> Prices:
     profile = _PROFILE_KEYS.get(_normalized(name))
     if profile is not None:
         return profile
-    snapshot = _bundled_snapshot()
-    model = _find_model(snapshot, name.strip())
-    if model is None:
-        raise UnknownProfileError(name, _close_matches(snapshot, name))
-    return _prices_from_model(name, model, snapshot, on)
+    key = _lookup_key(name, on)
+    answer = _LOOKUPS.get(key)
+    if answer is None:
+        snapshot = _bundled_snapshot()
+        model = _find_model(snapshot, name.strip())
+        if model is None:
+            answer = (UNKNOWN, tuple(_close_matches(snapshot, name)))
+        else:
+            answer = _prices_from_model(name, model, snapshot, on)
+        _LOOKUPS[key] = answer
+    if isinstance(answer, tuple):
+        raise UnknownProfileError(name, list(answer[1]))
+    return answer
+
+
+#: The first item of a kept lookup of a name genai-prices does not know (:data:`_LOOKUPS`).
+UNKNOWN = "unknown"
+#: The genai-prices answers of :func:`get_prices` in this process: ``(name, day) -> Prices`` or
+#: ``("unknown", close matches)``; ``day`` is the ISO date asked for, or ``"today YYYY-MM-DD"``
+#: (UTC) when none was (today's prices, kept for that day only).
+_LOOKUPS: dict[tuple[str, str], Prices | tuple[str, tuple[str, ...]]] = {}
+
+
+def _lookup_key(name: str, on: date | None) -> tuple[str, str]:
+    """The key of :data:`_LOOKUPS` for ``get_prices(name, on)``."""
+    return (name, on.isoformat() if on is not None else "today " + datetime.now(UTC).date().isoformat())
+
+
+def price_lookups() -> dict[tuple[str, str], Prices | tuple[str, tuple[str, ...]]]:
+    """A copy of the genai-prices answers :func:`get_prices` gave or was seeded with in this
+    process, today's only among those asked without a day (the layout of :data:`_LOOKUPS`)."""
+    today = _lookup_key("", None)[1]
+    return {key: answer for key, answer in _LOOKUPS.items() if not key[1].startswith("today ") or key[1] == today}
+
+
+def seed_price_lookups(lookups: dict[tuple[str, str], object]) -> None:
+    """Add ``lookups`` (:func:`price_lookups` of a process running the same genai-prices data) to
+    this process's answers; an entry of another layout is left out."""
+    for key, answer in lookups.items():
+        if (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key)
+                and (isinstance(answer, Prices) or (isinstance(answer, tuple) and len(answer) == 2 and answer[0] == UNKNOWN))):
+            _LOOKUPS[key] = answer if isinstance(answer, Prices) else (UNKNOWN, tuple(answer[1]))
 
 
 @cache

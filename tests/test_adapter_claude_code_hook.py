@@ -105,3 +105,19 @@ def test_hook_status_line_names_compacting_on_return_when_the_plan_waits_for_it(
     monkeypatch.setattr("dp_compact.api.plan_session", lambda *a, **k: _replace(real, decision="keep", rule=RULE_RESUME))
     line = claude_code_hook.status_line({"transcript_path": str(path)}, load_settings())
     assert line.endswith("keep; /compact on return if away > 1 h")  # the session writes 1-hour cache entries
+
+
+@pytest.mark.parametrize("name", ["cc_raze_hooks.jsonl", "cc_privacy_x402.jsonl"])
+def test_hook_pre_compact_with_the_hot_paths_kept_settings_archives_the_same(name, monkeypatch, tmp_path):
+    from dp_compact.adapters.claude_code_hook import archive_before_compaction
+    from dp_compact.hot.settings import KeptSettings
+
+    transcript = need(SESSIONS / "claude_code" / name)
+    monkeypatch.setenv("DP_S", "900")  # a summary budget other than the default: the settings reach the archive
+    settings = load_settings()
+    store = ArchiveStore(tmp_path / "archive")
+    outcomes = [archive_before_compaction(pre_compact_payload(transcript), s, store) for s in (settings, KeptSettings.of(settings))]
+    refs = [o.archive_ref for o in outcomes]
+    assert refs[0] != refs[1] and [o.text.replace(o.archive_ref, "") for o in outcomes] == [outcomes[0].text.replace(refs[0], "")] * 2
+    metadata = [{k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")} for ref in refs]
+    assert metadata[0] == metadata[1] and store.restore(refs[0]) == store.restore(refs[1])

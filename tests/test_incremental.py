@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from dp_compact.hot.state import state_dir
 from dp_compact.hot.transcript import NotIncremental, read_grown
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
-from tests.conftest import SESSIONS, need, session_files
+from tests.conftest import REFERENCE, SESSIONS, need, session_files
 
 CLAUDE_CODE = sorted((SESSIONS / "claude_code").glob("*.jsonl")) if SESSIONS.exists() else []
 SMALL = "cc_raze_hooks.jsonl"
@@ -209,7 +210,11 @@ def test_plan_of_other_formats_is_the_whole_commands_after_an_append_or_a_rewrit
     else:  # one JSON document: it cannot be appended to; rewritten
         copy.write_text(json.dumps(json.loads(data), indent=1, ensure_ascii=False))
     assert _run(["plan", str(copy), "--json"], capsys, monkeypatch) == _run(["plan", str(copy), "--json"], capsys, monkeypatch, hot_path=False)
-    assert not _kept_states()  # only Claude Code transcripts are continued: the others are read whole each time
+    from dp_compact.hot.lines import INCREMENTAL_FORMATS
+    from dp_compact.sessions import read_session
+
+    continued = line_format and read_session(source, raw_json=True).format in INCREMENTAL_FORMATS
+    assert bool(_kept_states()) == continued  # Anthropic and Codex JSONL are continued; the others read whole each time
 
 
 @pytest.mark.slow
@@ -312,3 +317,144 @@ def test_counts_without_the_encoder_leave_unsure_text_to_tiktoken():
     assert count_ordinary(["\u0d15\u0d3e"], ranks) is None  # Malayalam: not a block this module reads
     assert count_ordinary(["x" * 50_000], ranks) is None
     assert count_ordinary(["a"], None) is None
+
+
+def _pre_compact(path: Path) -> str:
+    return json.dumps({"hook_event_name": "PreCompact", "session_id": "s", "transcript_path": str(path), "trigger": "auto"})
+
+
+#: An archive reference's id (time and random part), which differs from run to run.
+_ARCHIVE_ID = re.compile(r"archive://([^/\s]+)/\d{8}T\d{12}Z-[0-9a-f]{8}")
+
+
+def _archived(ref: str) -> tuple[list, dict, tuple]:
+    """What the archive holds under ``ref``: its messages, its metadata without id and time, its index row's count and digest."""
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    store = ArchiveStore()
+    meta = {k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")}
+    return store.restore(ref), meta, store.index.lookup(ref)[2:]
+
+
+def test_hook_pre_compact_from_the_kept_state_archives_what_the_whole_command_archives(tmp_path, capsys, monkeypatch):
+    source = need(SESSIONS / "claude_code" / "cc_privacy_x402.jsonl")
+    lines = _lines(source)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(lines[:-2]))
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    assert hot.warm(["hook"], _pre_compact(copy)) is None  # no state kept yet: the application runs it
+    _run(["hook"], capsys, monkeypatch, stdin=_status(copy))  # the status line keeps the state
+    for line in lines[-2:]:
+        with open(copy, "ab") as handle:
+            handle.write(line)
+        capsys.readouterr()
+        assert hot.warm(["hook"], _pre_compact(copy)) == 0  # from the kept state: no Typer, no settings built
+        warm_out, warm_err = capsys.readouterr()
+        full_run = _run(["hook"], capsys, monkeypatch, hot_path=False, stdin=_pre_compact(copy))
+        assert full_run[0] == 0 and warm_err == full_run[2] == ""
+        assert _ARCHIVE_ID.sub(r"archive://\1/ID", warm_out) == _ARCHIVE_ID.sub(r"archive://\1/ID", full_run[1])
+        assert warm_out.startswith(f"dp-compact: archived {len(read_session(copy, lenient=True).messages)} messages as archive://live/")
+        warm_ref, full_ref = (_ARCHIVE_ID.search(out).group(0) for out in (warm_out, full_run[1]))
+        assert warm_ref != full_ref and _archived(warm_ref) == _archived(full_ref)
+        assert _run(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))[0] == 0  # the entry point takes it warm as well
+
+
+def test_hook_pre_compact_from_the_kept_state_loads_no_typer_or_pydantic(tmp_path):
+    import subprocess
+
+    source = need(SESSIONS / "claude_code" / SMALL)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(source.read_bytes())
+    env = {**os.environ, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
+    code = ("import sys\nfrom dp_compact.cli import main\nsys.argv = ['dp-compact', 'hook']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('typer', 'pydantic', 'pydantic_settings', 'dp_compact.cli.app') if m in sys.modules), file=sys.stderr)")
+    for payload in (_status(copy), _pre_compact(copy)):
+        done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    assert done.stdout.startswith("dp-compact: archived ") and done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+def test_hook_pre_compact_with_other_settings_is_the_whole_commands(tmp_path, capsys, monkeypatch):
+    source = need(SESSIONS / "claude_code" / SMALL)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(source.read_bytes())
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    _run(["hook"], capsys, monkeypatch, stdin=_status(copy))
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "elsewhere"))  # the kept settings are not current
+    assert hot.warm(["hook"], _pre_compact(copy)) is None
+    code, out, _ = _run(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))
+    assert code == 0 and (tmp_path / "elsewhere" / "live").is_dir() and not (tmp_path / "archive" / "live").exists()
+    assert hot.warm(["hook"], _pre_compact(copy)) == 0  # the run kept the state under the new settings
+    assert capsys.readouterr().out.startswith("dp-compact: archived ")
+
+
+def test_kept_price_lookups_answer_without_the_price_data(monkeypatch):
+    from datetime import date
+
+    import dp_compact.prepare
+    from dp_compact import pricing
+    from dp_compact.errors import UnknownProfileError
+
+    day = date(2026, 1, 5)
+    known = pricing.get_prices("claude-opus-4-6", day)
+    with pytest.raises(UnknownProfileError) as unknown:
+        pricing.get_prices("no-such-model-at-all", day)
+    kept = pickle.loads(pickle.dumps(pricing.price_lookups()))  # as the state keeps them
+    assert ("claude-opus-4-6", "2026-01-05") in kept and not any(name == "claude-sonnet-4" for name, _ in kept)  # built-ins are not looked up
+    monkeypatch.setattr(pricing, "_LOOKUPS", {})
+
+    def no_data():
+        raise AssertionError("the price data were read")
+
+    monkeypatch.setattr(pricing, "_bundled_snapshot", no_data)
+    pricing.seed_price_lookups({**kept, ("bad",): 1, ("x", "2026-01-05"): "not prices"})  # other layouts are left out
+    assert pricing.get_prices("claude-opus-4-6", day) == known
+    with pytest.raises(UnknownProfileError) as again:
+        pricing.get_prices("no-such-model-at-all", day)
+    assert again.value.close_matches == unknown.value.close_matches
+    with pytest.raises(AssertionError, match="price data"):
+        pricing.get_prices("claude-opus-4-6", date(2026, 1, 6))  # another day is looked up
+    assert dp_compact.prepare.get_prices is pricing.get_prices  # the hot path answers through pricing's own lookups
+
+
+def test_hot_form_takes_the_seed_stats_option_in_either_spelling():
+    assert hot.hot_form(["plan", "c.jsonl", "--stats", "s.json", "--json"]) == ("plan", "c.jsonl", True, "s.json")
+    assert hot.hot_form(["plan", "--stats=s.json", "c.jsonl"]) == ("plan", "c.jsonl", False, "s.json")
+    assert hot.hot_form(["plan", "c.jsonl", "--stats"]) is None  # no value: the application says so
+    assert hot.hot_form(["plan", "c.jsonl", "--stats", "s.json", "--now", "now"]) is None
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["one-shot process", "plan server"])
+def test_plan_of_a_seed_conversation_with_stats_from_the_kept_state(live, tmp_path, capsys, monkeypatch):
+    """The seed agent's conversation file (Anthropic messages JSONL) and its stats.json: after each
+    appended line the hot path prints what the whole command prints; in a long-lived process the
+    reader state is taken from memory (the kept file not read), and a rewrite is read whole again."""
+    from dp_compact.hot.lines import LinesState
+
+    source = need(REFERENCE / "conversations" / "d03_small_50.jsonl")
+    stats = tmp_path / "stats.json"
+    stats.write_text(json.dumps({"current_turn_count": 3, "agent_request_count": 15, "compact_request_count": 0,
+                                 "total_input_tokens": 60000, "current_context_tokens": 100000}))
+    monkeypatch.setattr(hot, "keep_live", live)
+    monkeypatch.setattr(hot, "_LIVE", {})
+    lines = _lines(source)
+    copy = tmp_path / "conversation.jsonl"
+    copy.write_bytes(b"".join(lines[:30]))
+    args = ["plan", str(copy), "--stats", str(stats), "--json"]
+    assert _run(args, capsys, monkeypatch) == _run(args, capsys, monkeypatch, hot_path=False)
+    assert len(_kept_states()) == 1
+    for at, line in enumerate(lines[30:]):
+        with open(copy, "ab") as handle:
+            handle.write(line)
+        if live and at:  # the state of the last run is in memory: the kept file is not loaded
+            assert [type(v[2]) for v in hot._LIVE.values()] == [LinesState]
+            monkeypatch.setattr(hot, "_kept_state", lambda *a: pytest.fail("loaded the kept file"))
+        code, out, err = _run(args, capsys, monkeypatch)
+        monkeypatch.setattr(hot, "_kept_state", _KEPT_STATE)
+        assert (code, out, err) == _run(args, capsys, monkeypatch, hot_path=False)
+        assert json.loads(out)["N"] == 30 + at + 1
+    copy.write_bytes(b"".join(lines[:40]))  # rewritten: read whole, the same as the command
+    assert _run(args, capsys, monkeypatch) == _run(args, capsys, monkeypatch, hot_path=False)
+
+
+_KEPT_STATE = hot._kept_state

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -244,3 +245,145 @@ def test_server_stopped_by_its_id_removes_its_socket(server, env):
     server.terminate()
     assert server.wait(timeout=30) == 0
     assert not os.path.exists(path)
+
+
+#: An archive reference's id (time and random part), which differs from run to run.
+_ARCHIVE_ID = re.compile(r"(archive://[^/\s]+/)\d{8}T\d{12}Z-[0-9a-f]{8}")
+
+
+def _archive_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.jsonl"))
+
+
+def test_server_pre_compact_archives_what_the_whole_command_archives(server, env, tmp_path):
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    lines = _lines(SMALL)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(lines[:-1]))
+    env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
+    status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
+    pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": "manual"})
+    assert _run(["hook"], env, tmp_path, status)[0][0] == 0  # the status line keeps the transcript's state
+    _append(copy, lines[-1])
+    served, answered = _run(["hook"], env, tmp_path, pre)
+    full = _full(["hook"], env, tmp_path, pre)
+    assert answered and served[0] == 0 and served[2] == full[2] == ""
+    assert _ARCHIVE_ID.sub(r"\1ID", served[1]) == _ARCHIVE_ID.sub(r"\1ID", full[1])
+    store = ArchiveStore(tmp_path / "archive")
+    refs = [_ARCHIVE_ID.search(out).group(0) for out in (served[1], full[1])]
+    metadata = [{k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")} for ref in refs]
+    assert store.restore(refs[0]) == store.restore(refs[1]) and metadata[0] == metadata[1]
+    assert len(_archive_files(tmp_path / "archive")) == 2  # one archive a run: the served run was not made again here
+
+
+def test_server_runs_nothing_a_client_gave_up_on(server, env, tmp_path):
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(_lines(SMALL)))
+    env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
+    assert _run(["hook"], env, tmp_path, json.dumps({"transcript_path": str(copy)}))[0][0] == 0
+    pre = json.dumps({"hook_event_name": "PreCompact", "transcript_path": str(copy)})
+    request = {"version": client.version_key(), "args": ["hook"], "cwd": str(tmp_path), "env": env, "stdin": pre}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+        gone.connect(_path(env))
+        gone.sendall(json.dumps(request).encode() + b"\n")
+        assert gone.recv(1) == client.READY  # taken up; the client leaves without its GO
+    assert client._exchange(_path(env), {**request, "args": ["--help"]}) == {"status": "refused"}  # the server went on
+    assert not (tmp_path / "archive").exists()  # and archived nothing
+    assert client._exchange(_path(env), request)["status"] == "ok" and len(_archive_files(tmp_path / "archive")) == 1
+
+
+class _HungServer:
+    """A socket at ``path`` that accepts connections (``answer_ready``: and says READY) and never answers."""
+
+    def __init__(self, path: str, *, answer_ready: bool) -> None:
+        import threading
+
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(16)
+        self.answer_ready, self.held, self.stop = answer_ready, [], threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        self.listener.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                continue
+            self.held.append(connection)
+            if self.answer_ready:
+                connection.recv(1 << 20)
+                connection.sendall(client.READY)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        for connection in self.held:
+            connection.close()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("answer_ready", [False, True])
+def test_hung_server_costs_a_client_a_short_wait_and_the_run_is_made_here(answer_ready, env, tmp_path):
+    lines = _lines(SMALL)
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(lines[:-1]))
+    args = ["plan", str(copy), "--json"]
+    off = {**env, client.NO_SERVER: "1"}
+    assert _run(args, off, tmp_path)[0][0] in (0, 10)  # a state kept: a server could answer
+    _append(copy, lines[-1])
+    path = _path(env)
+    hung = _HungServer(path, answer_ready=answer_ready)
+    try:
+        request = {"version": client.version_key(), "args": args, "cwd": str(tmp_path), "env": env, "stdin": None}
+        start = time.monotonic()
+        outcome = client._exchange(path, request, answer_timeout=0.2)
+        waited = time.monotonic() - start
+        assert outcome == (client.NO_ANSWER if answer_ready else client.NOT_READY)
+        assert waited < (client.READY_TIMEOUT_S if not answer_ready else 0.2) + 0.5
+        assert client.READY_TIMEOUT_S <= 0.5 and client.ANSWER_TIMEOUT_S <= 2.0
+        if not answer_ready:  # the whole run: a short wait, then the command here, as without a server
+            start = time.monotonic()
+            served, answered = _run(args, env, tmp_path)
+            elapsed = time.monotonic() - start
+            assert not answered and served == _full(args, env, tmp_path)
+            assert elapsed < client.READY_TIMEOUT_S + 4.0
+            time.sleep(0.5)
+            assert not os.path.exists(f"{path}.lock")  # no server started: the hung one holds the socket
+    finally:
+        hung.close()
+
+
+def test_no_server_is_started_for_a_file_the_hot_path_cannot_continue(env, tmp_path):
+    # one JSON document each (not lines): read whole every time, no state kept
+    for source in (need(SESSIONS / "openai_chat" / "miniswe_github_issue.traj.json"), need(SESSIONS / "other" / "atif_terminus_hvac.json")):
+        copy = tmp_path / source.name
+        copy.write_bytes(source.read_bytes())
+        assert _run(["plan", str(copy), "--json"], env, tmp_path)[0] == _full(["plan", str(copy), "--json"], env, tmp_path)
+    time.sleep(1.0)
+    assert not os.path.exists(_path(env)) and not os.path.exists(f"{_path(env)}.lock")
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(b"".join(_lines(SMALL)))
+    _run(["plan", str(copy), "--json"], env, tmp_path)
+    assert _wait(lambda: _listening(_path(env)))  # a Claude Code transcript's state was kept: a server is started
+
+
+def test_exchange_tells_no_listener_from_a_server_that_does_not_answer(tmp_path):
+    request = {"version": client.version_key(), "args": ["--help"], "cwd": "/", "env": {}, "stdin": None}
+    missing = str(tmp_path / "missing.sock")
+    assert client._exchange(missing, request) == client.NO_LISTENER
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(tmp_path / "dead.sock"))  # nobody listens: a killed server's socket file
+    try:
+        assert client._exchange(str(tmp_path / "dead.sock"), request) == client.NO_LISTENER
+    finally:
+        dead.close()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:  # listens, never accepts
+        slow.bind(str(tmp_path / "slow.sock"))
+        slow.listen(1)
+        start = time.monotonic()
+        assert client._exchange(str(tmp_path / "slow.sock"), request) == client.NOT_READY
+        assert time.monotonic() - start < client.READY_TIMEOUT_S + 0.5

@@ -2,6 +2,7 @@
 
 - :mod:`~dp_compact.hot.transcript`: a Claude Code transcript read from where the kept reader
   state stopped (the bytes read so far hashed: any change but an append reads the whole file).
+- :mod:`~dp_compact.hot.lines`: the same for Anthropic messages JSONL and Codex rollouts.
 - :mod:`~dp_compact.hot.state`: where that state is kept (user cache directory), with the
   settings and prices of the run, and when it is current (same code, same ``DP_*`` and ``.env``).
 - :mod:`~dp_compact.hot.settings`: the kept settings, without pydantic.
@@ -10,8 +11,10 @@
   process that keeps the warm run's modules imported and runs it for the entry point
   (``NO_DP_COMPACT_SERVER=1``: none asked or started).
 
-Trade-offs: only Claude Code transcripts are continued (the status line's; other formats are
-read whole each time, as before); the state is one pickle about a quarter of the transcript's
+Trade-offs: only JSONL files of Claude Code, Codex and Anthropic messages are continued
+(other formats, and one JSON document, are read whole each time); the ``PreCompact`` hook reads its transcript whole (the archive
+holds each message's source, which the kept state does not) and is spared the imports and
+settings of a new process only; the state is one pickle about a quarter of the transcript's
 size, rewritten after each run; a record written before its parent across two runs makes the
 second read the whole file. Importing this package loads nothing.
 """

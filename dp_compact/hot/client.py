@@ -9,10 +9,20 @@ working folder, the whole environment (the settings key reads every ``DP_*`` var
 hot path's warm run (:func:`dp_compact.hot.main.warm`) under them and returns its output and exit
 status, which :func:`ask` writes and exits with.
 
+The exchange (:func:`_exchange`): the client sends its request, one JSON line; the server,
+when it takes the request up, answers :data:`READY`; the client answers :data:`GO` and the server
+runs it and sends its answer, JSON, then closes. The client waits :data:`READY_TIMEOUT_S` for the
+server to take the request up (a server that accepts and never answers, or busy with other runs,
+costs a run that much), then :data:`ANSWER_TIMEOUT_S` for a plan or status line
+(:data:`ARCHIVE_TIMEOUT_S` for the ``PreCompact`` hook, which would archive a second time if run
+here after the server archived). A server that never had the :data:`GO` runs nothing.
+
 Any other outcome (no server, a server of other code, the kept state not current, an error, a
 slow answer) leaves the run to this process, as without a server: the answer is never delayed by
-a start, never other than the in-process one. When no server answered, :func:`spawn` starts one
-once the run is done. ``NO_DP_COMPACT_SERVER=1`` (or ``NO_DP_COMPACT_HOT=1``, which turns the
+a start, never other than the in-process one. When no server listened and this process's run
+left a transcript state the server can continue (:func:`dp_compact.hot.main.state_kept`: a Claude
+Code transcript's), :func:`spawn` starts one once the run is done; never for other files, which
+a server could not answer. ``NO_DP_COMPACT_SERVER=1`` (or ``NO_DP_COMPACT_HOT=1``, which turns the
 whole hot path off) keeps every run in its own process.
 
 Where: ``$XDG_RUNTIME_DIR/dp-compact/`` when that folder exists, else
@@ -29,10 +39,20 @@ from collections.abc import Callable, Mapping
 __all__ = ["ask", "run", "server_dir", "socket_path", "spawn", "version_key"]
 
 #: Version of the request and answer layout (in :func:`version_key`).
-PROTOCOL = 1
-#: Seconds a client waits for the server's answer before running the command itself (a busy
-#: server answers in tens of ms; a server importing again after a fallback in about a second).
-ANSWER_TIMEOUT_S = 5.0
+PROTOCOL = 2
+#: Seconds a client waits for the server to take its request up (:data:`READY`) before running the
+#: command itself: a free server takes it in well under a millisecond (tens of ms on a loaded
+#: machine); the run here costs ~0.3-0.5 s of imports, so waiting longer gains nothing.
+READY_TIMEOUT_S = 0.5
+#: Seconds a client then waits for the answer of a plan or status line (a warm run's work is
+#: 10-40 ms; a server importing again after a fallback takes about a second).
+ANSWER_TIMEOUT_S = 2.0
+#: Seconds a client waits for the answer of the ``PreCompact`` hook once the server took it up:
+#: the archive takes the server about a second on a large transcript, and running it here too
+#: would write a second archive (a server that dies closes the socket: the run is then made here).
+ARCHIVE_TIMEOUT_S = 30.0
+#: The server's byte saying it took the request up; the client's byte asking it to run it.
+READY, GO = b"+", b"!"
 #: Longest socket path AF_UNIX takes (``sun_path`` is 108 bytes on Linux, 104 on macOS).
 MAX_SOCKET_PATH = 100
 #: The dp_compact package folder this module belongs to.
@@ -90,23 +110,44 @@ def socket_path(key: str | None = None, environ: Mapping[str, str] | None = None
     return path if len(path.encode()) <= MAX_SOCKET_PATH else None
 
 
-def _exchange(path: str, request: dict[str, object]) -> dict[str, object] | None:
-    """Send ``request`` to the server at ``path``; its answer (``{}`` when unreadable), or None
-    (no listener, no answer in time)."""
+#: :func:`_exchange`'s outcomes besides an answer: nobody listens; the server did not take the
+#: request up in time; it took it up and did not answer in time (or closed without answering).
+NO_LISTENER, NOT_READY, NO_ANSWER = "no listener", "not ready", "no answer"
+
+
+def _exchange(path: str, request: dict[str, object], answer_timeout: float = ANSWER_TIMEOUT_S) -> dict[str, object] | str:
+    """Send ``request`` to the server at ``path`` (module docstring); its answer (``{}`` when
+    unreadable), or :data:`NO_LISTENER`, :data:`NOT_READY` or :data:`NO_ANSWER`."""
     import json
     import socket
+    import time
 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-        client.settimeout(ANSWER_TIMEOUT_S)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        client.settimeout(READY_TIMEOUT_S)
         try:
             client.connect(path)
-            client.sendall(json.dumps(request).encode())
-            client.shutdown(socket.SHUT_WR)
-            chunks = []
+        except (FileNotFoundError, ConnectionRefusedError):  # no socket file, or nobody listens on it
+            return NO_LISTENER
+        except OSError:  # its backlog full, timed out: a server holds the socket
+            return NOT_READY
+        try:
+            client.sendall(json.dumps(request).encode() + b"\n")
+            client.settimeout(max(deadline - time.monotonic(), 0.001))
+            if client.recv(1) != READY:
+                return NOT_READY
+            client.sendall(GO)
+        except OSError:  # timed out, reset
+            return NOT_READY
+        chunks = []
+        try:
+            client.settimeout(answer_timeout)
             while chunk := client.recv(1 << 16):
                 chunks.append(chunk)
-        except OSError:  # refused, missing, timed out, reset
-            return None
+        except OSError:
+            return NO_ANSWER
+    if not chunks:
+        return NO_ANSWER
     try:
         answer = json.loads(b"".join(chunks))
     except ValueError:
@@ -127,6 +168,8 @@ def ask(args: list[str], stdin: str | None) -> bool:
     """Have the plan server run ``dp-compact ARGS`` (``stdin``: the standard input read, for
     ``hook``); when it answers, write its output and exit with its status. Returns True when
     no server listened (the caller may :func:`spawn` one after running the command), else False."""
+    from dp_compact.hot.main import archives
+
     path = socket_path()
     if path is None:
         return False
@@ -135,9 +178,9 @@ def ask(args: list[str], stdin: str | None) -> bool:
     except OSError:  # the working folder was removed: the run here says what it says
         return False
     request = {"version": version_key(), "args": args, "cwd": cwd, "env": dict(os.environ), "stdin": stdin}
-    answer = _exchange(path, request)
-    if answer is None:
-        return True
+    answer = _exchange(path, request, ARCHIVE_TIMEOUT_S if archives(args, stdin) else ANSWER_TIMEOUT_S)
+    if isinstance(answer, str):
+        return answer == NO_LISTENER  # a server that holds the socket but is slow: another could not take it
     out, err, code = answer.get("stdout"), answer.get("stderr"), answer.get("code")
     if answer.get("status") != "ok" or not isinstance(out, str) or not isinstance(err, str) or not isinstance(code, int):
         return answer.get("status") in ("stale", "version")  # that server is leaving: start another
@@ -153,8 +196,8 @@ def ask(args: list[str], stdin: str | None) -> bool:
 def run(command: Callable[[], None]) -> None:
     """The console script: ``command()`` (the in-process ``dp-compact``, :func:`dp_compact.hot.main.main`)
     unless the plan server answers this run (:func:`ask`); a server is started after a hot form's
-    run that found none listening."""
-    from dp_compact.hot.main import hot_form
+    run that found none listening and left a state a server can continue (:func:`dp_compact.hot.main.state_kept`)."""
+    from dp_compact.hot.main import hot_form, state_kept
 
     args = sys.argv[1:]
     if os.environ.get(NO_SERVER) or os.environ.get("NO_DP_COMPACT_HOT") or hot_form(args) is None or sys.stdin is None:
@@ -172,7 +215,8 @@ def run(command: Callable[[], None]) -> None:
     try:
         command()
     except SystemExit:
-        spawn()
+        if state_kept():
+            spawn()
         raise
 
 

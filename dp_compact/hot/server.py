@@ -1,16 +1,21 @@
 """The plan server: a resident process that runs warm ``plan FILE [--json]`` and ``hook`` runs.
 
 A warm run's work is 10-40 ms; its imports (numpy, ~60 dp_compact modules) cost ~300 ms a
-process. This process imports them once, listens on a Unix socket (:func:`dp_compact.hot.client.socket_path`:
-0600 in a 0700 folder of the user's) and, one request at a time, runs the hot path's warm run
-(:func:`dp_compact.hot.main.warm`) under the client's arguments, working folder, environment and
-standard input, restoring its own after each. It answers:
+process. This process imports them once (the archive's too, for the ``PreCompact`` hook), listens
+on a Unix socket (:func:`dp_compact.hot.client.socket_path`: 0600 in a 0700 folder of the user's)
+and, one request at a time, runs the hot path's warm run (:func:`dp_compact.hot.main.warm`) under
+the client's arguments, working folder, environment and standard input, restoring its own after
+each. A request is one JSON line; the server answers :data:`~dp_compact.hot.client.READY` when it
+takes it up and runs it only once the client answers :data:`~dp_compact.hot.client.GO` (a client
+that gave up meanwhile runs the command itself: nothing is run twice). It answers:
 
 - ``ok`` with the run's stdout, stderr and exit status (written by the client as its own);
 - ``cold`` when the kept state cannot answer (the client runs the command itself, which keeps
   the state for the next run);
 - ``refused`` for any other command or with the hot path or server turned off in the request;
-- ``error`` when the run raised or warned (the client runs it itself and reports what it reports);
+- ``error`` when the run raised or warned (the client runs it itself and reports what it reports),
+  except for a ``PreCompact`` run that archived, whose warnings are its stderr's (as Python prints
+  them), so that the archive is not written twice;
 - ``version`` (another :func:`~dp_compact.hot.client.version_key`) or ``stale`` (a module file it
   loaded changed since, :func:`dp_compact.hot.state.code_key`): then it exits.
 
@@ -42,6 +47,9 @@ CHECK_S = 5.0
 #: a hook's JSON).
 REQUEST_TIMEOUT_S = 5.0
 MAX_REQUEST_BYTES = 16 << 20
+#: Seconds a client may take to answer :data:`~dp_compact.hot.client.READY` with
+#: :data:`~dp_compact.hot.client.GO` (it answers at once, unless it gave up: then nothing is run).
+GO_TIMEOUT_S = 1.0
 #: Seconds a new server waits for an exiting one to let go of the lock (longer than :data:`CHECK_S`).
 LOCK_WAIT_S = CHECK_S + 3.0
 
@@ -49,7 +57,9 @@ LOCK_WAIT_S = CHECK_S + 3.0
 def _preload() -> None:
     """Import what a warm run imports (the hot path's stand-in settings module included) and build
     the token encoder (the same counts as the few-text counter a new process uses)."""
-    from dp_compact.hot import main as _main  # noqa: F401
+    from dp_compact.hot import main as _main
+
+    _main.keep_live = True  # this process lives on: the reader states it brings up to date stay in memory
     from dp_compact.hot import state as _state  # noqa: F401
     from dp_compact.hot import transcript as _transcript  # noqa: F401
     from dp_compact.hot.settings import (
@@ -63,6 +73,8 @@ def _preload() -> None:
         import dp_compact.cli.render
         import dp_compact.io
         import dp_compact.measure.bpe
+        import dp_compact.pipeline.archive
+        import dp_compact.pipeline.compact
         import dp_compact.prepare  # noqa: F401
     except ImportError:
         remove_lean_settings_module()  # the first request imports what it can
@@ -180,7 +192,10 @@ def _same_user(connection: socket.socket) -> bool:
 
 
 def _serve_one(connection: socket.socket, code: tuple[Any, ...]) -> bool:
-    """Read one request from ``connection``, send its answer; True when the server must exit."""
+    """Read one request from ``connection`` (a JSON line), take it up (``READY``, then the client's
+    ``GO``), send its answer; True when the server must exit."""
+    from dp_compact.hot.client import GO, READY
+
     if not _same_user(connection):
         return False
     connection.settimeout(REQUEST_TIMEOUT_S)
@@ -189,6 +204,12 @@ def _serve_one(connection: socket.socket, code: tuple[Any, ...]) -> bool:
         while size <= MAX_REQUEST_BYTES and (chunk := connection.recv(1 << 16)):
             chunks.append(chunk)
             size += len(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        connection.sendall(READY)
+        connection.settimeout(GO_TIMEOUT_S)
+        if connection.recv(1) != GO:
+            return False  # the client gave up and runs the command itself
     except OSError:
         return False
     try:
@@ -227,7 +248,7 @@ def _run(args: list[str], cwd: str, env: dict[str, str], stdin: str | None) -> d
     """The warm run of ``args`` under the request's folder, environment and input; this process's restored after."""
     import warnings
 
-    from dp_compact.hot.main import warm
+    from dp_compact.hot.main import archives, warm
 
     saved_env, saved_cwd, saved_streams = dict(os.environ), os.getcwd(), (sys.stdin, sys.stdout, sys.stderr)
     out, err = io.StringIO(), io.StringIO()
@@ -245,11 +266,12 @@ def _run(args: list[str], cwd: str, env: dict[str, str], stdin: str | None) -> d
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
-    if caught:
-        return {"status": "error"}  # a warning the run prints: the client's own run prints it
     if status is None:
         return {"status": "cold"}
-    return {"status": "ok", "stdout": out.getvalue(), "stderr": err.getvalue(), "code": status}
+    if caught and not archives(args, stdin):
+        return {"status": "error"}  # a warning the run prints: the client's own run prints it
+    shown = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught)
+    return {"status": "ok", "stdout": out.getvalue(), "stderr": shown + err.getvalue(), "code": status}
 
 
 def main(argv: list[str] | None = None) -> None:

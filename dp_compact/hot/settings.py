@@ -89,14 +89,22 @@ class KeptSettings:
         return KeptSettings({**self._values, **update}, self._given | set(update), dump)
 
 
+def _no_settings(**flags: Any) -> Any:
+    """``load_settings`` of the stand-in module (imported by name, never called by the hot path):
+    raises ImportError, which ends the hot path's run (the application's builds the settings)."""
+    raise ImportError("the hot path's stand-in of dp_compact.settings builds no settings")
+
+
 def install_lean_settings_module() -> bool:
     """Stand :class:`KeptSettings` in for ``dp_compact.settings`` while the planner's modules are
-    imported, which name ``Settings`` in annotations only; True when installed (False: the real
+    imported, which name ``Settings`` in annotations only (and ``load_settings`` without calling it
+    on the hot path's runs: the stand-in's raises ImportError); True when installed (False: the real
     module is loaded already). :func:`remove_lean_settings_module` undoes it."""
     if "dp_compact.settings" in sys.modules:
         return False
     module = types.ModuleType("dp_compact.settings", "Stand-in of dp_compact.settings for the hot path (dp_compact.hot.settings).")
     module.Settings = KeptSettings  # type: ignore[attr-defined]
+    module.load_settings = _no_settings  # type: ignore[attr-defined]
     module.__lean__ = True  # type: ignore[attr-defined]
     sys.modules["dp_compact.settings"] = module
     return True

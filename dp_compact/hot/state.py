@@ -40,8 +40,9 @@ class Kept:
     notes : tuple[str, ...]
         Lines the command printed on stderr about the settings (``DP_*`` names, ``.env``).
     prices : dict
-        ``(name, ISO day) -> Prices`` or ``("unknown", close matches)``: the
-        :func:`dp_compact.pricing.get_prices` answers the run needed.
+        ``(name, ISO day) -> Prices`` or ``("unknown", close matches)``: the genai-prices answers
+        of :func:`dp_compact.pricing.get_prices` the runs made (:func:`dp_compact.pricing.price_lookups`),
+        which the next run starts from (:func:`dp_compact.pricing.seed_price_lookups`).
     transcript : bytes
         The pickled :class:`~dp_compact.hot.transcript.TranscriptState`.
     """
@@ -114,12 +115,14 @@ def load(path: Path, settings_key: bytes) -> Kept | None:
     return kept
 
 
-def save(path: Path, kept: Kept) -> None:
-    """Write ``kept`` to ``path`` whole, then rename (a reader never sees half a state)."""
+def save(path: Path, kept: Kept) -> bool:
+    """Write ``kept`` to ``path`` whole, then rename (a reader never sees half a state); False when
+    it could not be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.part")
         partial.write_bytes(pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(partial, path)
     except OSError:
-        return
+        return False
+    return True

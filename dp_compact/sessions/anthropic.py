@@ -343,6 +343,74 @@ def _as_result(previous: Message, previous_value: Any, message: Message) -> Mess
     )
 
 
+class _Reader:
+    """The reader's state after the records given so far, in file order (:meth:`add`); :meth:`session`
+    makes the session of them. :func:`read` uses it for a whole file, :mod:`dp_compact.hot.lines`
+    keeps it between reads of a file that grows.
+
+    Attributes
+    ----------
+    messages : list[Message]
+        One per record, Cline's positional results linked.
+    usage : list[Usage]
+        Each assistant message's usage record, in order (Cline's cached tokens split).
+    model : str or None
+        The last model a message names.
+    times : list
+        Each assistant message's ``timestamp`` value (None when it has none).
+    previous_value : Any
+        The parsed source of the last message (a Cline result reads it).
+    """
+
+    __slots__ = ("messages", "usage", "model", "times", "previous_value")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.usage: list[Usage] = []
+        self.model: str | None = None
+        self.times: list[Any] = []
+        self.previous_value: Any = None
+
+    def add(self, record: Record) -> None:
+        """Read one record (a ``{role, content}`` message); ValueError when it is not one, or its usage is malformed."""
+        value = record.value
+        if not _is_anthropic_message(value):
+            raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
+        messages = self.messages
+        message = anthropic_message(value, record.line, record.nbytes, 1)
+        if messages and _answers(messages[-1], self.previous_value, message, value):  # Cline: linked by position
+            message = _as_result(messages[-1], self.previous_value, message)
+        messages.append(message)
+        self.previous_value = value
+        if message.role == "assistant":
+            self.times.append(value.get("timestamp"))
+            if (u := _usage(value, record.line)) is not None:
+                usage = self.usage
+                usage.append(split_cline_cached(u, usage[-1] if usage else None))
+        self.model = _recorded_model(value) or self.model
+
+    def session(self, path: str, skipped: int, jsonl: bool) -> Session:
+        """The session of the records read (``skipped``: lines left out; ``jsonl``: read from JSONL lines, which carry call times)."""
+        messages = self.messages
+        # a user message's kind is "summary" exactly when its text reads as one (Message, no kind given here)
+        kinds = list(map(message_kind, messages))
+        markers = [i for i, kind in enumerate(kinds) if kind == "summary"] if "summary" in kinds else []
+        return build_session(
+            path=path,
+            format=FORMAT,
+            messages=messages,
+            usage=self.usage,
+            live_start=markers[-1] if markers else 0,
+            compactions=len(markers),
+            skipped_lines=skipped,
+            model=self.model,
+            compaction_records=tuple(
+                RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers
+            ),
+            call_times=tuple(self.times) if jsonl else (),  # a line's own ``timestamp``
+        )
+
+
 def read(source: Source) -> Session:
     """Read an Anthropic message list into a :class:`Session`.
 
@@ -355,46 +423,9 @@ def read(source: Source) -> Session:
         out, a message with a bad usage object is kept without its usage record (as the Claude
         Code reader does), so that its tool calls still answer their results.
     """
-    messages: list[Message] = []
-    usage: list[Usage] = []
-    model: str | None = None  # the last one a message names
-    times: list[Any] = []  # each assistant message's ``timestamp`` (Session.call_times, JSONL only)
-    previous_value: Any = None  # the parsed source of the last message kept (a Cline result reads it)
-
-    def add(record: Record) -> None:
-        nonlocal model, previous_value
-        value = record.value
-        if not _is_anthropic_message(value):
-            raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
-        message = anthropic_message(value, record.line, record.nbytes, 1)
-        if messages and _answers(messages[-1], previous_value, message, value):  # Cline: linked by position
-            message = _as_result(messages[-1], previous_value, message)
-        messages.append(message)
-        previous_value = value
-        if message.role == "assistant":
-            times.append(value.get("timestamp"))
-            if (u := _usage(value, record.line)) is not None:
-                usage.append(split_cline_cached(u, usage[-1] if usage else None))
-        model = _recorded_model(value) or model
-
-    skipped = each_record(source, _items(source) or [], add)
-    # a user message's kind is "summary" exactly when its text reads as one (Message, no kind given here)
-    kinds = list(map(message_kind, messages))
-    markers = [i for i, kind in enumerate(kinds) if kind == "summary"] if "summary" in kinds else []
-    return build_session(
-        path=source.path,
-        format=FORMAT,
-        messages=messages,
-        usage=usage,
-        live_start=markers[-1] if markers else 0,
-        compactions=len(markers),
-        skipped_lines=source.skipped + skipped,
-        model=model,
-        compaction_records=tuple(
-            RecordedCompaction(summary_tool(messages[i].text), messages[i].line, summary_text=messages[i].text) for i in markers
-        ),
-        call_times=tuple(times) if source.records is not None else (),  # a line's own ``timestamp``
-    )
+    reader = _Reader()
+    skipped = each_record(source, _items(source) or [], reader.add)
+    return reader.session(source.path, source.skipped + skipped, source.records is not None)
 
 
 def _recorded_model(value: dict[str, Any]) -> str | None:

@@ -215,6 +215,25 @@ class _Reader:
         elif kind == "turn_context" and isinstance(payload.get("model"), str):
             self.model = payload["model"]
 
+    def session(self, path: str, skipped: int) -> Session:
+        """The session of the envelopes read (``skipped``: lines left out); the open response is emitted first by :meth:`flush`."""
+        return build_session(
+            path=path,
+            format=FORMAT,
+            messages=relink(self.messages, self.live_start),
+            usage=self.counts.usage,
+            live_start=self.live_start,
+            compactions=self.compactions,
+            system_text="\n\n".join(self.system),
+            model=self.model,
+            context_window=self.counts.context_window,
+            window_source="Codex's model_context_window" if self.counts.context_window else "",
+            skipped_lines=skipped,
+            compaction_records=tuple(self.records),
+            markers=tuple(self.markers),
+            call_times=tuple(self.times),
+        )
+
     def event(self, payload: dict[str, Any], line: int) -> None:
         """``token_count`` gives usage and ends the open response; ``task_started`` the window."""
         kind = payload.get("type")
@@ -346,19 +365,4 @@ def read(source: Source) -> Session:
     reader = _Reader(source)
     reader.skipped += each_record(source, source.records or (), lambda r: reader.record(r.value, r.line, r.nbytes))
     reader.flush()
-    return build_session(
-        path=source.path,
-        format=FORMAT,
-        messages=relink(reader.messages, reader.live_start),
-        usage=reader.counts.usage,
-        live_start=reader.live_start,
-        compactions=reader.compactions,
-        system_text="\n\n".join(reader.system),
-        model=reader.model,
-        context_window=reader.counts.context_window,
-        window_source="Codex's model_context_window" if reader.counts.context_window else "",
-        skipped_lines=source.skipped + reader.skipped,
-        compaction_records=tuple(reader.records),
-        markers=tuple(reader.markers),
-        call_times=tuple(reader.times),
-    )
+    return reader.session(source.path, source.skipped + reader.skipped)
