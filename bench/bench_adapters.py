@@ -18,7 +18,9 @@ cut to 8,000 characters): past a few dozen messages every such call compacts, as
 it should at that size; and ``keeps``, the same conversations cut to 1,200 characters, a 1M
 window and a cache read priced at 0.003 $/MTok (``p_cache``), under which compacting does not
 pay: every call plans with the same look-ahead (its grid and horizon do not depend on the
-prices) and keeps. The overhead of calls that do not compact is read from ``keeps``.
+prices) and keeps. The overhead of calls that do not compact is read from ``keeps``. Both plan with
+clearing old tool results priced (``clear_tool_results``, on by default: the look-ahead weighs
+clearing at every depth, DESIGN §9), as the adapters plan with an archive.
 
 ``--frameworks langchain-full`` times the middleware's work without kept state (every call
 converts, reads, counts and plans the whole list, as before the kept state): the comparison.

@@ -23,12 +23,13 @@ from datetime import date
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.conversation import Session, call_seconds, first_call_day, recorded_history
+from dp_compact.conversation import Session, first_call_day, recorded_history
 from dp_compact.core.cuts import message_arrays
 from dp_compact.core.planner import Plan, plan
 from dp_compact.core.hits import FULL_HITS, HitShare, hit_share_from_usage
-from dp_compact.core.timing import RECENT_GAPS, IdleHazard, Timing
+from dp_compact.core.timing import RECENT_GAPS, IdleHazard, Timing, session_call_seconds
 from dp_compact.errors import SettingsError, UnknownProfileError
+from dp_compact.measure.columns import usage_columns
 from dp_compact.measure.estimation import (
     CallPlacement,
     Estimates,
@@ -393,7 +394,7 @@ def plan_timing(session: Session, now_s: float | None = None, source: str = "tra
     (``Session.call_times``) to ``now_s`` (epoch seconds; None: the last call itself, so the
     silence is 0), never below 0; a session without times gives an unknown silence (a timeless
     plan). ``source`` names where "now" comes from; ``hazard`` None: the shipped one."""
-    times = call_seconds(session)
+    times = session_call_seconds(session)
     known = times[np.isfinite(times)]
     if known.size == 0:
         return Timing(None, hazard=hazard, source=source)
@@ -426,7 +427,7 @@ def plan_hit_share(prepared: PreparedSession) -> HitShare:
     session = prepared.session
     if not session.usage:
         return FULL_HITS
-    return hit_share_from_usage(session.usage, call_seconds(session), prepared.prices.cache_ttl_s)
+    return hit_share_from_usage(session.usage, session_call_seconds(session), prepared.prices.cache_ttl_s)
 
 
 def choose_prices(settings: Settings, session: Session | None = None) -> tuple[Prices, tuple[str, ...]]:
@@ -460,7 +461,7 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     model = session.model if session is not None else None
     base: Prices | None = None
     unknown_model = False
-    day = first_call_day(session) if session is not None else None
+    day = _first_call_day(session) if session is not None else None
     if not settings.explicit_provider() and model:
         try:
             base = get_prices(model, day)
@@ -494,6 +495,24 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     return prices, tuple(notes)
 
 
+def _first_call_day(session: Session) -> date | None:
+    """:func:`~dp_compact.conversation.first_call_day` of ``session``, from its call times as
+    :func:`~dp_compact.core.timing.session_call_seconds` reads them (once per time)."""
+    from datetime import UTC, datetime
+
+    try:
+        seconds = session_call_seconds(session)
+    except OverflowError:  # a number no float holds, maybe after the first known time: read them in order
+        return first_call_day(session)
+    known = np.flatnonzero(seconds == seconds)  # not NaN
+    if known.size == 0:
+        return None
+    try:
+        return datetime.fromtimestamp(float(seconds[known[0]]), UTC).date()
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds: not evidence
+        return None
+
+
 def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, tuple[str, ...]]:
     """Share of cache writes made as 1-hour entries in ``session``'s usage, and a note (DESIGN §8).
 
@@ -504,9 +523,12 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
     lifetime changes nothing there but the cache's life, which is 5 minutes.
     """
     usage = session.usage if session is not None else ()
-    written = sum(u.cache_write_tokens for u in usage)
-    if written > 0 and any(u.convention == "anthropic" for u in usage):
-        share = sum(u.cache_write_1h_tokens for u in usage) / written
+    columns = usage_columns(usage)
+    written = sum(u.cache_write_tokens for u in usage) if columns is None else int(columns.cache_write_tokens.sum())
+    anthropic = "anthropic" in columns.conventions if columns is not None else any(u.convention == "anthropic" for u in usage)
+    if written > 0 and anthropic:
+        one_hour = sum(u.cache_write_1h_tokens for u in usage) if columns is None else int(columns.cache_write_1h_tokens.sum())
+        share = one_hour / written
         mix = f"{share:.0%} of its {written:,} cache-write tokens were 1-hour entries (its usage records)"
         return share, (f"cache writes at {prices.with_write_share(share).p_write:.2f} $/MTok: {mix}; the cache lives"
                        f" {'1 hour' if share >= 0.5 else '5 minutes'} after its last use",)

@@ -114,7 +114,8 @@ def run(middleware: list[Any], model: ScriptedModel) -> dict[str, Any]:
 def dp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[DpCompactMiddleware, ScriptedModel, dict[str, Any], Path]:
     root = tmp_path_factory.mktemp("archive")
     model = ScriptedModel(profile={"max_input_tokens": WINDOW}, calls=[])
-    middleware = DpCompactMiddleware(model, archive=ArchiveStore(root))
+    # compactions under test: clearing old tool results off (tests/test_adapter_clear.py runs this loop with it on)
+    middleware = DpCompactMiddleware(model, archive=ArchiveStore(root), clear_tool_results=False)
     state = run([middleware], model)
     return middleware, model, state, root
 

@@ -52,7 +52,8 @@ def _agent(processor: DpCompactProcessor, seen: list[list[ModelMessage]]) -> Age
 @pytest.fixture(scope="module")
 def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[DpCompactProcessor, list[list[ModelMessage]], object, Path]:
     root = tmp_path_factory.mktemp("archive")
-    processor = DpCompactProcessor(session_id="pai-1", archive=ArchiveStore(root), max_context_tokens=WINDOW, v=1_000)
+    # compactions under test: clearing old tool results off (tests/test_adapter_clear.py runs this loop with it on)
+    processor = DpCompactProcessor(session_id="pai-1", archive=ArchiveStore(root), max_context_tokens=WINDOW, v=1_000, clear_tool_results=False)
     seen: list[list[ModelMessage]] = []
     agent = _agent(processor, seen)  # asyncio.run closes its event loop (run_sync leaves one for the garbage collector)
     result = asyncio.run(agent.run("Read every module under src/.", usage_limits=UsageLimits(request_limit=None)))

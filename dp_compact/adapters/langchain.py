@@ -7,14 +7,20 @@ model call it reads the agent's messages as a session (:mod:`dp_compact.adapters
 finds it). The state's messages are then replaced the way ``SummarizationMiddleware`` does it
 (``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` and the new list): the summary as a ``HumanMessage``,
 an acknowledgement ``AIMessage`` when the kept tail starts with a user message, and the kept
-messages themselves, unchanged (same objects, ids and metadata). Otherwise nothing is returned
-and the messages are left as they are.
+messages themselves, unchanged (same objects, ids and metadata). When the plan clears old tool
+results instead (DESIGN §9, ``DP_CLEAR_TOOL_RESULTS``, on by default), the messages are replaced the
+same way by the same list in which each ``ToolMessage`` before the plan's depth with a long result
+(:data:`~dp_compact.measure.clearing.CLEAR_MIN_CHARS` characters or more) is a copy whose content is
+a short placeholder naming the archive key of its original (``archive://<thread>/<id>#msg-N``):
+same message id, ``tool_call_id``, name, status and artifact; every other message is the same
+object. Otherwise nothing is returned and the messages are left as they are.
 
 With an archive, the middleware also registers two tools (LangChain middleware's ``tools``):
-``dp_recall`` searches what compactions archived and ``dp_restore`` returns archived messages by
-their ``archive://`` key (:mod:`dp_compact.adapters.recall`; ``recall=None`` registers none).
-The application's own record stays whole: :meth:`DpCompactMiddleware.history` returns every
-message of a thread as the agent made it, summaries left out.
+``dp_recall`` searches what compactions and clearings archived and ``dp_restore`` returns archived
+messages by their ``archive://`` key (:mod:`dp_compact.adapters.recall`; ``recall=None`` registers
+none). Without an archive nothing is cleared (a placeholder must name its original). The
+application's own record stays whole: :meth:`DpCompactMiddleware.history` returns every message of
+a thread as the agent made it, summaries left out and tool results as they were before any clearing.
 
 With ``native=`` an Anthropic action of :mod:`dp_compact.adapters.native` (``clear_tool_uses_20250919``
 or ``compact_20260112``), the middleware compacts nothing itself: it adds the edit and its beta
@@ -40,21 +46,24 @@ from dp_compact.errors import MissingExtraError
 
 try:
     from langchain.agents.middleware.types import AgentMiddleware, AgentState
-    from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+    from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
     from langchain_core.messages.utils import convert_to_messages, convert_to_openai_messages
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
     from langgraph.runtime import Runtime
 except ImportError as exc:
     raise MissingExtraError("langchain", "langchain", exc.name) from None
 
-from dp_compact.adapters.live import LiveCompactor, ModelFacts, output_pairs
+from dp_compact.adapters.live import LiveClearing, LiveCompactor, ModelFacts, output_pairs
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.conversation import Usage
 
 __all__ = ["METADATA_KEY", "DpCompactMiddleware", "model_facts", "to_openai", "usage_of"]
 
-#: Key of ``HumanMessage.additional_kwargs`` on our summary message: the archive reference and
-#: the ids of the kept ``AIMessage`` s whose usage records measured the prompt before compaction.
+#: Key of ``additional_kwargs`` on the messages we make or rewrite (never sent to the model). On our
+#: summary ``HumanMessage``: ``archive_ref`` and ``stale_usage_ids``, the ids of the kept ``AIMessage`` s
+#: whose usage records measured the prompt before compaction. On a ``ToolMessage`` whose result we
+#: cleared: ``cleared_ref``, the archive key of its original; the last one cleared also carries
+#: ``stale_usage_ids``, every ``AIMessage`` before the clearing (their prompts held the results).
 METADATA_KEY = "dp_compact"
 
 
@@ -94,16 +103,19 @@ def to_openai(message: BaseMessage) -> dict[str, Any]:
 
 
 def _stale_ids(messages: Sequence[BaseMessage]) -> set[str]:
-    """Ids of kept messages whose usage predates our last compaction (stated on its summary message)."""
-    for message in reversed(messages):
-        info = message.additional_kwargs.get(METADATA_KEY) if isinstance(message, HumanMessage) else None
+    """Ids of messages whose usage predates one of our compactions or clearings (stated on our summary
+    message and on the last ``ToolMessage`` a clearing rewrote): a record is stale once the prompt it
+    measured was rewritten."""
+    stale: set[str] = set()
+    for message in messages:
+        info = message.additional_kwargs.get(METADATA_KEY) if isinstance(message, (HumanMessage, ToolMessage)) else None
         if isinstance(info, Mapping):
-            return set(info.get("stale_usage_ids") or ())
-    return set()
+            stale.update(info.get("stale_usage_ids") or ())
+    return stale
 
 
 def _usages(messages: Sequence[BaseMessage]) -> list[Usage | None]:
-    """The usage record of each message; None for those whose usage predates our last compaction."""
+    """The usage record of each message; None for those whose usage predates our last compaction or clearing."""
     stale = _stale_ids(messages)
     return [None if m.id in stale else usage_of(m) for m in messages]
 
@@ -116,6 +128,25 @@ def _wires(message: BaseMessage) -> list[tuple[dict[str, Any], None]]:
 def _is_ours(message: BaseMessage) -> bool:
     """True for our summary message (it names the kept messages whose usage is stale)."""
     return isinstance(message, HumanMessage) and isinstance(message.additional_kwargs.get(METADATA_KEY), Mapping)
+
+
+def _cleared(messages: Sequence[BaseMessage], origins: Sequence[int], clearing: LiveClearing) -> list[BaseMessage]:
+    """``messages`` with the tool results of ``clearing`` replaced by their placeholders: copies of those
+    ``ToolMessage`` s (same id, ``tool_call_id``, name, status, artifact; :data:`METADATA_KEY` added), the
+    other messages the same objects. ``origins``: the message index of each chat-completions dict."""
+    texts = {origins[j]: t[0] for j, t in clearing.texts.items() if t and t[0] is not None and isinstance(messages[origins[j]], ToolMessage)}
+    out = list(messages)
+    if not texts:
+        return out
+    last = max(texts)
+    stale = [m.id for m in messages if isinstance(m, AIMessage) and m.id]
+    for n, text in texts.items():
+        info: dict[str, Any] = {"cleared_ref": clearing.archive_ref}
+        if n == last:
+            info["stale_usage_ids"] = stale
+        old = out[n]
+        out[n] = old.model_copy(update={"content": text, "additional_kwargs": {**old.additional_kwargs, METADATA_KEY: info}})
+    return out
 
 
 def _key(message: BaseMessage) -> Any:
@@ -138,7 +169,8 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     summarizer : Summarizer, optional
         Default the extractive summarizer (offline, no model call).
     recall : {"session", "all"} or None
-        Offer the agent the tools ``dp_recall`` and ``dp_restore`` over the archive: this thread's
+        Offer the agent the tools ``dp_recall`` and ``dp_restore`` over the archive (compacted heads and
+        cleared tool results): this thread's
         archives (``"session"``, the default) or every session's (``"all"``); None offers none.
         No tools without an archive.
     keep_history : bool
@@ -146,24 +178,30 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     native : NativeAction, optional
         An Anthropic context-management edit (:func:`~dp_compact.adapters.native.anthropic_clear_tool_uses`,
         :func:`~dp_compact.adapters.native.anthropic_compact`) sent with every model call instead
-        of compacting here.
+        of compacting or clearing here.
     clock : callable, optional
         Epoch seconds now, read before each model call (default ``time.time``): the time of that
         call, from which the next plan knows the silence since the last call and whether the
         cache has expired (DESIGN §8). Inject one in tests.
     **settings
         Settings by field name (``provider=``, ``max_context_tokens=``, ``planner=``, ``v=`` ...), as
-        command-line flags: above ``DP_*``, ``.env`` and the profile.
+        command-line flags: above ``DP_*``, ``.env`` and the profile. ``clear_tool_results=False``
+        (``DP_CLEAR_TOOL_RESULTS=false``) plans without clearing old tool results; it is off without
+        an archive or with ``native``.
 
     Attributes
     ----------
     plans : list of Plan
-        The plan made before each model call, in order.
+        The plan made before each model call, in order, as carried out: ``decision`` ``"compact"``,
+        ``"clear"`` (old tool results cleared, ``plan.clearing["depth"]``) or ``"keep"``.
     transcripts : dict of str to LiveTranscript
         What is kept of each thread between calls (:class:`~dp_compact.adapters.transcript.LiveTranscript`):
         a call reads only the messages appended since the last one.
     compactions : list of CompactionResult
         The compactions carried out, in order.
+    clearings : list of ClearResult
+        The clearings of old tool results carried out, in order (:class:`~dp_compact.pipeline.clear.ClearResult`:
+        ``depth``, ``archive_ref``, ``cleared_message_indices``, ``facts`` in tokens, ``plan``).
     tools : list of BaseTool
         The recall tools LangChain registers with the agent (empty without recall).
 
@@ -184,7 +222,7 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
             raise ValueError(f"native= takes an Anthropic context-management edit, not {native!r}")
         self.native = native
         AgentMiddleware.__init__(self)
-        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, clock=clock, **settings)
+        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, clock=clock, clears=native is None, **settings)
         self.facts = model_facts(model)
         self.session_id = session_id
         self.recall = Recall(self.archive, self._session_id, recall) if recall is not None and self.archive is not None else None
@@ -195,9 +233,10 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     def history(self, session_id: str | None = None) -> list[BaseMessage]:
         """Every message of a thread as the agent made it, oldest first: the application's full record.
 
-        The state's messages lose the compacted head; this list keeps it (the same message objects,
-        never our summaries or acknowledgements). It is held in memory by this middleware; the
-        archive holds the same heads on disk (``dp-compact restore``).
+        The state's messages lose the compacted head and the content of cleared tool results; this
+        list keeps them (the same message objects as given, never our summaries, acknowledgements or
+        cleared copies). It is held in memory by this middleware; the archive holds the same heads
+        and results on disk (``dp-compact restore``).
 
         Parameters
         ----------
@@ -237,7 +276,7 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         return str(thread) if thread else "langchain"
 
     def compact_messages(self, messages: Sequence[AnyMessage]) -> list[BaseMessage] | None:
-        """The compacted message list, or None when the plan keeps everything (framework-free entry).
+        """The compacted or cleared message list, or None when the plan keeps everything (framework-free entry).
 
         Parameters
         ----------
@@ -247,16 +286,24 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         Returns
         -------
         list of BaseMessage or None
-            Summary ``HumanMessage``, acknowledgement ``AIMessage`` when needed, and the kept
-            messages as the same objects; None when nothing is compacted (also when the
-            summary failed: the pipeline then leaves the conversation untouched, and the
-            failure is logged).
+            Compacted: summary ``HumanMessage``, acknowledgement ``AIMessage`` when needed, and the
+            kept messages as the same objects. Cleared: every message, the cleared ``ToolMessage`` s
+            as copies holding their placeholders, the others as the same objects. None when
+            nothing is compacted or cleared (also when the summary or the clearing failed: the
+            conversation is then left untouched, and the failure is logged).
+
+        Raises
+        ------
+        ArchiveError
+            The archive could not be written.
         """
         transcript = self.transcript(self._session_id())
         transcript.update(messages, self.clock(), convert=_wires, usages=_usages, usage=usage_of, is_ours=_is_ours, key=_key)
         result = self.compact_live(transcript, self.facts)
         if result is None:
             return None
+        if isinstance(result, LiveClearing):
+            return _cleared(transcript.items, transcript.origins, result)
         messages, raws = transcript.items, transcript.raws  # the objects given now (a checkpointer's copies too)
         kept_ai = [m.id for m in messages[result.cut:] if isinstance(m, AIMessage) and m.id]
         info = {"archive_ref": result.archive_ref, "stale_usage_ids": kept_ai}
@@ -271,7 +318,7 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         return out
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Replace the messages by the compacted list when the plan says compact; else None."""
+        """Replace the messages by the compacted or cleared list when the plan says compact or clear; else None."""
         messages = state["messages"]
         if self.native is not None:  # the provider compacts
             self._record(messages)

@@ -3,9 +3,13 @@
 Every adapter does the same three things before a model call: turn the framework's messages
 into chat-completions dicts (its own converter), read them with the session reader of that
 format (:mod:`dp_compact.sessions.openai_chat`: user turns, our earlier summaries, c and the
-counts a summary carries), and hand the session to :func:`dp_compact.pipeline.compact.compact_session`,
-which plans (DESIGN §2, §7) and, when the plan says so, runs the pipeline (DESIGN §5) with the
-archive. Nothing here decides anything: this module only builds the inputs.
+counts a summary carries), plan it (DESIGN §2, §7, §8) and carry the plan out: a compaction
+runs the pipeline (:func:`dp_compact.pipeline.compact.compact_session`, DESIGN §5) with the
+archive; a clearing of old tool results (DESIGN §9) archives the results before the plan's depth
+and gives each its placeholder (:func:`dp_compact.pipeline.clear.clear_session`), which the
+adapter writes into the framework's own tool results (:class:`LiveClearing`). Nothing here
+decides anything the planner does not: this module builds the inputs and applies one adapter
+rule (:func:`adapter_decision`).
 
 :class:`~dp_compact.adapters.transcript.LiveTranscript` is what an adapter keeps of each conversation between calls, so that a
 call costs work in proportion to what was appended, not to the conversation: the framework's
@@ -13,8 +17,8 @@ messages as last seen, their chat-completions dicts and usage records, the reade
 them (:class:`~dp_compact.sessions.openai_chat.LiveReader`), each message's token counts, and the
 time of each LLM call. Messages that are the same objects as last time (or equal to them: a
 checkpointer's copies) followed by new ones are an append; anything else (the framework replaced
-or edited an earlier message, or our own compaction rewrote the list) rebuilds the state from the
-messages given. Either way the session, its tokens and so its plan are those a full read gives
+or edited an earlier message, or our own compaction or clearing rewrote the list) rebuilds the state
+from the messages given. Either way the session, its tokens and so its plan are those a full read gives
 (tests/test_adapter_live.py checks it call by call over real transcripts).
 
 Pure but for the clock: :class:`LiveCompactor` reads "now" with its ``clock`` (``time.time``
@@ -38,10 +42,12 @@ from dp_compact.sessions.source import Record, Source
 __all__ = [
     "RULE_LOSS_GUARD",
     "WALL_CLOCK",
+    "LiveClearing",
     "LiveCompactor",
     "LiveTranscript",
     "ModelFacts",
     "adapter_decision",
+    "cleared_texts",
     "live_session",
     "output_pairs",
     "plan_forced",
@@ -81,8 +87,8 @@ def live_session(
         the message's ``raw``, so a kept tail comes back as the same objects.
     usages : sequence of Usage or None, length N'
         The usage record of the call that produced each message (assistant messages), in
-        tokens; None for every other message and for records older than the last compaction
-        (they measured a prompt that no longer exists). ``Usage.line`` is set here.
+        tokens; None for every other message and for records older than the last compaction or
+        clearing (they measured a prompt that no longer exists). ``Usage.line`` is set here.
     session_id : str
         The name of the conversation (the archive's session, the plan's path).
     facts : ModelFacts
@@ -141,13 +147,14 @@ def plan_forced(plan: Any) -> bool:
 
 
 def adapter_decision(plan: Any) -> tuple[str, Any]:
-    """What an adapter does with ``plan``: ``("compact", plan)``, ``("force", plan)`` (compact at the
-    forced cut: a plan that clears old tool results, which the adapters do not carry out, where the
-    context must shrink) or ``("keep", plan)``; a compaction the context does not force whose net
-    benefit at its cut is not above the expected loss there (terms ``net`` and ``info_loss``, $) is
-    kept, and the plan returned says so (rule :data:`RULE_LOSS_GUARD`)."""
+    """What an adapter does with ``plan``: ``("compact", plan)``, ``("clear", plan)`` (clear the old tool
+    results before ``plan.clearing["depth"]``, DESIGN §9) or ``("keep", plan)``. A compaction the context
+    does not force whose net benefit at its cut is not above the expected loss there (terms ``net``
+    and ``info_loss``, $) is kept, and the plan returned says so (rule :data:`RULE_LOSS_GUARD`); a
+    clearing is carried out as planned (its expected loss is already in the price the planner
+    compared, and every message stays)."""
     if plan.decision == "clear":
-        return ("force", plan) if plan_forced(plan) else ("keep", plan)
+        return "clear", plan
     if plan.decision != "compact":
         return "keep", plan
     net, loss = float(plan.terms.get("net", 0.0)), float(plan.terms.get("info_loss", 0.0))
@@ -161,24 +168,86 @@ def adapter_decision(plan: Any) -> tuple[str, Any]:
     return "keep", kept
 
 
+@dataclass(frozen=True, slots=True)
+class LiveClearing:
+    """A clearing of old tool results carried out on a live conversation (DESIGN §9): what the adapter
+    writes into the framework's messages.
+
+    ``result`` is the :class:`~dp_compact.pipeline.clear.ClearResult` (``depth``, ``archive_ref``,
+    ``cleared_message_indices`` into the session's messages, ``facts`` in cl100k tokens, ``plan`` the
+    plan that chose it). ``texts`` maps the index of a chat-completions dict in
+    :attr:`LiveTranscript.raws <dp_compact.adapters.transcript.LiveTranscript.raws>` to the new text of
+    each tool result it carries, in order: the placeholder naming ``archive_ref#msg-N``
+    (:func:`~dp_compact.measure.clearing.placeholder_text`), None for a result that stays.
+    """
+
+    result: Any
+    texts: dict[int, tuple[str | None, ...]]
+
+    @property
+    def archive_ref(self) -> str | None:
+        """Where the cleared messages are archived (``archive://<session>/<id>``; ``#msg-N`` for message N)."""
+        return self.result.archive_ref
+
+
+def cleared_texts(session: Session, raws: Sequence[dict[str, Any]], result: Any) -> dict[int, tuple[str | None, ...]]:
+    """:attr:`LiveClearing.texts` of ``result`` (a clearing of ``session``, whose messages' ``raw`` are
+    dicts of ``raws``): the placeholders of ``result.cleared``, by the index in ``raws`` of each changed
+    message's dict.
+
+    Raises
+    ------
+    ValueError
+        A changed message whose dict is not one of ``raws`` (the session is not of these dicts).
+    """
+    where = {id(raw): j for j, raw in enumerate(raws)}
+    out: dict[int, tuple[str | None, ...]] = {}
+    for i in result.cleared_message_indices:
+        old, new = session.messages[i], result.cleared[i]
+        j = where.get(id(old.raw))
+        if j is None:
+            raise ValueError(f"{session.path}: message {i} is not one of the conversation's dicts")
+        out[j] = tuple(b.text if b.text != a.text else None for a, b in zip(old.tool_results, new.tool_results, strict=True))
+    return out
+
+
 class LiveCompactor:
-    """What every framework adapter keeps: settings, archive, summarizer, and the plans and
-    compactions made so far; :meth:`compact` runs the pipeline on a live session.
+    """What every framework adapter keeps: settings, archive, summarizer, and the plans, compactions
+    and clearings made so far; :meth:`compact_live` plans a conversation and carries the plan out.
 
     Parameters
     ----------
     archive : ArchiveStore, None or "default"
-        Where compacted heads go; "default" is the settings' archive folder (``DP_ARCHIVE_DIR``,
-        else the user data directory); None archives nothing.
+        Where compacted heads and cleared tool results go; "default" is the settings' archive
+        folder (``DP_ARCHIVE_DIR``, else the user data directory); None archives nothing (and so
+        clears nothing: a placeholder must name where its original is).
     summarizer : callable, optional
         Default: the offline extractive summarizer.
     clock : callable, optional
         Epoch seconds now (default ``time.time``): read once per call, the time of that call
         (DESIGN §8: the silence since the last call, a cold cache).
+    clears : bool
+        Whether this adapter carries out a clearing of old tool results (DESIGN §9); False when
+        the provider acts instead (an adapter's ``native=``). With ``clears`` False or no archive,
+        the adapter plans with ``clear_tool_results`` off, as the Claude Code hooks plan.
     **settings
-        Any ``DP_*`` setting by its field name (DESIGN §3); ``clear_tool_results`` is always False
-        (the adapters do not clear old tool results, so their plans do not either, as the Claude
-        Code hooks plan).
+        Any ``DP_*`` setting by its field name (DESIGN §3). ``clear_tool_results=True`` (or
+        ``DP_CLEAR_TOOL_RESULTS=1``) lets the plan clear old tool results instead of compacting;
+        unlike ``dp-compact plan``, the adapters leave it off unless it is given: right after a
+        compaction or clearing an adapter holds no usage record of the new prompt, so it
+        estimates the growth per call from the conversation's average, which after a clearing
+        is far below the real growth, and in a scripted 65-call LangChain run the plan then
+        cleared at almost every call ($1.47 against $1.15 without clearing).
+
+    Attributes
+    ----------
+    plans : list of Plan
+        The plan of each call, as carried out (a kept compaction says so, rule :data:`RULE_LOSS_GUARD`).
+    compactions : list of CompactionResult
+        The compactions carried out, in order.
+    clearings : list of ClearResult
+        The clearings of old tool results carried out, in order (``depth``, ``archive_ref``, the
+        session indices of the messages changed, tokens removed; ``plan`` the plan that chose it).
 
     Raises
     ------
@@ -187,27 +256,32 @@ class LiveCompactor:
     """
 
     def __init__(self, *, archive: Any = "default", summarizer: Any = None, clock: Callable[[], float] | None = None,
-                 **settings: Any) -> None:
+                 clears: bool = True, **settings: Any) -> None:
         from dp_compact.settings import load_settings
 
         self.clock = clock if clock is not None else time.time
         self.transcripts: dict[str, LiveTranscript] = {}
         self.settings = load_settings(**settings)
-        if self.settings.clear_tool_results:  # the adapters do not carry a clearing out (DESIGN §9): plan without it
-            self.settings = self.settings.model_copy(update={"clear_tool_results": False})
         if archive == "default":
             from dp_compact.pipeline.archive import ArchiveStore
 
             archive = ArchiveStore(self.settings.archive_dir)
         self.archive = archive
+        asked = "clear_tool_results" in self.settings.model_fields_set  # given here, or DP_CLEAR_TOOL_RESULTS / .env
+        if self.settings.clear_tool_results and (not clears or archive is None or not asked):
+            # a clearing this adapter cannot carry out, or one not asked for (module docstring: off by default here)
+            self.settings = self.settings.model_copy(update={"clear_tool_results": False})
         self.summarizer = summarizer
         self.plans: list[Any] = []
         self.compactions: list[Any] = []
+        self.clearings: list[Any] = []
 
     def compact(self, session: Session) -> Any:
         """The :class:`~dp_compact.pipeline.compact.CompactionResult` when the plan compacts
         ``session`` (as an OpenAI chat conversation), else None; a failed summary leaves the
-        conversation untouched (DESIGN §5) and is logged."""
+        conversation untouched (DESIGN §5) and is logged. The whole session is read and planned
+        (no kept state), and a plan that clears old tool results is recorded, not carried out:
+        :meth:`compact_live` is what the adapters call."""
         import logging
 
         from dp_compact.errors import CompactionError
@@ -253,15 +327,24 @@ class LiveCompactor:
         return prepared, timing, plan_prepared(prepared, timing=timing)
 
     def compact_live(self, transcript: LiveTranscript, facts: ModelFacts = ModelFacts(), system_text: str = "") -> Any:
-        """Plan ``transcript`` (:meth:`plan_live`) and, when the plan compacts, run the pipeline at its cut:
-        the :class:`~dp_compact.pipeline.compact.CompactionResult`, else None (a failed summary is logged
-        and leaves the conversation untouched, DESIGN §5). The plan is appended to :attr:`plans`.
+        """Plan ``transcript`` (:meth:`plan_live`) and carry the plan out: the
+        :class:`~dp_compact.pipeline.compact.CompactionResult` of a compaction at its cut, the
+        :class:`LiveClearing` of a clearing of old tool results at its depth (DESIGN §9), else None.
+        The plan is appended to :attr:`plans`, a compaction to :attr:`compactions`, a clearing's
+        :class:`~dp_compact.pipeline.clear.ClearResult` to :attr:`clearings`.
 
-        Two adapter rules sit on top of the plan (:func:`adapter_decision`): a compaction the context
-        does not force is made only when the plan's net benefit at its cut exceeds the expected loss
-        there (else the plan is recorded as kept, rule :data:`RULE_LOSS_GUARD`); a plan that clears old
-        tool results (DESIGN §9), which the adapters do not carry out, is kept, or, when the context
-        must shrink before the next call, compacted at the forced cut (``--force``'s)."""
+        A failed summary or clearing (:class:`~dp_compact.errors.CompactionError`) is logged and
+        leaves the conversation untouched (DESIGN §5), but a clearing that fails where the context
+        must shrink before the next call compacts at the forced cut (``--force``'s) instead. A
+        compaction the context does not force is made only when the plan's net benefit at its cut
+        exceeds the expected loss there, else the plan is recorded as kept (:func:`adapter_decision`,
+        rule :data:`RULE_LOSS_GUARD`).
+
+        Raises
+        ------
+        ArchiveError
+            The archive could not be written (nothing is changed).
+        """
         import logging
 
         from dp_compact.errors import CompactionError
@@ -272,6 +355,11 @@ class LiveCompactor:
         if action == "keep":
             self.plans.append(plan)
             return None
+        if action == "clear":
+            cleared = self._clear_live(transcript, prepared.session, plan)
+            if cleared is not None or not plan_forced(plan):
+                return cleared
+            action = "force"  # the context must shrink: compact at the forced cut instead
         try:
             result = compact_session(prepared.session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive,
                                      timing=timing, prepared=prepared, force=action == "force")
@@ -281,7 +369,7 @@ class LiveCompactor:
             return None
         if action == "force" and result.decision == "compact":  # the plan as carried out: a forced compaction
             why = (f"context {plan.estimates.context_tokens:,} tokens must shrink before the next call; the plan clears old tool"
-                   f" results ({plan.explanation}), which this adapter does not do: compacted at the forced cut instead")
+                   f" results ({plan.explanation}), which could not be done: compacted at the forced cut instead")
             done = replace(plan, decision="compact", rule="force", explanation=why, k=result.k, cut=result.cut,
                            tail_tokens=result.tail_tokens, head_tokens=result.head_tokens)
             result = replace(result, plan=done)
@@ -290,3 +378,29 @@ class LiveCompactor:
             return None
         self.compactions.append(result)
         return result
+
+    def _clear_live(self, transcript: LiveTranscript, session: Session, plan: Any) -> LiveClearing | None:
+        """Clear the old tool results of ``session`` (``transcript``'s) before the plan's depth, archiving them:
+        the :class:`LiveClearing`, recorded with its plan; None when nothing could be cleared (the failure
+        logged; the plan recorded unless the context forces a compaction instead)."""
+        import logging
+
+        from dp_compact.errors import CompactionError
+        from dp_compact.pipeline.clear import ACTION_CLEAR, clear_session
+
+        try:
+            result = clear_session(session, depth=int(plan.clearing["depth"]), to="openai", archiver=self.archive, settings=self.settings)
+            texts = cleared_texts(session, transcript.raws, result) if result.decision == ACTION_CLEAR else {}
+        except CompactionError as exc:
+            why = f"clearing skipped: {exc}"
+        else:
+            if texts:
+                result = replace(result, plan=plan)
+                self.plans.append(plan)
+                self.clearings.append(result)
+                return LiveClearing(result, texts)
+            why = f"clearing skipped: {result.explanation}"
+        logging.getLogger("dp_compact.adapters").warning("dp-compact: %s", why)
+        if not plan_forced(plan):
+            self.plans.append(plan)
+        return None

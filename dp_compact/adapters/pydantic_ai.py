@@ -6,15 +6,22 @@ model request it reads the ``ModelMessage`` list as a session (:mod:`dp_compact.
 plans (DESIGN §2, §7) and, when the plan says compact, runs the pipeline at the planned feasible
 cut (DESIGN §5): the head is summarized and archived, the summary becomes a ``ModelRequest``
 (after the system prompt parts), an acknowledgement ``ModelResponse`` follows when the tail
-starts with a user prompt, and the kept messages are returned as the same objects. Otherwise the
-list is returned unchanged.
+starts with a user prompt, and the kept messages are returned as the same objects. When the plan
+clears old tool results instead (DESIGN §9, ``DP_CLEAR_TOOL_RESULTS``, on by default), every message
+is returned, and each ``ToolReturnPart`` (or tool ``RetryPromptPart``) before the plan's depth with a
+long result (:data:`~dp_compact.measure.clearing.CLEAR_MIN_CHARS` characters or more) is a copy whose
+content is a short placeholder naming the archive key of its original
+(``archive://<session>/<id>#msg-N``), with the same ``tool_call_id`` and tool name, in a copy of its
+``ModelRequest``; every other message is the same object. Otherwise the list is returned unchanged.
 
 With an archive, :meth:`DpCompactProcessor.recall_toolset` is a ``FunctionToolset`` of two tools
 for the agent (``toolsets=[...]``, or the ``Toolset`` capability): ``dp_recall`` searches what
-compactions archived and ``dp_restore`` returns archived messages by their ``archive://`` key
-(:mod:`dp_compact.adapters.recall`). A history processor rewrites the run's history, so
-``result.all_messages()`` is the compacted history; :meth:`DpCompactProcessor.history` is the
-application's full record (every message as the run made it, ours left out).
+compactions and clearings archived and ``dp_restore`` returns archived messages by their
+``archive://`` key (:mod:`dp_compact.adapters.recall`). Without an archive nothing is cleared (a
+placeholder must name its original). A history processor rewrites the run's history, so
+``result.all_messages()`` is the compacted or cleared history; :meth:`DpCompactProcessor.history`
+is the application's full record (every message as the run made it, ours and our cleared copies
+left out).
 
 With ``native=`` (:mod:`dp_compact.adapters.native`) the processor compacts nothing itself and the
 provider acts, through pydantic-ai's own settings and capabilities: an Anthropic edit goes in
@@ -35,6 +42,7 @@ cache reads and writes) and the model from ``ModelResponse.model_name``; give th
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -49,15 +57,18 @@ try:
 except ImportError as exc:
     raise MissingExtraError("pydantic_ai", "pydantic-ai", exc.name) from None
 
-from dp_compact.adapters.live import LiveCompactor, LiveTranscript, ModelFacts, adapter_decision
+from dp_compact.adapters.live import LiveClearing, LiveCompactor, LiveTranscript, ModelFacts, adapter_decision
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.pipeline.compact import CompactionResult
 from dp_compact.conversation import Usage
 
 __all__ = ["METADATA_KEY", "DpCompactProcessor", "to_openai", "usage_of"]
 
-#: Key of ``ModelRequest.metadata`` on our summary request (not sent to the model): the archive
-#: reference and how many kept ``ModelResponse`` s after it measured the prompt before compaction.
+#: Key of ``ModelRequest.metadata`` on the requests we make or rewrite (not sent to the model). On our
+#: summary request: ``archive_ref`` and ``stale_responses``, how many kept ``ModelResponse`` s after it
+#: measured the prompt before compaction. On a request whose tool results we cleared: ``cleared_ref``,
+#: the archive key of the originals, ``stale_before`` (every response before it measured a prompt
+#: holding them) and ``stale_responses`` (so did that many responses after it).
 METADATA_KEY = "dp_compact"
 
 
@@ -130,13 +141,52 @@ def _is_ours(message: ModelMessage) -> bool:
 
 
 def _stale(messages: Sequence[ModelMessage]) -> set[int]:
-    """Indices of kept responses whose usage predates our last compaction (counted on its summary request)."""
-    for n in range(len(messages) - 1, -1, -1):
-        info = (getattr(messages[n], "metadata", None) or {}).get(METADATA_KEY)
+    """Indices of responses whose usage predates one of our compactions or clearings (stated on our summary
+    request and on the requests a clearing rewrote): a record is stale once the prompt it measured was rewritten."""
+    responses = [n for n, m in enumerate(messages) if isinstance(m, ModelResponse)]
+    stale: set[int] = set()
+    for n, message in enumerate(messages):
+        info = (getattr(message, "metadata", None) or {}).get(METADATA_KEY)
         if isinstance(info, dict):
-            responses = [i for i in range(n + 1, len(messages)) if isinstance(messages[i], ModelResponse)]
-            return set(responses[: int(info.get("stale_responses", 0))])
-    return set()
+            after = bisect.bisect_right(responses, n)
+            stale.update(responses[after : after + int(info.get("stale_responses", 0))])
+            if info.get("stale_before"):
+                stale.update(responses[:after])
+    return stale
+
+
+def _merged_metadata(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The metadata of two requests merged into one: ours (:data:`METADATA_KEY`) merged too, the larger
+    ``stale_responses`` kept (both count the responses after the same place)."""
+    merged = {**(first or {}), **(second or {})}
+    a, b = (first or {}).get(METADATA_KEY), (second or {}).get(METADATA_KEY)
+    if isinstance(a, dict) and isinstance(b, dict):
+        merged[METADATA_KEY] = {**a, **b, "stale_responses": max(int(a.get("stale_responses", 0)), int(b.get("stale_responses", 0)))}
+    return merged or None
+
+
+def _cleared(messages: Sequence[ModelMessage], wires: Sequence[tuple[int, Any]], clearing: LiveClearing) -> list[ModelMessage]:
+    """``messages`` with the tool results of ``clearing`` replaced by their placeholders: copies of those
+    parts and of their requests (:data:`METADATA_KEY` added), the other messages the same objects.
+    ``wires``: the message index and part indices of each chat-completions dict."""
+    contents: dict[int, dict[int, str]] = {}
+    for j, texts in clearing.texts.items():
+        n, parts = wires[j]
+        if texts and texts[0] is not None and len(parts) == 1:
+            contents.setdefault(n, {})[parts[0]] = texts[0]
+    out = list(messages)
+    responses = [n for n, m in enumerate(messages) if isinstance(m, ModelResponse)]
+    for n, texts in contents.items():
+        old = out[n]
+        if not isinstance(old, ModelRequest):
+            continue
+        parts = [replace(p, content=texts[k]) if k in texts and isinstance(p, (ToolReturnPart, RetryPromptPart)) else p
+                 for k, p in enumerate(old.parts)]
+        info = dict((old.metadata or {}).get(METADATA_KEY) or {})
+        after = len(responses) - bisect.bisect_right(responses, n)
+        info.update(cleared_ref=clearing.archive_ref, stale_before=True, stale_responses=max(after, int(info.get("stale_responses", 0))))
+        out[n] = replace(old, parts=parts, metadata={**(old.metadata or {}), METADATA_KEY: info})
+    return out
 
 
 class DpCompactProcessor(LiveCompactor):
@@ -154,24 +204,30 @@ class DpCompactProcessor(LiveCompactor):
     summarizer : Summarizer, optional
         Default the extractive summarizer (offline, no model call).
     recall : {"session", "all"} or None
-        What :meth:`recall_toolset` searches: this session's archives (default) or every session's.
+        What :meth:`recall_toolset` searches (compacted heads and cleared tool results): this
+        session's archives (default) or every session's.
     native : NativeAction, optional
-        A provider-native action used instead of compacting here (see :meth:`native_model_settings`
-        and :meth:`native_trigger`).
+        A provider-native action used instead of compacting or clearing here (see
+        :meth:`native_model_settings` and :meth:`native_trigger`).
     clock : callable, optional
         Epoch seconds now, read before each request (default ``time.time``): the time of that
         request, from which the next plan knows the silence since the last one and whether the
         cache has expired (DESIGN §8). Inject one in tests.
     **settings
         Settings by field name (``provider=``, ``max_context_tokens=``, ``v=`` ...), as command-line
-        flags: above ``DP_*`` and ``.env``.
+        flags: above ``DP_*`` and ``.env``. ``clear_tool_results=False`` (``DP_CLEAR_TOOL_RESULTS=false``)
+        plans without clearing old tool results; it is off without an archive or with ``native``.
 
     Attributes
     ----------
     plans : list of Plan
-        The plan made before each request.
+        The plan made before each request, as carried out: ``decision`` ``"compact"``, ``"clear"``
+        (old tool results cleared, ``plan.clearing["depth"]``) or ``"keep"``.
     compactions : list of CompactionResult
         The compactions carried out.
+    clearings : list of ClearResult
+        The clearings of old tool results carried out, in order (:class:`~dp_compact.pipeline.clear.ClearResult`:
+        ``depth``, ``archive_ref``, ``cleared_message_indices``, ``facts`` in tokens, ``plan``).
     transcripts : dict of str to LiveTranscript
         What is kept of the conversation between requests (:class:`~dp_compact.adapters.transcript.LiveTranscript`,
         under ``session_id``): a request reads only the messages appended since the last one.
@@ -186,7 +242,7 @@ class DpCompactProcessor(LiveCompactor):
         self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None,
         recall: Scope | None = "session", native: Any = None, clock: Any = None, **settings: Any,
     ) -> None:
-        super().__init__(archive=archive, summarizer=summarizer, clock=clock, **settings)
+        super().__init__(archive=archive, summarizer=summarizer, clock=clock, clears=native is None, **settings)
         self.native = native
         self.model = model.split(":", 1)[-1] if model else None
         self.session_id = session_id
@@ -242,7 +298,7 @@ class DpCompactProcessor(LiveCompactor):
         self._record(messages[transcript.new_from:])  # the others were recorded at earlier requests
         action, plan = adapter_decision(self.plan_live(transcript, self._facts(messages))[2])
         self.plans.append(plan)
-        return action != "keep"
+        return action == "compact"
 
     def _transcript(self, messages: Sequence[ModelMessage]) -> LiveTranscript:
         """The kept state of the conversation, updated with ``messages`` at the request made now."""
@@ -258,8 +314,8 @@ class DpCompactProcessor(LiveCompactor):
     def history(self, latest: Sequence[ModelMessage] = ()) -> list[ModelMessage]:
         """The full conversation as the runs made it, oldest first: the application's own record.
 
-        Every message this processor was given, never our summaries, acknowledgements or trimmed
-        copies, followed by the messages of ``latest`` not seen yet: pass ``result.all_messages()``
+        Every message this processor was given, never our summaries, acknowledgements, trimmed or
+        cleared copies, followed by the messages of ``latest`` not seen yet: pass ``result.all_messages()``
         to add the run's final answer (a processor runs before each request, so it never sees the
         last response). Held in memory; the archive keeps the compacted heads on disk.
         """
@@ -273,9 +329,14 @@ class DpCompactProcessor(LiveCompactor):
                 self._history.append(message)
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        """The history to send: compacted when the plan says so, else ``messages`` itself.
+        """The history to send: compacted or cleared when the plan says so, else ``messages`` itself.
 
-        A failed summary leaves the history untouched (DESIGN §5) and is logged.
+        A failed summary or clearing leaves the history untouched (DESIGN §5) and is logged.
+
+        Raises
+        ------
+        ArchiveError
+            The archive could not be written.
         """
         if self.native is not None:  # the provider compacts (native_model_settings, native_trigger)
             self._record(messages)
@@ -285,8 +346,11 @@ class DpCompactProcessor(LiveCompactor):
         result = self.compact_live(transcript, self._facts(messages))
         if result is None:
             return messages
-        wires = list(zip(transcript.raws, transcript.origins, transcript.payloads, strict=True))
-        rebuilt = self._rebuild(transcript.items, wires, result)
+        if isinstance(result, LiveClearing):
+            rebuilt = _cleared(transcript.items, list(zip(transcript.origins, transcript.payloads, strict=True)), result)
+        else:
+            wires = list(zip(transcript.raws, transcript.origins, transcript.payloads, strict=True))
+            rebuilt = self._rebuild(transcript.items, wires, result)
         made = [m for m in rebuilt if id(m) not in self._seen]
         self._made.extend(made)  # held, so that their ids stay theirs
         self._seen.update(id(m) for m in made)
@@ -321,7 +385,7 @@ class DpCompactProcessor(LiveCompactor):
         for message, untouched in built:  # one request where a new one meets another request
             if out and isinstance(message, ModelRequest) and isinstance(out[-1][0], ModelRequest) and not (untouched and out[-1][1]):
                 previous = out[-1][0]
-                metadata = {**(previous.metadata or {}), **(message.metadata or {})} or None
+                metadata = _merged_metadata(previous.metadata, message.metadata)
                 out[-1] = (replace(previous, parts=[*previous.parts, *message.parts], metadata=metadata), False)
             else:
                 out.append((message, untouched))

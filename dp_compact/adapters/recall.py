@@ -1,9 +1,9 @@
 """The recall tool an adapter offers its agent: search and restore over the archive (DESIGN §9).
 
 Framework-free: :class:`Recall` holds an archive and a scope and answers the two questions an
-agent asks after a compaction, as text a model reads:
+agent asks after a compaction or a clearing of old tool results, as text a model reads:
 
-- :meth:`Recall.search`: the archived heads matching words, file paths or identifiers, best first,
+- :meth:`Recall.search`: the archived heads and cleared results matching words, file paths or identifiers, best first,
   the same search as ``dp-compact recall`` (:meth:`~dp_compact.pipeline.archive.ArchiveStore.search`),
   at most :data:`MAX_RECALL_HITS` hits;
 - :meth:`Recall.restore`: the messages archived under an ``archive://<session>/<id>`` key, as they
@@ -37,13 +37,15 @@ _SHORTENED_CHARS = 2_000
 Scope = Literal["session", "all"]
 
 RECALL_DESCRIPTION = (
-    "Search what earlier context compactions removed from this conversation (the archive). "
+    "Search what earlier context compactions removed from this conversation, and the tool results replaced by "
+    "'[cleared by dp-compact: ...]' placeholders (the archive). "
     "query: words, file paths, identifiers or commands; every term must match; word* matches a prefix. "
     "Returns archive keys (archive://...) with a summary and the matching text; call dp_restore with a key "
     "to read the original messages."
 )
 RESTORE_DESCRIPTION = (
-    "Read the original messages archived under an archive key (archive://<session>/<id>), as they were, "
+    "Read the original messages archived under an archive key (archive://<session>/<id>; a key ending in #msg-N, "
+    "as a cleared result's placeholder names, gives that one message), as they were, "
     "one page at a time: call again with offset set to the next_offset it gives until it says there is no more."
 )
 
@@ -54,7 +56,7 @@ class Recall:
     Parameters
     ----------
     store : ArchiveStore
-        The archive the adapter writes compacted heads to.
+        The archive the adapter writes compacted heads and cleared tool results to.
     session : callable returning str
         The current conversation's session id (LangChain: the graph's thread id, read when the
         tool runs), used when ``scope`` is ``"session"``.

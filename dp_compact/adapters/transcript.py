@@ -95,8 +95,8 @@ class LiveTranscript:
         is_ours: Callable[[Any], bool], key: Callable[[Any], Any] = id,
     ) -> None:
         """Take the messages ``items`` of the call made at ``now_s``: read the appended ones, or all of
-        them again when the list is not an append (an earlier message replaced or edited, or one of
-        our summaries among the new ones).
+        them again when the list is not an append (an earlier message replaced or edited, as our
+        compactions and clearings do, or one of our summaries among the new ones).
 
         Parameters
         ----------
@@ -107,10 +107,11 @@ class LiveTranscript:
         convert : callable
             One message as its chat-completions dicts (:data:`Wires`).
         usages, usage : callable
-            The usage records of every message (our last summary's stale ones left out), and of one
-            appended message.
+            The usage records of every message (those made before our last compaction or clearing,
+            stale, left out), and of one appended message.
         is_ours : callable
-            True for a summary message of ours (its metadata changes which usage records are stale).
+            True for a message of ours (a summary; pydantic-ai: also a request whose results we
+            cleared): its metadata changes which usage records are stale.
         key : callable
             What names a message across copies (LangChain: its id), to keep the time of its call.
 

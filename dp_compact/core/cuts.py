@@ -25,6 +25,7 @@ constrain the cut.
 
 from __future__ import annotations
 
+from array import array as int_array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Message, raw_value
+from dp_compact.measure.memo import AppendMemo
 
 __all__ = [
     "ROLE_ASSISTANT", "ROLE_TOOL", "ROLE_USER", "MessageArrays", "feasible_cut_mask", "message_ages", "message_arrays",
@@ -98,39 +100,57 @@ class MessageArrays:
 
 
 def message_arrays(messages: Sequence[Message]) -> MessageArrays:
-    """Build :class:`MessageArrays` from messages in one pass (tool calls linked by id); O(N)."""
-    n = len(messages)
-    roles = bytearray(n)
-    plain_user = bytearray(n)
-    call_index = np.full(n, -1, dtype=np.int64)
-    where_called: dict[str, int] = {}
-    turns = bytearray(n)
-    for index, message in enumerate(messages):
-        role = message.role
-        if role == "user":  # Message.is_user_message; a user turn is its kind "prompt" (Message.is_user_turn)
-            if message.kind == "prompt":
-                turns[index] = 1
-                plain_user[index] = _has_string_content(message.raw)
-        elif role == "assistant":
-            roles[index] = ROLE_ASSISTANT
-            for call in message.tool_calls:
-                where_called.setdefault(call.id, index)
-        else:
-            roles[index] = ROLE_TOOL
-        results = message.tool_results
-        if results:  # the earliest call a result answers (a plain loop: one per tool message)
-            first = -1
-            for result in results:
-                called = where_called.get(result.call_id, -1)
-                if called >= 0 and (first < 0 or called < first):
-                    first = called
-            if first >= 0:
-                call_index[index] = first
+    """Build :class:`MessageArrays` from messages in one pass (tool calls linked by id); O(N), and O(appended)
+    for messages that extend a list seen recently (:class:`~dp_compact.measure.memo.AppendMemo`)."""
+    return _ARRAYS(messages)
+
+
+def _arrays_finish(state: _ArraysState) -> MessageArrays:
+    """The :class:`MessageArrays` of a :func:`_arrays_extend` state."""
+    roles, plain_user, turns, call_index, _ = state
     role_array = np.frombuffer(bytes(roles), dtype=np.int8).copy()
     turn_index = np.cumsum(np.frombuffer(bytes(turns), dtype=np.bool_), dtype=np.int64)
     round_index = np.cumsum(role_array == ROLE_ASSISTANT, dtype=np.int64)
     user_plain = np.frombuffer(bytes(plain_user), dtype=np.bool_).copy()
-    return MessageArrays(role_array, call_index, turn_index, round_index, user_plain)
+    return MessageArrays(role_array, np.array(call_index, dtype=np.int64), turn_index, round_index, user_plain)
+
+
+#: The pass of :func:`message_arrays`: role codes, plain user turns, user turns (bytes), call index, where each call id is made.
+_ArraysState = tuple[bytearray, bytearray, bytearray, int_array, dict[str, int]]
+
+
+def _arrays_extend(state: _ArraysState, messages: Sequence[Message]) -> _ArraysState:
+    """The pass of :func:`message_arrays` over ``messages``, appended to ``state``."""
+    roles, plain_user, turns, call_index, where_called = state
+    for index, message in enumerate(messages, start=len(roles)):
+        role = message.role
+        code, turn, plain, first = ROLE_USER, 0, 0, -1
+        if role == "user":  # Message.is_user_message; a user turn is its kind "prompt" (Message.is_user_turn)
+            if message.kind == "prompt":
+                turn, plain = 1, int(_has_string_content(message.raw))
+        elif role == "assistant":
+            code = ROLE_ASSISTANT
+            for call in message.tool_calls:
+                where_called.setdefault(call.id, index)
+        else:
+            code = ROLE_TOOL
+        results = message.tool_results
+        if results:  # the earliest call a result answers (a plain loop: one per tool message)
+            for result in results:
+                called = where_called.get(result.call_id, -1)
+                if called >= 0 and (first < 0 or called < first):
+                    first = called
+        roles.append(code)
+        turns.append(turn)
+        plain_user.append(plain)
+        call_index.append(first)
+    return state
+
+
+_ARRAYS: AppendMemo[_ArraysState, MessageArrays] = AppendMemo(
+    lambda: (bytearray(), bytearray(), bytearray(), int_array("q"), {}), _arrays_extend,
+    lambda s: (bytearray(s[0]), bytearray(s[1]), bytearray(s[2]), int_array("q", s[3]), dict(s[4])), _arrays_finish,
+)
 
 
 def _has_string_content(raw: object) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Usage
+from dp_compact.measure.columns import usage_columns
 from dp_compact.pricing import Prices
 
 __all__ = ["FULL_HITS", "MIN_HIT_SHARE", "HitShare", "hit_share_from_usage", "served_prices"]
@@ -103,9 +104,15 @@ def hit_share_from_usage(usage: Sequence[Usage], call_seconds: npt.NDArray[np.fl
         [:data:`MIN_HIT_SHARE`, 1]; 1 without a record of cache reads (a source without a cache
         split, or one whose split the reader estimated) or when the cache held nothing.
     """
-    prompts = np.asarray([u.prompt_tokens for u in usage], dtype=np.float64)
-    reads = np.asarray([u.cache_read_tokens for u in usage], dtype=np.float64)
-    if prompts.size < 2 or reads.sum() <= 0 or any(u.cache_split_estimated for u in usage):
+    columns = usage_columns(usage)
+    if columns is None:
+        prompts = np.asarray([u.prompt_tokens for u in usage], dtype=np.float64)
+        reads = np.asarray([u.cache_read_tokens for u in usage], dtype=np.float64)
+        estimated = any(u.cache_split_estimated for u in usage)
+    else:
+        prompts, reads = columns.prompt_tokens.astype(np.float64), columns.cache_read_tokens.astype(np.float64)
+        estimated = bool(columns.split_estimated.any())
+    if prompts.size < 2 or reads.sum() <= 0 or estimated:
         return FULL_HITS
     held = np.minimum(prompts[:-1], prompts[1:])
     counted = prompts[1:] >= prompts[:-1]  # a shrinking prompt is a compaction: the cache held only its prefix

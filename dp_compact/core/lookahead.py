@@ -52,7 +52,9 @@ horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_E
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -101,8 +103,17 @@ BLOCK_DIVISOR = 16
 #: ... and grow the context by at most this share of the room under the forced threshold, so
 #: that a block never outgrows the window between two decisions.
 BLOCK_GROWTH_SHARE = 0.25
+#: Values the backward induction prepares at once (blocks x actions x grid sizes): the costs of
+#: that many blocks' own calls are computed together, before the blocks are visited one by one.
+VALUES_CHUNK_SIZES = 1 << 13
 
 Floats = npt.NDArray[np.float64]
+
+try:  # np.interp's own function, without the checks np.interp makes of arguments it does not need here (float64 values)
+    from numpy._core.multiarray import interp as _interp
+except ImportError:  # pragma: no cover - another numpy layout
+    def _interp(x: Floats, xp: Floats, fp: Floats, left: float | None, right: float | None) -> Floats:
+        return np.interp(x, xp, fp, left, right)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,10 +359,13 @@ def look_ahead(
     blocks = _blocks(horizon, max(int(BLOCK_GROWTH_SHARE * top / g), 1))
     x0 = max(float(context_tokens) - v, 0.0)
     tails = np.maximum(x0 - heads, 0.0)
-    distinct = _unique(tails)
-    landing = distinct[_unique(np.linspace(0, max(distinct.size - 1, 0), CLIFF_PATHS).round()).astype(np.int64)] \
-        if tails.size else tails
-    grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, np.concatenate(([x0], s + landing)))
+    paths = np.zeros(0)
+    if prices.tiers:  # the present's paths are grid points only with tiers (:func:`_grid`)
+        distinct = _unique(tails)
+        landing = distinct[_unique(np.linspace(0, max(distinct.size - 1, 0), CLIFF_PATHS).round()).astype(np.int64)] \
+            if tails.size else tails
+        paths = np.concatenate(([x0], s + landing))
+    grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, paths)
     later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails[mask] if mask.any() else tails)
     r0 = rates_at(prices, v + x0)
     extra0 = _output_extra(prices, r0, forecast.output_tokens)
@@ -468,7 +482,8 @@ def _at(grid: Floats, values: Floats, x: Floats | float) -> Floats:
     return np.where(inside, np.interp(x, grid, values), np.inf)
 
 
-def _blocks(horizon: int, most: int) -> list[tuple[int, int]]:
+@lru_cache(maxsize=64)
+def _blocks(horizon: int, most: int) -> tuple[tuple[int, int], ...]:
     """``(first call, calls)`` of the time steps after call 0: single calls first, then blocks of
     about ``n / BLOCK_DIVISOR`` calls, at most ``most`` (decisions far ahead are made at coarser times)."""
     blocks, n = [], 1
@@ -476,10 +491,10 @@ def _blocks(horizon: int, most: int) -> list[tuple[int, int]]:
         b = min(max(1, n // BLOCK_DIVISOR), most, horizon - n)
         blocks.append((n, b))
         n += b
-    return blocks
+    return tuple(blocks)
 
 
-def _block_weights(alive: Floats, blocks: list[tuple[int, int]]) -> tuple[Floats, ...]:
+def _block_weights(alive: Floats, blocks: Sequence[tuple[int, int]]) -> tuple[Floats, ...]:
     """Per block, given its first call: Σ w_i, Σ i·w_i, Σ_{i≥1} w_i, Σ_{i≥1} (i − 1)·w_i, and the chance of the next block."""
     starts = np.array([n for n, _ in blocks], dtype=np.int64)
     ends = starts + np.array([b for _, b in blocks], dtype=np.int64)
@@ -500,13 +515,10 @@ def _block_weights(alive: Floats, blocks: list[tuple[int, int]]) -> tuple[Floats
 
 
 def _values(
-    grid: Floats, alive: Floats, blocks: list[tuple[int, int]], g: float, v: float, s: float, prices: Prices,
+    grid: Floats, alive: Floats, blocks: Sequence[tuple[int, int]], g: float, v: float, s: float, prices: Prices,
     forecast: Forecast, limit: float, x0_tails: Floats,
 ) -> tuple[Floats, npt.NDArray[np.bool_]]:
     """W_1 on the grid by backward induction over the blocks, and per block where compacting is best."""
-    top = grid[-1]
-    value = np.zeros_like(grid)
-    compact_at = np.zeros((len(blocks), grid.size), dtype=bool)
     shares = np.array(FUTURE_TAIL_SHARES)[:, None]
     least = max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)  # the present's smallest tail: one API round
     tails = np.minimum(np.maximum(np.vstack((np.zeros((1, grid.size)), shares * grid[None, :])), least), grid[None, :])
@@ -526,32 +538,45 @@ def _values(
         growth_read = ((1 - rho) * rk.p_cache + rho * rk.p_write) * g / 1e6
         growth_read_after = ((1 - rho) * rf.p_cache + rho * rf.p_write) * g / 1e6
     totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
-    width = grid.size
-    for index in range(len(blocks) - 1, -1, -1):
-        b = blocks[index][1]
-        going_on = going_ons[index]
-        targets = np.concatenate((grid + b * g, (s + tails + b * g).ravel()))
-        ahead = going_on * np.interp(targets, grid, value)
-        if going_on > 0:
-            ahead[targets > top] = np.inf
-        keep = totals[index] * keep_call + ramps[index] * growth_read + ahead[:width]
-        if b > 1:
-            keep[v + grid + (b - 1) * g > limit] = np.inf
-        else:
-            keep[v + grid > limit] = np.inf
-        compact = first + rests[index] * after + ramps_after[index] * growth_read_after + ahead[width:].reshape(tails.shape)
-        best = compact.min(axis=0)
-        compact_at[index] = best < keep
-        value = np.minimum(keep, best)
+    width, rows = grid.size, tails.shape[0] + 1
+    sizes = np.array([b for _, b in blocks], dtype=np.float64)
+    moves, last_moves = sizes * g, (sizes - 1.0) * g  # growth over each block, and before its last call, tokens
+    starts = np.concatenate((grid, (s + tails).ravel()))  # the contexts a block starts from: kept, then compacted per share
+    kept_from = v + grid
+    compact_at = np.zeros((len(blocks), width), dtype=bool)
+    value = np.zeros_like(grid)
+    chunk = max(1, VALUES_CHUNK_SIZES // (rows * width))
+    going = going_ons.tolist()
+    for stop in range(len(blocks), 0, -chunk):
+        lo = max(stop - chunk, 0)
+        costs = np.empty((stop - lo, rows, width))  # each block's own calls: keeping (row 0), compacting to each share
+        costs[:, 0] = totals[lo:stop, None] * keep_call + ramps[lo:stop, None] * np.asarray(growth_read)
+        costs[:, 1:] = (first + rests[lo:stop, None, None] * after) + ramps_after[lo:stop, None, None] * np.asarray(growth_read_after)
+        targets = starts + moves[lo:stop, None]
+        # keeping is not allowed once a call of the block passes the limit: from the first such size on (the sizes ascend)
+        allowed = (width - np.count_nonzero(kept_from + last_moves[lo:stop, None] > limit, axis=1)).tolist()
+        bests = np.empty((stop - lo, width))
+        for at in range(stop - lo - 1, -1, -1):
+            going_on = going[lo + at]
+            ahead = _interp(targets[at], grid, value, None, np.inf if going_on > 0 else None)  # inf: beyond the grid
+            np.multiply(ahead, going_on, out=ahead)
+            total = costs[at]
+            np.add(total, ahead.reshape(rows, width), out=total)
+            keep = total[0]
+            keep[allowed[at]:] = np.inf
+            value = np.minimum(keep, np.minimum.reduce(total[1:], axis=0, out=bests[at]))
+        np.less(bests, costs[:, 0], out=compact_at[lo:stop])
     return value, compact_at
 
 
 def _first_compaction(
-    compact_at: npt.NDArray[np.bool_], blocks: list[tuple[int, int]], grid: Floats, x0: float, g: float
+    compact_at: npt.NDArray[np.bool_], blocks: Sequence[tuple[int, int]], grid: Floats, x0: float, g: float
 ) -> float | None:
     """The first call at which the best schedule compacts after keeping now (the context grows by g a call)."""
-    for index, (n, _) in enumerate(blocks):
-        x = x0 + g * n
-        if x > grid[-1] or compact_at[index, min(int(np.searchsorted(grid, x)), grid.size - 1)]:
-            return float(n)
-    return None
+    if not blocks:
+        return None
+    firsts = np.array([n for n, _ in blocks], dtype=np.float64)
+    contexts = x0 + g * firsts
+    at = np.minimum(np.searchsorted(grid, contexts), grid.size - 1)
+    found = np.flatnonzero((contexts > grid[-1]) | compact_at[np.arange(len(blocks)), at])
+    return float(firsts[found[0]]) if found.size else None

@@ -22,6 +22,7 @@ from dp_compact.conversation import Session
 from dp_compact.core.decision import (NO_TERMS, RULE_CLEAR, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT,
                                       RULE_RESUME, RULE_WAIT, Plan)
 from dp_compact.measure.clearing import CLEAR_KEEP_TOOL_RESULTS
+from dp_compact.measure.columns import usage_columns
 from dp_compact.measure.estimation import Estimates
 from dp_compact.core.lookahead import Forecast, LookAhead, look_ahead
 from dp_compact.core.tiers import next_cliff
@@ -103,7 +104,8 @@ def plan_ahead(
     s, v, window = summary_tokens(settings), inputs.v_tokens, prices.max_context_tokens
     threshold = float(common["force_threshold_tokens"])
     context = est.context_tokens
-    prompts = [u.prompt_tokens for u in session.usage]
+    columns = usage_columns(session.usage)
+    prompts = [u.prompt_tokens for u in session.usage] if columns is None else columns.prompt_tokens
     calls = max(len(prompts), session.llm_calls)
     g = growth_per_call(prompts, total, calls)
     alpha, scale = settings.survival_alpha, settings.survival_scale

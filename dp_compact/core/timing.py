@@ -19,6 +19,7 @@ the clock and the transcript's times are read at the edges (:func:`dp_compact.pr
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +27,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Session, call_seconds
+from dp_compact.measure.columns import usage_columns
+from dp_compact.measure.memo import AppendMemo
 from dp_compact.core.tiers import rates_at
 from dp_compact.pricing import CACHE_TTL_1H_S, CACHE_TTL_5M_S, Prices
 
-__all__ = ["IDLE_HAZARD", "RECENT_GAPS", "IdleHazard", "Timing", "at_turn_end", "cache_state", "lifetime_costs", "parse_instant", "session_lifetime_costs",
-           "timing_facts"]
+__all__ = ["IDLE_HAZARD", "RECENT_GAPS", "IdleHazard", "Timing", "at_turn_end", "cache_state", "lifetime_costs", "parse_instant",
+           "session_call_seconds", "session_lifetime_costs", "timing_facts"]
 
 
 #: An epoch time above this is in milliseconds (as :func:`dp_compact.conversation.call_seconds` reads them).
@@ -247,12 +250,39 @@ def lifetime_costs(gaps_s: npt.NDArray[np.float64], prompt_tokens: npt.NDArray[n
     return out
 
 
+def _seconds_extend(state: array, times: tuple[Any, ...]) -> array:
+    """:func:`~dp_compact.conversation.call_seconds` of the call times ``times``, appended to ``state``."""
+    state.extend(call_seconds(Session(path="", format="", messages=(), call_times=times)).tolist())
+    return state
+
+
+def _seconds_finish(state: array) -> npt.NDArray[np.float64]:
+    """The seconds of a :func:`_seconds_extend` state, read-only."""
+    seconds = np.frombuffer(bytes(state), dtype=np.float64) if len(state) else np.zeros(0, np.float64)
+    seconds.setflags(write=False)
+    return seconds
+
+
+#: Each recorded call time read once: the times of a live conversation grow by appends.
+_SECONDS: AppendMemo[array, npt.NDArray[np.float64]] = AppendMemo(lambda: array("d"), _seconds_extend, lambda state: array("d", state),
+                                                                  _seconds_finish)
+
+
+def session_call_seconds(session: Session) -> npt.NDArray[np.float64]:
+    """:func:`~dp_compact.conversation.call_seconds` of ``session`` (epoch seconds per LLM call, NaN where
+    unknown; shape (len(call_times),)), read-only; each time read once for times that extend those
+    of a session seen recently (:class:`~dp_compact.measure.memo.AppendMemo`)."""
+    return _SECONDS(session.call_times)
+
+
 def session_lifetime_costs(session: Session, prices: Prices) -> dict[str, Any] | None:
     """:func:`lifetime_costs` of ``session``'s own calls: the gaps between its recorded call times
     (``Session.call_times``) and the prompts of its usage records, paired from the last call back
     (a file may record a call without usage, or a time without a call); None without both."""
-    times = call_seconds(session)
-    prompts = np.asarray([u.prompt_tokens for u in session.usage], dtype=np.float64)
+    times = session_call_seconds(session)
+    columns = usage_columns(session.usage)
+    prompts = np.asarray([u.prompt_tokens for u in session.usage], dtype=np.float64) if columns is None else \
+        columns.prompt_tokens.astype(np.float64)
     n = min(times.size, prompts.size)
     if n < 2 or not np.isfinite(times[-n:]).any():
         return None
@@ -268,7 +298,7 @@ def timing_facts(session: Session, timing: Timing | None, prices: Prices, turn_e
     lifetime = session_lifetime_costs(session, prices)
     known = timing is not None and timing.idle_s is not None and math.isfinite(timing.idle_s)
     given = timing is not None and bool(timing.source) and not timing.source.startswith(("transcript", "replay"))
-    if not known and lifetime is None and not given and not np.isfinite(call_seconds(session)).any():
+    if not known and lifetime is None and not given and not np.isfinite(session_call_seconds(session)).any():
         return None
     ttl = (timing or Timing()).ttl(prices)
     ttl_given = timing is not None and timing.cache_ttl_s is not None

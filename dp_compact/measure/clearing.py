@@ -21,13 +21,16 @@ fields only; :func:`clearing_facts_for` also counts the results' and placeholder
 
 from __future__ import annotations
 
+from array import array as int_array
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Message
+from dp_compact.measure.memo import AppendMemo
 
 __all__ = [
     "CLEARED_PREFIX",
@@ -340,15 +343,58 @@ def clearable_saved_tokens(
     tokens = np.asarray(message_tokens, dtype=np.int64).reshape(-1)
     if tokens.size != len(messages):
         raise ValueError(f"message_tokens has {tokens.size} entries for {len(messages)} messages")
+    memo = _CLEARABLE.get(min_chars)
+    if memo is None:
+        memo = _CLEARABLE.setdefault(min_chars, AppendMemo(lambda: (int_array("q"), int_array("q"), int_array("q")),
+                                                           partial(_clearable_extend, min_chars=min_chars), _clearable_copy,
+                                                           _clearable_finish))
+    counts, cleared, chars = memo(messages)
     saved = np.zeros(tokens.size, np.int64)
-    for i, message in enumerate(messages):
-        if not message.tool_results:
-            continue
-        cleared = [len(r.text) for r in message.tool_results if len(r.text) >= min_chars and not is_cleared_text(r.text)]
-        if not cleared:
-            continue
-        chars = (len(message.text) + len(message.thinking) + sum(len(r.text) for r in message.tool_results)
-                 + sum(len(c.name) + len(c.arguments) for c in message.tool_calls))
-        removed = int(round(int(tokens[i]) * sum(cleared) / max(chars, 1)))
-        saved[i] = max(removed - PLACEHOLDER_TOKENS * len(cleared), 0)
+    held = np.flatnonzero(counts)
+    if held.size == 0:
+        return saved
+    held_tokens, held_chars, whole = tokens[held], cleared[held], np.maximum(chars[held], 1)
+    if (held_tokens < 0).any() or (held_tokens.astype(np.float64) * held_chars).max() >= 2.0 ** 52 or whole.max() >= 2 ** 52:
+        removed = np.array([round(a * c / w) for a, c, w in zip(held_tokens.tolist(), held_chars.tolist(), whole.tolist(), strict=True)],
+                           dtype=np.int64)
+    else:  # both exact in float64: one correctly rounded division, rounded half to even, as Python's int / int and round()
+        removed = np.rint((held_tokens * held_chars).astype(np.float64) / whole.astype(np.float64)).astype(np.int64)
+    saved[held] = np.maximum(removed - PLACEHOLDER_TOKENS * counts[held], 0)
     return saved
+
+
+#: Per message, as :func:`clearable_saved_tokens` reads it: clearable results, their characters, the message's characters.
+_ClearableState = tuple[int_array, int_array, int_array]
+
+
+def _clearable_extend(state: _ClearableState, messages: Sequence[Message], *, min_chars: int) -> _ClearableState:
+    """The per-message facts of :func:`clearable_saved_tokens` for ``messages``, appended to ``state``."""
+    counts, cleared_chars, message_chars = state
+    for message in messages:
+        cleared = [len(r.text) for r in message.tool_results if len(r.text) >= min_chars and not is_cleared_text(r.text)] \
+            if message.tool_results else []
+        chars = 0
+        if cleared:
+            chars = (len(message.text) + len(message.thinking) + sum(len(r.text) for r in message.tool_results)
+                     + sum(len(c.name) + len(c.arguments) for c in message.tool_calls))
+        counts.append(len(cleared))
+        cleared_chars.append(sum(cleared))
+        message_chars.append(chars)
+    return state
+
+
+def _clearable_copy(state: _ClearableState) -> _ClearableState:
+    """An independent copy of a :func:`_clearable_extend` state."""
+    return int_array("q", state[0]), int_array("q", state[1]), int_array("q", state[2])
+
+
+def _clearable_finish(state: _ClearableState) -> tuple[npt.NDArray[np.int64], ...]:
+    """The columns of a :func:`_clearable_extend` state as read-only int64 arrays."""
+    out = tuple(np.frombuffer(bytes(a), dtype=np.int64) if len(a) else np.zeros(0, np.int64) for a in state)
+    for column in out:
+        column.setflags(write=False)
+    return out
+
+
+#: :func:`clearable_saved_tokens`' per-message facts by ``min_chars``, resumed for appended messages.
+_CLEARABLE: dict[int, AppendMemo[_ClearableState, tuple[npt.NDArray[np.int64], ...]]] = {}

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, eq
 
 import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Message, Session, Usage
+from dp_compact.measure.columns import message_columns, usage_columns
 from dp_compact.settings import Settings
 
 __all__ = [
@@ -183,13 +184,23 @@ def call_message_counts(messages: Sequence[Message], usage: Sequence[Usage]) -> 
     line: Claude Code and Anthropic lists put the usage on the response's first line, Codex
     writes its ``token_count`` event after the response's items.
     """
-    n = len(messages)  # the assistant messages and their lines, each a pass in C over the messages
-    indices = np.flatnonzero(np.fromiter(map(eq, map(_ROLE, messages), repeat("assistant")), dtype=bool, count=n)).astype(np.int64)
-    at = np.fromiter(map(_LINE, messages), np.int64, n)[indices]
+    return _placed_counts(messages, np.fromiter(map(_LINE, usage), np.int64, len(usage)))
+
+
+def _placed_counts(messages: Sequence[Message], usage_lines: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`call_message_counts` of usage records at the source lines ``usage_lines``."""
+    columns = message_columns(messages)
+    if columns is None:  # the assistant messages and their lines, each a pass in C over the messages
+        n = len(messages)
+        indices = np.flatnonzero(np.fromiter(map(eq, map(_ROLE, messages), repeat("assistant")), dtype=bool, count=n)).astype(np.int64)
+        at = np.fromiter(map(_LINE, messages), np.int64, n)[indices]
+    else:
+        indices = np.flatnonzero(columns.assistant).astype(np.int64)
+        at = columns.line[indices]
     order = np.argsort(at, kind="stable")
     assistant, lines = indices[order], at[order]
-    where = np.searchsorted(lines, np.fromiter(map(_LINE, usage), np.int64, len(usage)), side="right") - 1
-    counts = np.full(len(usage), -1, dtype=np.int64)
+    where = np.searchsorted(lines, usage_lines, side="right") - 1
+    counts = np.full(len(usage_lines), -1, dtype=np.int64)
     placed = np.flatnonzero(where >= 0)
     _, first = np.unique(where[placed], return_index=True)  # each response claimed by the first call that lands on it
     claims = placed[first]
@@ -246,11 +257,21 @@ def place_calls(session: Session) -> CallPlacement:
     if not session.messages:
         return CallPlacement((), np.zeros(0, dtype=np.int64))
     first_line = session.messages[0].line
-    usage = tuple(u for u in session.usage if u.line >= first_line)
+    columns = usage_columns(session.usage)
+    if columns is None:
+        usage = tuple(u for u in session.usage if u.line >= first_line)
+        sent = np.full(len(usage), -1, dtype=np.int64)
+        lined = [i for i, u in enumerate(usage) if u.line > 0]
+        if lined:
+            sent[lined] = call_message_counts(session.messages, [usage[i] for i in lined])
+        return CallPlacement(usage, sent)
+    live = columns.line >= first_line
+    usage = tuple(session.usage) if live.all() else tuple(compress(session.usage, live.tolist()))
+    lines = columns.line[live]
     sent = np.full(len(usage), -1, dtype=np.int64)
-    lined = [i for i, u in enumerate(usage) if u.line > 0]
-    if lined:
-        sent[lined] = call_message_counts(session.messages, [usage[i] for i in lined])
+    lined = np.flatnonzero(lines > 0)
+    if lined.size:
+        sent[lined] = call_message_counts(session.messages, usage if lined.size == len(usage) else [usage[i] for i in lined.tolist()])
     return CallPlacement(usage, sent)
 
 
@@ -367,7 +388,11 @@ def _sent_tokens(session: Session, settings: Settings, n: int, total_tokens: int
 def _conventions_note(session: Session) -> str:
     """A sentence when the live usage records mix Anthropic- and OpenAI-style usage objects."""
     first_line = session.messages[0].line if session.messages else 0
-    found = {u.convention for u in session.usage if u.line >= first_line and u.convention}
+    columns = usage_columns(session.usage)
+    if columns is None:
+        found = {u.convention for u in session.usage if u.line >= first_line and u.convention}
+    else:
+        found = {name for c in set(columns.convention[columns.line >= first_line].tolist()) if (name := columns.conventions[c])}
     if len(found) < 2:
         return ""
     return ("the usage records mix Anthropic-style objects (input_tokens excludes the cache reads, which are added)"
@@ -497,7 +522,9 @@ def estimate(
     if stats and stats.total_input_tokens and stats.agent_request_count:
         avg, avg_source = stats.total_input_tokens / stats.agent_request_count, "stats"
     elif session.usage:
-        avg = sum(u.prompt_tokens for u in session.usage) / len(session.usage)
+        columns = usage_columns(session.usage)
+        prompted = sum(u.prompt_tokens for u in session.usage) if columns is None else int(columns.prompt_tokens.sum())
+        avg = prompted / len(session.usage)
         avg_source = "measured"
     elif session.recorded_avg_tokens:  # a compacted file: the usage of the conversation it compacted
         avg, avg_source = session.recorded_avg_tokens, "recorded"
@@ -625,8 +652,12 @@ def measured_token_ratio(
     usage, counts, placed = placement.usage, placement.sent, placement.placed
     if placed.size < 2:
         return None
-    prompts = np.fromiter((usage[int(j)].prompt_tokens for j in placed), np.int64, placed.size)
-    lines = np.fromiter((usage[int(j)].line for j in placed), np.int64, placed.size)
+    columns = usage_columns(usage)
+    if columns is None:
+        prompts = np.fromiter((usage[int(j)].prompt_tokens for j in placed), np.int64, placed.size)
+        lines = np.fromiter((usage[int(j)].line for j in placed), np.int64, placed.size)
+    else:
+        prompts, lines = columns.prompt_tokens[placed], columns.line[placed]
     compacted = first_calls_after(lines, [r.line for r in session.compaction_records])
     grown, prompt_growth = prompt_growths(counts[placed], prompts, message_tokens, image_tokens, compacted)
     if grown < MIN_RATIO_GROWTH_TOKENS or prompt_growth <= 0:

@@ -39,6 +39,7 @@ import math
 from collections.abc import Iterable
 
 from dp_compact.conversation import RecordedCompaction, Session
+from dp_compact.measure.columns import usage_columns
 
 __all__ = [
     "CLAUDE_CODE_BUFFER_TOKENS",
@@ -153,7 +154,8 @@ def largest_accepted_prompt(session: Session | None) -> int | None:
     """The largest prompt the provider accepted, tokens (max ``Usage.prompt_tokens``); None without usage."""
     if session is None or not session.usage:
         return None
-    return max(u.prompt_tokens for u in session.usage)
+    columns = usage_columns(session.usage)
+    return max(u.prompt_tokens for u in session.usage) if columns is None else int(columns.prompt_tokens.max())
 
 
 def _is_claude_code(session: Session) -> bool:

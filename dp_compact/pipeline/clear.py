@@ -121,7 +121,9 @@ class ClearResult:
     ``tokens_before`` / ``tokens_after``: the conversation's message tokens counted before and
     after. ``archive_ref``: where the originals are (``REF#msg-N`` for message N). ``plan``: the
     :class:`~dp_compact.core.decision.Plan` that chose the clearing (``compact`` without
-    ``--action``), None for ``--action clear``.
+    ``--action``, an adapter), None for ``--action clear``. ``cleared``: the session's messages
+    as cleared (:func:`clear_messages`; same length and order, unchanged ones the same objects),
+    empty when nothing was cleared; an adapter writes their placeholders into its own messages.
     """
 
     path: str
@@ -141,6 +143,7 @@ class ClearResult:
     notes: tuple[str, ...] = ()
     messages: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     plan: Any = field(default=None, repr=False, compare=False)
+    cleared: tuple[Message, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def written(self) -> bool:
@@ -149,7 +152,7 @@ class ClearResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields: the action, depth, tokens removed and added, the archive key (messages left out)."""
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "facts", "cleared_message_indices", "plan")}
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("messages", "facts", "cleared_message_indices", "plan", "cleared")}
         return {
             "action": ACTION_CLEAR, **data, "kept_messages": self.n_messages - self.depth,
             "cleared_results": self.facts["cleared_results"], "changed_messages": self.facts["changed_messages"],
@@ -253,7 +256,7 @@ def clear_session(
     verb = "would clear" if dry_run else "cleared"
     why = f"{verb} {at['cleared_results']} tool result(s) in {len(indices)} message(s) before message {depth}"
     return ClearResult(decision=ACTION_CLEAR, explanation=why, tokens_after=int(count_message_tokens(cleared).sum()),
-                       archive_ref=ref, notes=notes, messages=tuple(written), **base)
+                       archive_ref=ref, notes=notes, messages=tuple(written), cleared=cleared, **base)
 
 
 def _statement(session: Session, settings: Any, cleared: Sequence[Message]) -> str:
