@@ -157,3 +157,25 @@ def test_columns_give_way_to_the_records_when_a_field_is_not_a_plain_int():
     usage = (Usage(100, line=1), Usage(250.5, line=2))  # type: ignore[arg-type]
     assert columns.usage_columns(usage) is None
     assert columns.usage_columns(usage[:1]) is not None
+
+
+def test_referenced_documents_resumed_on_appends_equals_a_fresh_count():
+    from dp_compact.measure.documents import find_documents
+    from dp_compact.measure.tokens import referenced_documents
+    from dp_compact.sessions.anthropic import anthropic_message
+
+    def message(i: int, linked: bool):
+        block = ({"type": "document", "source": {"type": "url", "url": f"https://example.com/{i}.pdf"}} if linked
+                 else {"type": "text", "text": f"note {i}"})
+        return anthropic_message({"role": "user", "content": [block]}, i + 1, 10, 1)
+
+    messages = [message(i, i % 3 == 0) for i in range(30)]
+
+    def fresh(ms):
+        return sum(1 for m in ms for d in find_documents(m.raw) if d.reference)
+
+    assert fresh(messages) == 10
+    for n in (0, 1, 5, 12, 30, 7, 30):  # growing, then a shorter list, then the whole again
+        assert referenced_documents(messages[:n]) == fresh(messages[:n])
+    copies = [message(i, True) for i in range(4)]  # equal-looking but other objects: counted afresh
+    assert referenced_documents(messages[:2] + copies) == fresh(messages[:2] + copies) == 5

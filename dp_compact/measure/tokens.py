@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ from xxhash import xxh3_128_digest as _xxh3_128
 
 from dp_compact.measure.documents import PDF_MEDIA_TYPE, Document, count_pdf_pages, find_documents, pdf_pages
 from dp_compact.measure.images import find_images, image_tokens
+from dp_compact.measure.memo import AppendMemo
 
 from dp_compact.conversation import positions_holding_blocks
 
@@ -532,8 +533,20 @@ def document_tokens(document: Document, cache: TokenCache | None = None) -> int:
 
 
 def referenced_documents(messages: Sequence[Message]) -> int:
-    """Documents given by reference (URL, file id) in ``messages``, whose size is estimated (``REFERENCED_DOCUMENT_TOKENS``)."""
-    return sum(1 for m in messages for d in find_documents(m.raw) if d.reference)
+    """Documents given by reference (URL, file id) in ``messages``, whose size is estimated
+    (``REFERENCED_DOCUMENT_TOKENS``). O(N), and O(appended) for messages that extend a sequence
+    counted recently (:class:`~dp_compact.measure.memo.AppendMemo`: a plan server or adapter
+    planning the same conversation again)."""
+    return _REFERENCED(messages)
+
+
+def _referenced_extend(state: list[int], items: Sequence[Message]) -> list[int]:
+    """``state`` (``[documents given by reference so far]``) after ``items`` too."""
+    state[0] += sum(1 for m in items for d in find_documents(m.raw) if d.reference)
+    return state
+
+
+_REFERENCED: AppendMemo[list[int], int] = AppendMemo(lambda: [0], _referenced_extend, list, itemgetter(0))
 
 
 def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.int64], family: str) -> npt.NDArray[np.int64]:
