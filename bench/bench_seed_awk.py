@@ -13,8 +13,9 @@ fixed random seed, and planned under the golden's ``P1_default`` settings and st
   for every k, quadratic), run by /usr/bin/awk with LC_ALL=C;
 - ``awk running``: the same with ``-v running=1`` (K as a running sum: linear; not the seed's);
 - ``dp-compact plan --json`` with DP_MODEL=seed, DP_TOKENIZER=bytes4 and the seed's variables
-  as ``DP_*``, in a fresh process: ``warm`` after one run that fills the token cache, ``cold``
-  with an empty cache folder each run.
+  as ``DP_*``, in a fresh process: ``warm`` after one run that fills the token cache and keeps
+  the file's state (the plan server that run starts answers the warm runs, unless
+  ``NO_DP_COMPACT_SERVER=1``), ``cold`` with an empty cache folder each run.
 
 Reported: wall seconds of the whole process (``subprocess.run``, interpreter start and imports
 included), the fastest of the runs and their median (other jobs on a shared machine only ever

@@ -236,8 +236,8 @@ def test_clearing_off_by_setting_clears_nothing(monkeypatch, tmp_path):
 def test_adapters_without_an_archive_or_with_a_native_action_plan_no_clearing():
     from dp_compact.adapters.native import anthropic_clear_tool_uses, openai_compact
 
-    assert not lc.DpCompactMiddleware("claude-sonnet-4").settings.clear_tool_results  # the adapters' default: off
-    assert not pai.DpCompactProcessor("claude-sonnet-4").settings.clear_tool_results
+    assert lc.DpCompactMiddleware("claude-sonnet-4").settings.clear_tool_results  # the default: on
+    assert pai.DpCompactProcessor("claude-sonnet-4").settings.clear_tool_results
     assert lc.DpCompactMiddleware("claude-sonnet-4", clear_tool_results=True).settings.clear_tool_results
     assert not lc.DpCompactMiddleware("claude-sonnet-4", archive=None, clear_tool_results=True).settings.clear_tool_results
     assert not lc.DpCompactMiddleware("claude-sonnet-4", native=anthropic_clear_tool_uses(), clear_tool_results=True).settings.clear_tool_results
@@ -295,7 +295,7 @@ def test_pydantic_ai_agent_loop_clears_and_keeps_the_full_history(tmp_path):
     assert len(originals) == STEPS and not any(is_cleared_text(str(p.content)) for p in originals)
 
 
-def test_the_environment_turns_clearing_on_in_the_adapters(monkeypatch):
-    monkeypatch.setenv("DP_CLEAR_TOOL_RESULTS", "1")
-    assert lc.DpCompactMiddleware("claude-sonnet-4").settings.clear_tool_results
-    assert pai.DpCompactProcessor("claude-sonnet-4").settings.clear_tool_results
+def test_the_environment_turns_clearing_off_in_the_adapters(monkeypatch):
+    monkeypatch.setenv("DP_CLEAR_TOOL_RESULTS", "0")
+    assert not lc.DpCompactMiddleware("claude-sonnet-4").settings.clear_tool_results
+    assert not pai.DpCompactProcessor("claude-sonnet-4").settings.clear_tool_results

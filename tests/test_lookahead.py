@@ -265,3 +265,32 @@ def test_myopic_and_seed_planners_stay_available():
     assert plan(session_of([]), np.zeros(0, dtype=np.int64), load_settings(), PRICES).planner == "lookahead"
     seed = plan(session, tokens, load_settings(planner="seed"), PRICES)
     assert seed.planner == "seed" and seed.lookahead is None
+
+
+def _call_round(i: int, result_chars: int) -> list[Message]:
+    """One call: the assistant's tool call, then its result of ``result_chars`` characters."""
+    from dp_compact.conversation import ToolCall, ToolResult, new_message
+
+    return [new_message(role="assistant", text=f"step {i}", tool_calls=(ToolCall(f"c{i}", "Read", "{}"),)),
+            new_message(role="tool", text="", tool_results=(ToolResult(f"c{i}", "x" * result_chars),))]
+
+
+def test_growth_after_a_clearing_is_what_each_call_since_added():
+    """Cleared results took tokens out, not calls: after a clearing (no usage record since), g is the
+    median of what each call after the last cleared result added, not the tokens per call so far;
+    a conversation never rewritten keeps the tokens per call so far."""
+    from dp_compact.conversation import Session, ToolResult
+    from dp_compact.core.planner_lookahead import rewritten_growth
+    from dp_compact.measure.clearing import CLEARED_PREFIX
+
+    rounds = [m for i in range(12) for m in _call_round(i, 400)]
+    fresh = Session(path="s", format="openai_chat", messages=tuple(rounds))
+    tokens = np.asarray([10 if m.role == "assistant" else 100 * (1 + i % 4) for i, m in enumerate(rounds)], dtype=np.int64)
+    assert rewritten_growth(fresh, tokens) is None
+    cleared = list(rounds)
+    for i in range(1, 14, 2):  # the results of the first 7 calls cleared
+        cleared[i] = replace(cleared[i], tool_results=(ToolResult(f"c{i // 2}", f"{CLEARED_PREFIX} 400 characters]"),))
+    session = Session(path="s", format="openai_chat", messages=tuple(cleared))
+    added = sorted(int(tokens[j] + tokens[j + 1]) for j in range(14, 22, 2))  # the complete calls after the last cleared one
+    assert rewritten_growth(session, tokens) == (added[1] + added[2]) / 2
+    assert rewritten_growth(Session(path="s", format="openai_chat", messages=tuple(cleared[:16])), tokens[:16]) is None  # one call since

@@ -231,13 +231,8 @@ class LiveCompactor:
         the provider acts instead (an adapter's ``native=``). With ``clears`` False or no archive,
         the adapter plans with ``clear_tool_results`` off, as the Claude Code hooks plan.
     **settings
-        Any ``DP_*`` setting by its field name (DESIGN §3). ``clear_tool_results=True`` (or
-        ``DP_CLEAR_TOOL_RESULTS=1``) lets the plan clear old tool results instead of compacting;
-        unlike ``dp-compact plan``, the adapters leave it off unless it is given: right after a
-        compaction or clearing an adapter holds no usage record of the new prompt, so it
-        estimates the growth per call from the conversation's average, which after a clearing
-        is far below the real growth, and in a scripted 65-call LangChain run the plan then
-        cleared at almost every call ($1.47 against $1.15 without clearing).
+        Any ``DP_*`` setting by its field name (DESIGN §3); ``clear_tool_results`` (default on,
+        ``DP_CLEAR_TOOL_RESULTS``) lets the plan clear old tool results instead of compacting.
 
     Attributes
     ----------
@@ -267,9 +262,7 @@ class LiveCompactor:
 
             archive = ArchiveStore(self.settings.archive_dir)
         self.archive = archive
-        asked = "clear_tool_results" in self.settings.model_fields_set  # given here, or DP_CLEAR_TOOL_RESULTS / .env
-        if self.settings.clear_tool_results and (not clears or archive is None or not asked):
-            # a clearing this adapter cannot carry out, or one not asked for (module docstring: off by default here)
+        if self.settings.clear_tool_results and (not clears or archive is None):  # a clearing this adapter cannot carry out
             self.settings = self.settings.model_copy(update={"clear_tool_results": False})
         self.summarizer = summarizer
         self.plans: list[Any] = []

@@ -21,7 +21,7 @@ from dp_compact.core.benefit import BenefitInputs, BenefitTerms, recall_costs
 from dp_compact.conversation import Session
 from dp_compact.core.decision import (NO_TERMS, RULE_CLEAR, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT,
                                       RULE_RESUME, RULE_WAIT, Plan)
-from dp_compact.measure.clearing import CLEAR_KEEP_TOOL_RESULTS
+from dp_compact.measure.clearing import CLEAR_KEEP_TOOL_RESULTS, CLEARED_PREFIX
 from dp_compact.measure.columns import usage_columns
 from dp_compact.measure.estimation import Estimates
 from dp_compact.core.lookahead import Forecast, LookAhead, look_ahead
@@ -30,8 +30,8 @@ from dp_compact.core.timing import Timing, at_turn_end, cache_state, timing_fact
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
 
-__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "clear_depths", "growth_per_call", "output_per_call", "plan_ahead", "round_keep",
-           "summary_tokens", "verbatim_bound"]
+__all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "clear_depths", "growth_per_call", "output_per_call", "plan_ahead",
+           "rewritten_growth", "round_keep", "summary_tokens", "verbatim_bound"]
 
 #: What the extractive summarizer writes, tokens: median over the shared sessions of
 #: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
@@ -60,6 +60,31 @@ def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> fl
     if grown.size:  # the median as np.median gives it, without the import of numpy.ma it makes (about 10 ms a process)
         return max(float((grown[(grown.size - 1) // 2] + grown[grown.size // 2]) / 2), 1.0)
     return max(total_tokens / max(calls, 1), 1.0)
+
+
+def rewritten_growth(session: Session, tokens: npt.NDArray[np.int64]) -> float | None:
+    """g of DESIGN §7 for a conversation rewritten by a compaction or a clearing of old tool results
+    (DESIGN §9) whose usage records no longer measure its prompt (fewer than two since): the median,
+    over the last ``GROWTH_WINDOW_CALLS`` calls after the rewrite (after the last cleared tool
+    result), of the tokens each call added (``tokens``, int64 shape (N,): its response
+    and the messages up to the next response), at least 1. The messages' tokens per call so far
+    (:func:`growth_per_call`'s fallback) no longer measure it there: the rewrite took tokens out, not
+    calls. None when the conversation was not rewritten or no call since is complete.
+    """
+    messages, start = session.messages, 0  # the live conversation: a summary of ours, if any, first
+    for index in range(len(messages) - 1, -1, -1):
+        if any(r.text.startswith(CLEARED_PREFIX) for r in messages[index].tool_results):
+            start = index + 1
+            break
+    if start == 0 and not session.compactions and not any(m.kind == "summary" for m in messages[:1]):
+        return None
+    calls = [i for i in range(start, len(messages)) if messages[i].role == "assistant"]
+    if len(calls) < 2:
+        return None
+    bounds = np.asarray(calls[-GROWTH_WINDOW_CALLS - 1:], dtype=np.int64)
+    prefix = np.concatenate(([0], np.cumsum(tokens, dtype=np.int64)))
+    added = np.sort((prefix[bounds[1:]] - prefix[bounds[:-1]]).astype(np.float64))
+    return max(float((added[(added.size - 1) // 2] + added[added.size // 2]) / 2), 1.0)
 
 
 def output_per_call(session: Session) -> float:
@@ -106,8 +131,10 @@ def plan_ahead(
     context = est.context_tokens
     columns = usage_columns(session.usage)
     prompts = [u.prompt_tokens for u in session.usage] if columns is None else columns.prompt_tokens
-    calls = max(len(prompts), session.llm_calls)
+    calls = max(len(prompts), session.llm_calls, session.user_turns - 1)  # a user turn answered was at least one call
     g = growth_per_call(prompts, total, calls)
+    if len(prompts) < 2 and (since := rewritten_growth(session, tokens)) is not None:
+        g = since
     alpha, scale = settings.survival_alpha, settings.survival_scale
     known = est.remaining_calls if settings.e_fixed > 0 else None  # the user said how long it goes on
     expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")

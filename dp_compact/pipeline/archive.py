@@ -130,11 +130,28 @@ def _parse_ref(ref: str) -> tuple[str, str]:
     body = ref[len(ARCHIVE_SCHEME) :] if isinstance(ref, str) and ref.startswith(ARCHIVE_SCHEME) else None
     session, _, archive_id = (body or "").partition("/")
     if body is None or not _SESSION_RE.fullmatch(session) or not _SESSION_RE.fullmatch(archive_id):  # ids we write: _new_id
-        raise ArchiveError(f"not an archive reference: {ref!r} (expected {ARCHIVE_SCHEME}<session>/<id>)", ref=str(ref))
+        raise ArchiveError(f"not an archive reference: {ref!r} (expected {ARCHIVE_SCHEME}<session>/<id>, optionally #msg-N)", ref=str(ref))
     return session, archive_id
 
 
 _FRAGMENT = re.compile(r"#msg-(\d{1,9})\Z")
+
+
+def _numbers(indices: Any) -> str:
+    """The message numbers an archive holds, as runs (``0-148``, ``3, 7-9``); "not numbered" for no list.
+
+    >>> _numbers([0, 1, 2, 5, 7, 8])
+    '0-2, 5, 7-8'
+    """
+    if not isinstance(indices, list) or not all(isinstance(i, int) for i in indices):
+        return "not numbered"
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs) or "none"
 
 
 def split_fragment(ref: str) -> tuple[str, int | None]:
@@ -399,7 +416,7 @@ class ArchiveStore:
         if indices is None and "anchors" in metadata:  # a compaction's head written without numbers: messages 0..cut-1
             indices = list(range(len(messages)))
         if not isinstance(indices, list) or message not in indices or len(indices) != len(messages):
-            raise ArchiveError(f"{ref} holds no message {message} (its messages: {indices if isinstance(indices, list) else 'not numbered'})", ref=ref)
+            raise ArchiveError(f"{ref} holds no message {message} (its messages: {_numbers(indices)})", ref=ref)
         return [messages[indices.index(message)]]
 
     def _restore_all(self, ref: str) -> list[dict[str, Any]]:
