@@ -11,12 +11,13 @@
   process that keeps the warm run's modules imported and runs it for the entry point
   (``NO_DP_COMPACT_SERVER=1``: none asked or started).
 
-Trade-offs: only JSONL files of Claude Code, Codex and Anthropic messages are continued
-(other formats, and one JSON document, are read whole each time); the ``PreCompact`` hook reads its transcript whole (the archive
-holds each message's source, which the kept state does not) and is spared the imports and
-settings of a new process only; the state is one pickle about a quarter of the transcript's
-size, rewritten after each run; a record written before its parent across two runs makes the
-second read the whole file. Importing this package loads nothing.
+Trade-offs: only JSONL files of Claude Code, Codex and Anthropic messages are continued (other
+formats, and one JSON document, are read whole each time); the ``PreCompact`` hook reads its
+transcript whole (the archive holds each message's source, which the kept state does not) and is
+spared the imports and settings of a new process only; the state is one pickle (a quarter of a
+Claude Code transcript's size; about the size of the messages' text for the other two),
+rewritten after each run that read something new; a record written before its parent across
+two runs makes the second read the whole file. Importing this package loads nothing.
 """
 
 __all__: list[str] = []

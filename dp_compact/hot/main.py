@@ -389,7 +389,8 @@ def _keep(state_file: Path, kept: Any, transcript: bytes, state: Any = None) -> 
 
 def _remember(command: str, path: Path, name: str, *, lenient: bool) -> None:
     """After the application ran ``command`` on ``path``: keep the transcript's state for the next
-    run, when the reader's state gives the session the application read (a Claude Code transcript)."""
+    run, when the reader's state gives the session the application read (a JSONL file of Claude
+    Code, Codex or Anthropic messages)."""
     global _kept_now
     from dp_compact.errors import DpCompactError
     from dp_compact.hot.settings import KeptSettings, settings_key
