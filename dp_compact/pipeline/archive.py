@@ -413,7 +413,7 @@ class ArchiveStore:
             return messages
         metadata = self.metadata(ref)
         indices = metadata.get("message_indices")
-        if indices is None and "anchors" in metadata:  # a compaction's head written without numbers: messages 0..cut-1
+        if indices is None and "anchors" in metadata:  # a compaction's head: messages 0..cut-1, in order
             indices = list(range(len(messages)))
         if not isinstance(indices, list) or message not in indices or len(indices) != len(messages):
             raise ArchiveError(f"{ref} holds no message {message} (its messages: {_numbers(indices)})", ref=ref)

@@ -156,7 +156,6 @@ def _metadata(session: Session, head: tuple[Message, ...], body: str, anchors: t
     text = "\n".join(m.text for m in head) + "\n" + "\n".join(c.arguments for m in head for c in m.tool_calls)
     return {
         "summary": body,
-        "message_indices": list(range(len(head))),  # the head is messages 0..cut-1: ``restore REF#msg-N`` gives message N
         "anchors": [asdict(a) for a in anchors],
         "file_paths": paths(text)[:200],
         "identifiers": identifiers(text)[:200],
