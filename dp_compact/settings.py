@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     transcripts cannot measure E, β, r, QP or the ratios (no outcome of a compaction is
     recorded), and S is the size our summarizer is asked for.
 
+    ``native`` = ``none``: dp carries out its own compactions and clearings. The adapters set it
+    from their ``native=`` action; the look-ahead then prices that provider's action with its
+    documented billing (:mod:`dp_compact.core.native_costs`, DESIGN §9).
+
     ``archive_dir`` (DESIGN §5.6) and ``breaker_path`` (the circuit breaker's state file, §5.5)
     say where the pipeline keeps its files; None means the user data and state directories
     (platformdirs). They are not cost settings, so ``model_dump()`` and plans leave them out.
@@ -96,6 +100,9 @@ class Settings(BaseSettings):
     )
     clear_tool_results: bool = Field(
         True, description="let the look-ahead clear old tool results (placeholders naming the archive) instead of compacting"
+    )
+    native: Literal["none", "anthropic-clear", "anthropic-compact", "openai-compact"] = Field(
+        "none", description="which provider-native action carries a plan out (priced with its own billing), or none: dp's own"
     )
     model: Literal["recall", "seed"] = Field("recall", description="cost model")
     planner: Literal["lookahead", "myopic", "seed"] = Field(

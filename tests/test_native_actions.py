@@ -184,25 +184,14 @@ def _anthropic_replies(steps: int) -> Iterator[dict[str, Any]]:
         yield anthropic_message([{"type": "text", "text": "Done."}], edits=CLEARED)
 
 
-def test_native_langchain_middleware_sends_the_edit_and_compacts_nothing(tmp_path):
-    pytest.importorskip("langchain.agents")
-    from langchain.agents import create_agent
+def _sdk_chat_model() -> Any:
+    """A LangChain chat model class that sends its keyword arguments (``context_management``, ``betas``) with
+    ``client.beta.messages.create`` of the official SDK, so that the stub sees the request the SDK builds."""
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import (
-        AIMessage,
-        BaseMessage,
-        HumanMessage,
-        ToolMessage,
-    )
+    from langchain_core.messages import AIMessage, BaseMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
-    from langchain_core.tools import tool
-
-    from dp_compact.adapters.langchain import DpCompactMiddleware
-    from dp_compact.pipeline.archive import ArchiveStore
 
     class AnthropicThroughSdk(BaseChatModel):
-        """A chat model that sends its keyword arguments (``context_management``, ``betas``) with ``client.beta.messages.create``."""
-
         base_url: str
         model_name: str = "claude-sonnet-4"
 
@@ -220,6 +209,20 @@ def test_native_langchain_middleware_sends_the_edit_and_compacts_nothing(tmp_pat
             calls = [{"name": b.name, "args": b.input, "id": b.id} for b in reply.content if b.type == "tool_use"]
             text = "".join(b.text for b in reply.content if b.type == "text")
             return ChatResult(generations=[ChatGeneration(message=AIMessage(text, tool_calls=calls))])
+
+    return AnthropicThroughSdk
+
+
+def test_native_langchain_middleware_sends_the_edit_and_compacts_nothing(tmp_path):
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    from dp_compact.adapters.langchain import DpCompactMiddleware
+    from dp_compact.pipeline.archive import ArchiveStore
+
+    AnthropicThroughSdk = _sdk_chat_model()  # noqa: N806 - a class
 
     @tool
     def read_file(path: str) -> str:
@@ -242,6 +245,45 @@ def test_native_langchain_middleware_sends_the_edit_and_compacts_nothing(tmp_pat
     assert middleware.history("native-1") == state["messages"]
     with pytest.raises(ValueError, match="Anthropic context-management edit"):
         DpCompactMiddleware(model, archive=None, native=openai_compact())
+
+
+def test_native_langchain_compaction_is_sent_when_the_plan_priced_as_anthropic_bills_it_says_compact():
+    """DP_NATIVE=anthropic-compact: every call is planned with compact_20260112's billing (the whole
+    context read, nothing kept, no compaction below its least trigger of 50,000 tokens), and the edit
+    goes only with the call the plan compacts at, asked to act on it."""
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+
+    from dp_compact.adapters.langchain import DpCompactMiddleware
+    from dp_compact.core.native_costs import ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"{path}: " + "value = compute(1)\n" * 2_000
+
+    replies = _anthropic_replies(14)
+    with Stub(lambda path, body: next(replies)) as stub:
+        model = _sdk_chat_model()(base_url=stub.url, profile={"max_input_tokens": 90_000})
+        middleware = DpCompactMiddleware(model, archive=None, native=anthropic_compact())
+        agent = create_agent(model, tools=[read_file], middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("read the modules")]}, {"configurable": {"thread_id": "native-2"}})
+    assert middleware.settings.native == "anthropic-compact" and middleware.compactions == []
+    assert len(middleware.plans) == len(stub.requests) == 15
+    sent = [body.get("context_management") for _, _, body in stub.requests]
+    compacting = [i for i, plan in enumerate(middleware.plans) if plan.decision == "compact"]
+    assert compacting, [p.explanation for p in middleware.plans]  # the window forces it before the loop ends
+    for plan, edit in zip(middleware.plans, sent, strict=True):
+        assert plan.lookahead["native"]["action"] == "anthropic-compact"
+        if plan.decision == "compact":
+            assert plan.estimates.context_tokens >= ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS and plan.k == 0
+            assert edit == {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS}}]}
+        else:
+            assert edit is None
+    for i in compacting:
+        assert ANTHROPIC_COMPACT_BETA in stub.requests[i][1]["anthropic-beta"]
 
 
 # --- the pydantic-ai processor ----------------------------------------------------------------
@@ -294,10 +336,19 @@ def test_native_pydantic_ai_trigger_follows_the_plan():
         processor.native_model_settings()
     big = [ModelRequest(parts=[UserPromptPart("read everything")])]
     for n in range(30):
-        big += [ModelResponse(parts=[TextPart(f"step {n}")]), ModelRequest(parts=[UserPromptPart(f"{n}: " + "lorem ipsum dolor " * 2_000)])]
+        big += [ModelResponse(parts=[TextPart(f"{n}: " + "lorem ipsum dolor " * 2_000)]), ModelRequest(parts=[UserPromptPart(f"go on {n}")])]
     full = DpCompactProcessor("claude-sonnet-4", archive=None, native=openai_compact(), max_context_tokens=64_000)
     assert full.native_trigger(big) is (full.plans[-1].decision == "compact")
-    assert full.plans[-1].decision == "compact"  # ~300k characters in a 64k window: the plan must compact
+    plan = full.plans[-1]
+    assert plan.decision == "compact"  # ~300k characters of answers in a 64k window: the plan must compact
+    native = plan.lookahead["native"]  # priced as the endpoint bills: the whole input read, the user messages kept
+    assert native["action"] == "openai-compact" and native["kept_messages"] == 31 and native["request_tokens"] == plan.estimates.context_tokens
+    assert 0 < native["kept_tokens"] < 1_000 < native["dropped_tokens"]
+    users = [ModelRequest(parts=[UserPromptPart("lorem ipsum dolor " * 2_000)]) if i % 2 == 0 else ModelResponse(parts=[TextPart("ok")])
+             for i in range(61)]
+    stuck = DpCompactProcessor("claude-sonnet-4", archive=None, native=openai_compact(), max_context_tokens=64_000)
+    assert stuck.native_trigger(users) is False  # what the endpoint keeps (the user messages) is itself above the window
+    assert stuck.plans[-1].rule == "no-feasible-cut" and "cannot shrink this context" in stuck.plans[-1].explanation
 
 
 def _openai_reply(path: str, body: dict[str, Any], steps: int, compacted: dict[str, Any], log: list[Any]) -> dict[str, Any]:

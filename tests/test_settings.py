@@ -72,6 +72,8 @@ def _calibrated_departures() -> dict[str, object]:
         "min_verbatim_tokens": 0,
         # issue 33 item 1, DESIGN §9 (no §3 row): clearing is one of the look-ahead's actions (docs/cost-model.md "Clearing old tool results")
         "clear_tool_results": True,
+        # DESIGN §9 (no §3 row): dp's own actions unless an adapter's native= says the provider's (dp_compact.core.native_costs)
+        "native": "none",
     }
 
 

@@ -24,8 +24,12 @@ a thread as the agent made it, summaries left out and tool results as they were 
 
 With ``native=`` an Anthropic action of :mod:`dp_compact.adapters.native` (``clear_tool_uses_20250919``
 or ``compact_20260112``), the middleware compacts nothing itself: it adds the edit and its beta
-header to every model call (``ModelRequest.model_settings``, which LangChain binds to the chat
-model, as ``ChatAnthropic``'s ``context_management`` and ``betas``), and the provider acts.
+header to model calls (``ModelRequest.model_settings``, which LangChain binds to the chat model,
+as ``ChatAnthropic``'s ``context_management`` and ``betas``), and the provider acts. A clearing
+edit goes with every call (the provider clears by its ``trigger`` and ``keep``); a compaction edit
+goes with the calls at which dp's plan, priced with the provider's billing (``DP_NATIVE``,
+:mod:`dp_compact.core.native_costs`), says compact, with the least trigger the API takes so that
+it compacts then.
 
 Each thread's messages are kept between calls (:class:`~dp_compact.adapters.transcript.LiveTranscript`): a call
 converts, reads and counts only the messages appended since the last one, and plans with the
@@ -53,7 +57,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError("langchain", "langchain", exc.name) from None
 
-from dp_compact.adapters.live import LiveClearing, LiveCompactor, ModelFacts, output_pairs
+from dp_compact.adapters.live import LiveClearing, LiveCompactor, ModelFacts, adapter_decision, output_pairs
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.conversation import Usage
 
@@ -177,8 +181,10 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         Keep every message of each thread as the agent made it, for :meth:`history` (in memory).
     native : NativeAction, optional
         An Anthropic context-management edit (:func:`~dp_compact.adapters.native.anthropic_clear_tool_uses`,
-        :func:`~dp_compact.adapters.native.anthropic_compact`) sent with every model call instead
-        of compacting or clearing here.
+        :func:`~dp_compact.adapters.native.anthropic_compact`) used instead of compacting or
+        clearing here: a clearing edit is sent with every model call; a compaction edit with the
+        calls at which the plan (priced as the provider bills it: ``native`` sets ``DP_NATIVE``)
+        says compact (module docstring).
     clock : callable, optional
         Epoch seconds now, read before each model call (default ``time.time``): the time of that
         call, from which the next plan knows the silence since the last call and whether the
@@ -221,6 +227,9 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         if native is not None and getattr(native, "provider", None) != "anthropic":
             raise ValueError(f"native= takes an Anthropic context-management edit, not {native!r}")
         self.native = native
+        self._native_due: dict[str, bool] = {}  # per thread: the last plan says the provider compacts now
+        if native is not None:
+            settings.setdefault("native", native.setting)
         AgentMiddleware.__init__(self)
         LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, clock=clock, clears=native is None, **settings)
         self.facts = model_facts(model)
@@ -322,6 +331,8 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         messages = state["messages"]
         if self.native is not None:  # the provider compacts
             self._record(messages)
+            if self.native.kind == "compact":
+                self._plan_native(messages)
             return None
         compacted = self.compact_messages(messages)
         self._record(messages[self.transcript(self._session_id()).new_from:])  # the others were recorded at earlier calls
@@ -333,9 +344,23 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         """As :meth:`before_model` (planning and the extractive summary are local computations)."""
         return self.before_model(state, runtime)
 
+    def _plan_native(self, messages: Sequence[AnyMessage]) -> None:
+        """Plan this call as the provider's compaction would be billed; remember whether it compacts now."""
+        transcript = self.transcript(self._session_id())
+        transcript.update(messages, self.clock(), convert=_wires, usages=_usages, usage=usage_of, is_ours=_is_ours, key=_key)
+        action, plan = adapter_decision(self.plan_live(transcript, self.facts)[2])
+        self.plans.append(plan)
+        self._native_due[self._session_id()] = action == "compact"
+
     def _with_native(self, request: Any) -> Any:
-        """``request`` with the native edit and its beta header added to its model settings."""
-        extra = self.native.anthropic_kwargs()
+        """``request`` with the native edit and its beta header added to its model settings (a
+        compaction edit only when the plan said compact, asked to act now); else ``request``."""
+        native = self.native
+        if native.kind == "compact":
+            if not self._native_due.pop(self._session_id(), False):
+                return request
+            native = native.now()
+        extra = native.anthropic_kwargs()
         settings = dict(request.model_settings)
         settings["betas"] = sorted({*(settings.get("betas") or ()), *extra["betas"]})
         settings["context_management"] = extra["context_management"]

@@ -148,17 +148,22 @@ def plan_forced(plan: Any) -> bool:
 
 def adapter_decision(plan: Any) -> tuple[str, Any]:
     """What an adapter does with ``plan``: ``("compact", plan)``, ``("clear", plan)`` (clear the old tool
-    results before ``plan.clearing["depth"]``, DESIGN §9) or ``("keep", plan)``. A compaction the context
-    does not force whose net benefit at its cut is not above the expected loss there (terms ``net``
-    and ``info_loss``, $) is kept, and the plan returned says so (rule :data:`RULE_LOSS_GUARD`); a
-    clearing is carried out as planned (its expected loss is already in the price the planner
-    compared, and every message stays)."""
+    results before ``plan.clearing["depth"]``, DESIGN §9) or ``("keep", plan)``.
+
+    The look-ahead's plans (the default planner, and every provider-native compaction) are carried
+    out as planned: their own rule already weighs what a compaction drops (a compaction keeping
+    less than one API round must save more than its expected loss,
+    :func:`dp_compact.core.planner_lookahead.plan_ahead`), so there is one loss rule, the
+    planner's. The single-step planners (``DP_PLANNER=myopic`` or ``seed``) have no such rule:
+    a compaction of theirs the context does not force whose net benefit at its cut is not above the
+    expected loss there (terms ``net`` and ``info_loss``, $) is kept, and the plan returned says so
+    (rule :data:`RULE_LOSS_GUARD`). A clearing is carried out as planned."""
     if plan.decision == "clear":
         return "clear", plan
     if plan.decision != "compact":
         return "keep", plan
     net, loss = float(plan.terms.get("net", 0.0)), float(plan.terms.get("info_loss", 0.0))
-    if plan_forced(plan) or net > loss:
+    if plan.planner == "lookahead" or plan_forced(plan) or net > loss:
         return "compact", plan
     why = (f"the plan compacts keeping {plan.k} message{'s' if plan.k != 1 else ''} ({plan.explanation}), but its net benefit"
            f" at that cut (${net:.4f}) does not exceed the expected loss of what it drops (${loss:.4f}): the adapter keeps"

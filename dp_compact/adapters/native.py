@@ -85,6 +85,26 @@ class NativeAction:
     billed_in: str = ""
     cache_rewrite_from: Literal["first_cleared", "start"] = "start"
 
+    @property
+    def setting(self) -> str:
+        """The ``DP_NATIVE`` value that prices this action (:mod:`dp_compact.core.native_costs`):
+        ``anthropic-clear``, ``anthropic-compact`` or ``openai-compact``."""
+        return f"{self.provider}-{'clear' if self.kind == 'clear_tool_uses' else 'compact'}"
+
+    def now(self) -> NativeAction:
+        """This action asked to act on the request it is sent with: an Anthropic compaction whose
+        trigger is the least the API takes (:data:`~dp_compact.core.native_costs.ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS`),
+        so that it compacts any prompt the planner would compact (the planner never compacts below
+        it); any other action as it is."""
+        if self.provider != "anthropic" or self.kind != "compact":
+            return self
+        from dataclasses import replace
+
+        from dp_compact.core.native_costs import ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS
+
+        edit = {**self.edit, "trigger": {"type": "input_tokens", "value": ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS}}
+        return replace(self, edit=edit, trigger_tokens=ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS)
+
     def anthropic_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``client.beta.messages.create`` (or a LangChain ``ChatAnthropic`` call) asking for this edit.
 

@@ -242,6 +242,8 @@ class DpCompactProcessor(LiveCompactor):
         self, model: str | None = None, *, session_id: str = "pydantic-ai", archive: Any = "default", summarizer: Any = None,
         recall: Scope | None = "session", native: Any = None, clock: Any = None, **settings: Any,
     ) -> None:
+        if native is not None:  # the plans price the provider's action (DP_NATIVE, dp_compact.core.native_costs)
+            settings.setdefault("native", native.setting)
         super().__init__(archive=archive, summarizer=summarizer, clock=clock, clears=native is None, **settings)
         self.native = native
         self.model = model.split(":", 1)[-1] if model else None
@@ -292,7 +294,9 @@ class DpCompactProcessor(LiveCompactor):
     def native_trigger(self, messages: list[ModelMessage]) -> bool:
         """True when dp's plan says compact ``messages`` now: the ``trigger`` of pydantic-ai's ``OpenAICompaction``.
 
-        The plan is appended to :attr:`plans`; nothing is compacted here.
+        The plan prices the provider's compaction as it is billed (``DP_NATIVE=openai-compact``:
+        the request reads the whole input, the user messages are kept; :mod:`dp_compact.core.native_costs`).
+        It is appended to :attr:`plans`; nothing is compacted here.
         """
         transcript = self._transcript(messages)
         self._record(messages[transcript.new_from:])  # the others were recorded at earlier requests

@@ -63,6 +63,11 @@ _HELP = {
         "last API round instead)."
     ),
     "quality_penalty": "Quality penalty QP of a long context (the long-context quality term).",
+    "native": (
+        "Price the provider's own action instead of dp's: anthropic-compact (compact_20260112: the whole context"
+        " summarized, from 50,000 tokens), openai-compact (/responses/compact: the user messages kept), anthropic-clear"
+        " (clear_tool_uses_20250919: billed as dp's clearing), or none."
+    ),
     "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
     "planner": "lookahead (compact now or later, looking ahead), myopic (NetBenefit of compacting now) or seed (the same as --model seed, which always decides as myopic).",
     "tokenizer": "tiktoken (bundled cl100k_base) or bytes4 (the reference estimate).",

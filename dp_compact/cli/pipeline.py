@@ -72,6 +72,9 @@ def compact(
     if summarizer == "llm" and not llm_model:
         raise CommandError("--summarizer llm needs --llm-model")
     settings = load_settings(flags)
+    if settings.native in ("anthropic-compact", "openai-compact"):  # core.native_costs.NATIVE_COMPACTIONS, without its numpy import
+        raise CommandError(f"DP_NATIVE={settings.native}: the provider carries that compaction out (an adapter's native=,"
+                           " docs/adapters.md); compact carries out dp's own: set --native none")
     breaker = CircuitBreaker(settings.breaker_path)
     if reset_breaker:
         breaker.reset(session)

@@ -80,7 +80,14 @@ def _plan_lines(data: dict[str, Any]) -> list[str]:
         f"decision  {data['decision'].upper()}  [rule: {data['rule']}]",
         f"          {data['explanation']}",
     ]
-    if data["decision"] == "compact":
+    native = (data.get("lookahead") or {}).get("native")
+    if native:
+        verb = "compacts" if data["decision"] == "compact" else "would compact"
+        kept = (f"keeps the {native['kept_messages']} user message{'s' if native['kept_messages'] != 1 else ''}"
+                f" ({native['kept_tokens']:,} tokens)" if native["kept_messages"] else "keeps no message")
+        lines.append(f"native    the provider ({native['action']}) {verb}: it {kept}, drops {native['dropped_tokens']:,} tokens,"
+                     f" its request reads the whole context; expected loss ${native['loss_usd']:.4f}")
+    elif data["decision"] == "compact":
         lines.append(
             f"keep      k = {data['k']} of {data['N']} messages (cut at message {data['cut']}): "
             f"kept {data['K']:,} tokens, dropped {data['H']:,} tokens"
@@ -113,8 +120,9 @@ def _ahead_line(ahead: dict[str, Any]) -> str:
         return "not allowed" if value is None else f"${value:.4f}"
 
     saves = "keeping is not allowed" if ahead["saves_usd"] is None else f"compacting now saves ${ahead['saves_usd']:+.4f}"
+    where = "the provider's compaction" if ahead.get("native") else "compact at the best cut"
     return (
-        f"ahead     expected cost from now on: keep {usd(ahead['keep_usd'])}, compact at the best cut"
+        f"ahead     expected cost from now on: keep {usd(ahead['keep_usd'])}, {where}"
         f" {usd(ahead['compact_usd'])} ({saves}); if it waits, the best schedule compacts {when};"
         f" growth {ahead['growth_tokens']:,.0f} tokens/call, about {ahead['expected_calls']:.0f} calls to come,"
         f" S = {ahead['summary_tokens']:,.0f}"
@@ -199,7 +207,7 @@ def render_plan(data: dict[str, Any]) -> str:
         lines.extend(_time_lines(data["timing"]))
     if data.get("tiers"):
         lines.append(_tier_line(data["tiers"]))
-    if data["decision"] == "compact" or data["best_candidate"]:
+    if not (ahead or {}).get("native") and (data["decision"] == "compact" or data["best_candidate"]):
         where = "chosen cut" if data["decision"] == "compact" else "best candidate"
         if data["decision"] == "clear" and data["best_candidate"]:
             where = f"best cut for compacting (k = {data['best_candidate']['k']}; the plan clears instead)"

@@ -286,6 +286,10 @@ def look_ahead(
     clear_saved_tokens: Floats | None = None,
     clear_kept_tokens: float = 0.0,
     clear_loss_usd: Floats | None = None,
+    request_tokens: Floats | None = None,
+    future_tail_shares: Sequence[float] | None = None,
+    whole_requests: bool = False,
+    compact_from_tokens: float = 0.0,
 ) -> LookAhead:
     """Expected cost of keeping now and of compacting now at each cut, with the best schedule after.
 
@@ -327,6 +331,18 @@ def look_ahead(
     clear_loss_usd : ndarray[float64], shape (n_depths,), optional
         Expected cost of losing the cleared results at each depth, $ (the recall term of their
         messages); default 0.
+    request_tokens : ndarray[float64], shape (n_cuts,), optional
+        What the present compaction's request reads beyond V, tokens; default the head
+        (``head_tokens``: dp's cache-aligned request). A provider-native compaction reads the whole
+        context (DESIGN §9; :mod:`dp_compact.core.native_costs`).
+    future_tail_shares : sequence of float, optional
+        Shares of the context a future compaction keeps; default :data:`FUTURE_TAIL_SHARES`. A
+        native compaction keeps what the provider keeps (nothing, or the user messages).
+    whole_requests : bool
+        Future compactions' requests read the whole context (a native compaction), not the head.
+    compact_from_tokens : float
+        No compaction, present or future, of a prompt below this many tokens (V included): a
+        provider's least trigger (Anthropic ``compact_20260112``: 50,000); 0: none.
 
     Returns
     -------
@@ -341,6 +357,10 @@ def look_ahead(
     losses = np.asarray(head_loss_usd, dtype=np.float64)
     if heads.shape != losses.shape:
         raise ValueError("head_tokens and head_loss_usd must have the same shape")
+    reads = heads if request_tokens is None else np.asarray(request_tokens, dtype=np.float64)
+    if reads.shape != heads.shape:
+        raise ValueError("request_tokens must have the shape of head_tokens")
+    shares = FUTURE_TAIL_SHARES if future_tail_shares is None else tuple(float(x) for x in future_tail_shares)
     mask = np.ones(heads.shape, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     if mask.shape != heads.shape:
         raise ValueError("eligible must have the shape of head_tokens")
@@ -365,8 +385,14 @@ def look_ahead(
         landing = distinct[_unique(np.linspace(0, max(distinct.size - 1, 0), CLIFF_PATHS).round()).astype(np.int64)] \
             if tails.size else tails
         paths = np.concatenate(([x0], s + landing))
-    grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, paths)
-    later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails[mask] if mask.any() else tails)
+    grid = _grid(top, v, g, min(horizon, CLIFF_CALLS), prices, paths, shares, whole_requests)
+    if compact_from_tokens > v:  # the values jump where keeping reaches the size compacting is allowed from, within
+        # CLIFF_CALLS calls: both sides of each such size are grid points, as for a price cliff
+        reach = float(compact_from_tokens) - v - g * np.arange(min(horizon, CLIFF_CALLS), dtype=np.float64)
+        edges = np.concatenate((reach - 1.0, reach))
+        grid = _unique(np.concatenate((grid, edges[(edges > 0.0) & (edges < top)])))
+    later, compact_at = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails[mask] if mask.any() else tails,
+                                shares, whole_requests, float(compact_from_tokens))
     r0 = rates_at(prices, v + x0)
     extra0 = _output_extra(prices, r0, forecast.output_tokens)
     read_write = (r0.p_cache * max(v + x0 - g, 0.0) + r0.p_write * min(g, v + x0)) / 1e6 + extra0
@@ -377,9 +403,11 @@ def look_ahead(
     keep_after = float(after(x0 + g)) if can_keep else float("inf")
     keep_warm = float(read_write) + keep_after
     keep_cold = float(r0.p_write * (v + x0) / 1e6 + extra0) + keep_after
-    rr, ra = rates_at(prices, v + heads), rates_at(prices, v + s + tails)
-    request_warm = compaction_request_cost(v + heads, 0.0, s, rr) / 1e6
-    request_cold = compaction_request_cost(0.0, v + heads, s, rr) / 1e6
+    rr, ra = rates_at(prices, v + reads), rates_at(prices, v + s + tails)
+    request_warm = compaction_request_cost(v + reads, 0.0, s, rr) / 1e6
+    request_cold = compaction_request_cost(0.0, v + reads, s, rr) / 1e6
+    if v + x0 < compact_from_tokens:  # below the provider's least trigger: no compaction now
+        mask = np.zeros_like(mask)
     call_warm = (ra.p_cache * v + ra.p_write * (s + tails)) / 1e6 + _output_extra(prices, ra, forecast.output_tokens)
     call_cold = call_warm + (ra.p_write - ra.p_cache) * v / 1e6
     after_compacting = after(s + tails + g)
@@ -432,21 +460,23 @@ def _branch(keep: float, compacts: Floats, clears: Floats) -> tuple[float, int |
     return best, cut, None
 
 
-def _grid(top: float, v: float, g: float, calls: int, prices: Prices, starts: Floats) -> Floats:
+def _grid(top: float, v: float, g: float, calls: int, prices: Prices, starts: Floats,
+          shares: Sequence[float] = FUTURE_TAIL_SHARES, whole_requests: bool = False) -> Floats:
     """The context sizes of the value grid: :data:`GRID_POINTS` evenly from 0 to ``top``; with price
     tiers :data:`GRID_POINTS_TIERED`, and the sizes either side of where keeping reaches each
     cliff within ``calls`` calls (``threshold − V − k·g`` and one token more) and where a future
     summary request from there to a share of :data:`FUTURE_TAIL_SHARES` does, so that
     interpolation does not smear a cliff over a grid cell; and the present's paths (``starts``:
     the context now and after compacting at some of its cuts, then ``k·g`` more each call).
-    Without tiers, :data:`GRID_POINTS` evenly spaced sizes only."""
+    Without tiers, :data:`GRID_POINTS` evenly spaced sizes only. ``shares``, ``whole_requests``: as
+    :func:`look_ahead`'s ``future_tail_shares`` and ``whole_requests``."""
     if not prices.tiers:
         return np.linspace(0.0, top, GRID_POINTS)
     grid = np.linspace(0.0, top, GRID_POINTS_TIERED)
     steps = g * np.arange(max(calls, 1), dtype=np.float64)
     keep_at = np.array([start - v - steps for start in prices.tier_starts]).ravel()
     # a future summary request from x to a share of x has the prompt V + (1 − share)·x
-    kept = 1.0 - np.array(FUTURE_TAIL_SHARES)[:, None]
+    kept = np.ones((1, 1)) if whole_requests else 1.0 - np.array(shares)[:, None]
     request_at = (keep_at[None, :] / kept).ravel()
     paths = (starts[:, None] + g * np.arange(1, max(calls, 1) + 1)[None, :]).ravel()  # the present's keep paths, after each action
     at = np.concatenate((keep_at, request_at, paths - 1.0))
@@ -516,27 +546,33 @@ def _block_weights(alive: Floats, blocks: Sequence[tuple[int, int]]) -> tuple[Fl
 
 def _values(
     grid: Floats, alive: Floats, blocks: Sequence[tuple[int, int]], g: float, v: float, s: float, prices: Prices,
-    forecast: Forecast, limit: float, x0_tails: Floats,
+    forecast: Forecast, limit: float, x0_tails: Floats, tail_shares: Sequence[float] = FUTURE_TAIL_SHARES,
+    whole_requests: bool = False, compact_from: float = 0.0,
 ) -> tuple[Floats, npt.NDArray[np.bool_]]:
-    """W_1 on the grid by backward induction over the blocks, and per block where compacting is best."""
-    shares = np.array(FUTURE_TAIL_SHARES)[:, None]
+    """W_1 on the grid by backward induction over the blocks, and per block where compacting is best
+    (``tail_shares``, ``whole_requests``, ``compact_from``: :func:`look_ahead`'s ``future_tail_shares``,
+    ``whole_requests`` and ``compact_from_tokens``)."""
+    shares = np.array(tail_shares, dtype=np.float64)[:, None]
     least = max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)  # the present's smallest tail: one API round
     tails = np.minimum(np.maximum(np.vstack((np.zeros((1, grid.size)), shares * grid[None, :])), least), grid[None, :])
     lost = forecast.tail_loss(grid)[None, :] - forecast.tail_loss(tails)
-    rk, rr, rf = rates_at(prices, v + grid), rates_at(prices, v + grid - tails), rates_at(prices, v + s + tails)  # each request at its tier
+    read = np.broadcast_to(grid, tails.shape) if whole_requests else grid - tails  # what a future request reads beyond V
+    rk, rr, rf = rates_at(prices, v + grid), rates_at(prices, v + read), rates_at(prices, v + s + tails)  # each request at its tier
     out = forecast.output_tokens
-    first = (compaction_request_cost(v + grid - tails, 0.0, s, rr) / 1e6 + lost
+    first = (compaction_request_cost(v + read, 0.0, s, rr) / 1e6 + lost
              + (rf.p_cache * v + rf.p_write * (s + tails)) / 1e6 + _output_extra(prices, rf, out))  # the compacting call itself
     after = (rf.p_cache * (v + s + tails) + rf.p_write * g) / 1e6 + _output_extra(prices, rf, out)  # each later call of the block, before its growth is read
     keep_call = (rk.p_cache * (v - g + grid) + rk.p_write * g) / 1e6 + _output_extra(prices, rk, out)
     growth_read, growth_read_after = rk.p_cache * g / 1e6, rf.p_cache * g / 1e6
     rho = forecast.cold_share
     if rho > 0:  # a later call finds the cache cold with this chance: it writes its whole prompt
-        first = first + rho * (compaction_request_cost(0.0, v + grid - tails, s, rr) - compaction_request_cost(v + grid - tails, 0.0, s, rr)) / 1e6
+        first = first + rho * (compaction_request_cost(0.0, v + read, s, rr) - compaction_request_cost(v + read, 0.0, s, rr)) / 1e6
         after = (1 - rho) * after + rho * (rf.p_write * (v + s + tails + g) / 1e6 + _output_extra(prices, rf, out))
         keep_call = (1 - rho) * keep_call + rho * (rk.p_write * (v + grid) / 1e6 + _output_extra(prices, rk, out))
         growth_read = ((1 - rho) * rk.p_cache + rho * rk.p_write) * g / 1e6
         growth_read_after = ((1 - rho) * rf.p_cache + rho * rf.p_write) * g / 1e6
+    if compact_from > 0:  # no compaction of a prompt below the provider's least trigger
+        first = np.where(v + grid[None, :] < compact_from, np.inf, first)
     totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
     width, rows = grid.size, tails.shape[0] + 1
     sizes = np.array([b for _, b in blocks], dtype=np.float64)

@@ -27,6 +27,7 @@ from dp_compact.measure.clearing import CLEAR_KEEP_TOOL_RESULTS, is_cleared_text
 from dp_compact.measure.columns import usage_columns
 from dp_compact.measure.estimation import Estimates
 from dp_compact.core.lookahead import Forecast, LookAhead, look_ahead
+from dp_compact.core.native_costs import NATIVE_COMPACTIONS, NativeCompaction, native_compaction
 from dp_compact.core.tiers import next_cliff
 from dp_compact.core.timing import Timing, at_turn_end, cache_state, timing_facts
 from dp_compact.pricing import Prices
@@ -147,11 +148,6 @@ def plan_ahead(
     la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
     per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau)
     lost = np.concatenate(([0.0], np.cumsum(per_message)))
-    allowed = np.flatnonzero(n - cuts >= common["min_keep"])
-    if allowed.size == 0:
-        why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
-        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
-                    best_candidate=None, context_after_tokens=context, **common)
     # tails as the look-ahead counts them (the context less V and the head) when cutting at N, N−1, ..., 0
     from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)
     worth = (lost[-1] - lost[::-1]).astype(np.float64)  # what those tails hold, $
@@ -159,6 +155,14 @@ def plan_ahead(
                         loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known,
                         output_tokens=output_per_call(session) if prices.tiers else 0.0,
                         cold_share=timing.cold_share(prices) if timing is not None else 0.0)
+    if settings.native in NATIVE_COMPACTIONS:
+        native = native_compaction(settings.native, [m.role for m in session.messages], tokens, per_message)
+        return _native_plan(native, session, context, forecast, terms, settings, prices, common, timing)
+    allowed = np.flatnonzero(n - cuts >= common["min_keep"])
+    if allowed.size == 0:
+        why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
+        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
+                    best_candidate=None, context_after_tokens=context, **common)
     heads = prefix[cuts[allowed]]
     eligible, bound = verbatim_bound(total - heads, settings.min_verbatim_tokens, forced=context > threshold)
     if not eligible.any():
@@ -196,6 +200,7 @@ def plan_ahead(
         "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
         "summary_tokens": float(s),
         "resume_usd": ahead.resume_usd if ahead.resume_usd is not None and np.isfinite(ahead.resume_usd) else None,
+        "loss_usd": float(lost[cuts[best]]),  # the expected cost of the best cut's head (the recall term the rule of one round weighs)
     }
     chosen_clear = ahead.best_clear
     clear_value = float(ahead.clear_usd[chosen_clear]) if chosen_clear is not None else float("inf")
@@ -207,6 +212,8 @@ def plan_ahead(
                     "rewritten_tokens": int(max(kept_after - unchanged, 0.0)), "first_changed_message": int(depths[0] - 1),
                     "loss_usd": float(loss_by_depth[chosen_clear]), "clear_usd": clear_value if np.isfinite(clear_value) else None,
                     "saves_usd": ahead.keep_usd - clear_value if can_keep and np.isfinite(clear_value) else None}
+        if settings.native == "anthropic-clear":  # what clear_tool_uses_20250919 is asked to keep (core.native_costs)
+            clearing["native"] = {"action": "anthropic-clear", "keep_tool_uses": sum(len(m.tool_calls) for m in session.messages[depth:])}
         info["clear_usd"] = clear_value if np.isfinite(clear_value) else None
     common = {**common, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
               "tiers": _tier_facts(prices, context, g, ahead) if prices.tiers else None}
@@ -327,7 +334,8 @@ def _resume(ahead: LookAhead, compact_value: float, allowed: npt.NDArray[np.int6
             f" ${resume:.4f}, against ${compact_value:.4f} acting now and ${ahead.keep_usd:.4f} keeping")
 
 
-def _one_round_rule(ahead: LookAhead, one_round: npt.NDArray[np.bool_], loss: npt.NDArray[np.float64]) -> tuple[LookAhead, str | None]:
+def _one_round_rule(ahead: LookAhead, one_round: npt.NDArray[np.bool_], loss: npt.NDArray[np.float64],
+                    what: str = "compacting down to the last API round") -> tuple[LookAhead, str | None]:
     """DESIGN §9: a compaction that keeps only the last API round, when neither this call nor the next
     must compact, must save more than the expected cost of what it drops. Cuts keeping one round
     whose saving over the best schedule that waits (``keep_usd − compact_usd``, $) is not above
@@ -345,7 +353,7 @@ def _one_round_rule(ahead: LookAhead, one_round: npt.NDArray[np.bool_], loss: np
     ahead = replace(ahead, compact_usd=np.where(weak, np.inf, ahead.compact_usd), unbounded_usd=unbounded)
     if best is None or not weak[best] or not saving[best] > 0:
         return ahead, None
-    return ahead, (f"compacting down to the last API round would save ${saving[best]:.4f}, not more than the ${loss[best]:.4f}"
+    return ahead, (f"{what} would save ${saving[best]:.4f}, not more than the ${loss[best]:.4f}"
                    " its dropped messages are expected to cost: a compaction that keeps one round must save more than it"
                    " loses")
 
@@ -362,6 +370,80 @@ def clear_depths(saved: npt.NDArray[np.int64], n: int, min_keep: int, keep_resul
     idx = np.flatnonzero(np.asarray(saved) > 0)
     idx = idx[:-keep_results] if keep_results > 0 else idx
     return (idx[idx < n - min_keep] + 1).astype(np.int64)
+
+
+def _native_plan(native: NativeCompaction, session: Session, context: int, forecast: Forecast, terms: BenefitTerms,
+                 settings: Settings, prices: Prices, common: dict[str, Any], timing: Timing | None) -> Plan:
+    """The look-ahead decision (DESIGN §7, §8) when a provider-native compaction carries it out
+    (``DP_NATIVE``, DESIGN §9; :mod:`dp_compact.core.native_costs`): keep, or let the provider
+    compact now. Its one cut drops what the provider drops (everything, or all but the user
+    messages), its request reads the whole context, later compactions are the provider's too, and
+    none happens below the provider's least trigger. As every compaction that keeps less than one
+    API round, it must save more than its expected loss (:func:`_one_round_rule`) unless the
+    context must shrink."""
+    n, total = len(session.messages), int(common["total_tokens"])
+    s, v, window = summary_tokens(settings), int(common["settings"]["v"]), prices.max_context_tokens
+    threshold = float(common["force_threshold_tokens"])
+    x0 = max(context - v, 0)
+    turn_end = at_turn_end(session)
+    cold_now, cold_chance = cache_state(timing, prices, turn_end)
+    ahead = look_ahead(context, np.array([native.head_tokens]), np.array([native.loss_usd]), forecast, prices, v_tokens=v,
+                       s_tokens=s, limit_tokens=threshold, window_tokens=window, cold_chance=cold_chance, cold_now=cold_now,
+                       request_tokens=np.array([float(x0)]), future_tail_shares=(native.tail_share,), whole_requests=True,
+                       compact_from_tokens=native.min_prompt_tokens)
+    g = forecast.growth_tokens
+    round_note = None
+    if context + g <= threshold and np.isfinite(ahead.keep_usd):  # not when this or the next call must compact
+        ahead, round_note = _one_round_rule(ahead, np.array([True]), np.array([native.loss_usd]), "the provider's compaction")
+    compact_value = float(ahead.compact_usd[0])
+    can_keep = bool(np.isfinite(ahead.keep_usd))
+    what = ("Anthropic's compact_20260112 summarizes the whole conversation, the last round included" if native.action == "anthropic-compact"
+            else f"OpenAI's /responses/compact keeps the {native.kept_messages} user message{'s' if native.kept_messages != 1 else ''}"
+            " and one encrypted compaction item")
+    info: dict[str, Any] = {
+        "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if np.isfinite(compact_value) else None,
+        "saves_usd": ahead.keep_usd - compact_value if can_keep and np.isfinite(compact_value) else None,
+        "next_compaction_calls": ahead.next_compaction_calls, "expected_calls": ahead.expected_calls,
+        "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g, "summary_tokens": float(s),
+        "native": {"action": native.action, "dropped_tokens": native.head_tokens, "kept_tokens": native.tail_tokens,
+                   "kept_messages": native.kept_messages, "loss_usd": native.loss_usd, "request_tokens": context,
+                   "min_prompt_tokens": native.min_prompt_tokens},
+    }
+    notes = tuple(common.get("notes", ())) + ((round_note,) if round_note else ())
+    common = {**common, "notes": notes, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
+              "tiers": _tier_facts(prices, context, g, ahead) if prices.tiers else None}
+    share = f"{context / window:.0%} of the {window:,}-token window"
+    forced = context > threshold or not can_keep
+    after = v + s + native.tail_tokens
+    if np.isfinite(compact_value) and (forced or compact_value < ahead.keep_usd):
+        if forced:
+            rule, why = RULE_FORCE, f"context {context:,} tokens must shrink before the next call: the provider compacts now"
+        else:
+            rule, why = RULE_LOOKAHEAD, f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits"
+        why += (f"; {what}: its request reads the whole {context:,}-token context and the prompt is written again from the"
+                f" start (expected loss ${native.loss_usd:.4f}); about {after:,} tokens after ({after / window:.0%}); {share}")
+        return Plan("compact", rule, why, 0, n, tail_tokens=native.tail_tokens, head_tokens=native.head_tokens,
+                    terms=dict(NO_TERMS), best_candidate=None, lookahead=info, context_after_tokens=after, **common)
+    if not np.isfinite(compact_value) and v + x0 < native.min_prompt_tokens:
+        why = (f"the provider does not compact a prompt below {native.min_prompt_tokens:,.0f} tokens (its least trigger);"
+               f" context {context:,} tokens, {share}")
+        rule = RULE_NO_CUT
+    elif not np.isfinite(compact_value) and round_note is None:  # what it keeps is itself above the threshold
+        why = (f"the provider's compaction would leave about {after:,} tokens ({what}), above the forced threshold"
+               f" ({threshold:,.0f}): it cannot shrink this context; context {context:,} tokens, {share}")
+        rule = RULE_NO_CUT
+    elif not np.isfinite(compact_value):
+        why = f"waiting: {round_note}; context {context:,} tokens, {share}"
+        rule = RULE_WAIT
+    else:
+        when = ahead.next_compaction_calls
+        later = (f"the best schedule compacts in about {when:.0f} call{'s' if when != 1 else ''}" if when is not None
+                 else f"the best schedule does not compact in the about {ahead.expected_calls:.0f} calls the session is expected to go on")
+        why = (f"waiting is cheaper: the provider's compaction now would cost ${compact_value - ahead.keep_usd:.4f} more than the"
+               f" best schedule that waits ({later}); context {context:,} tokens, {share}")
+        rule = RULE_WAIT
+    return Plan("keep", rule, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS), best_candidate=None,
+                lookahead=info, context_after_tokens=context, **common)
 
 
 def _clear_plan(clearing: dict[str, Any], ahead: LookAhead, context: int, window: int, forced: bool, n: int, total: int,
