@@ -233,15 +233,18 @@ def test_clearing_off_by_setting_clears_nothing(monkeypatch, tmp_path):
     assert not processor.clearings and all(p.decision != "clear" for p in processor.plans)
 
 
-def test_adapters_without_an_archive_or_with_a_native_action_plan_no_clearing():
-    from dp_compact.adapters.native import anthropic_clear_tool_uses, openai_compact
+def test_adapters_without_an_archive_or_with_a_native_action_plan_no_clearing_of_their_own():
+    from dp_compact.adapters.native import anthropic_clear_tool_uses, anthropic_compact, openai_compact
 
     assert lc.DpCompactMiddleware("claude-sonnet-4").settings.clear_tool_results  # the default: on
     assert pai.DpCompactProcessor("claude-sonnet-4").settings.clear_tool_results
     assert lc.DpCompactMiddleware("claude-sonnet-4", clear_tool_results=True).settings.clear_tool_results
     assert not lc.DpCompactMiddleware("claude-sonnet-4", archive=None, clear_tool_results=True).settings.clear_tool_results
-    assert not lc.DpCompactMiddleware("claude-sonnet-4", native=anthropic_clear_tool_uses(), clear_tool_results=True).settings.clear_tool_results
+    assert not lc.DpCompactMiddleware("claude-sonnet-4", native=anthropic_compact(), clear_tool_results=True).settings.clear_tool_results
     assert not pai.DpCompactProcessor("claude-sonnet-4", native=openai_compact(), clear_tool_results=True).settings.clear_tool_results
+    # the provider's clear_tool_uses carries the plan's clearings out: planned, with or without an archive, unless turned off
+    assert lc.DpCompactMiddleware("claude-sonnet-4", archive=None, native=anthropic_clear_tool_uses()).settings.clear_tool_results
+    assert not lc.DpCompactMiddleware("claude-sonnet-4", native=anthropic_clear_tool_uses(), clear_tool_results=False).settings.clear_tool_results
 
 
 def test_adapter_decision_carries_a_clear_plan_out(langchain_run):

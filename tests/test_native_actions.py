@@ -213,7 +213,11 @@ def _sdk_chat_model() -> Any:
     return AnthropicThroughSdk
 
 
-def test_native_langchain_middleware_sends_the_edit_and_compacts_nothing(tmp_path):
+def test_native_langchain_clearing_is_asked_for_from_the_call_the_plan_clears_at(tmp_path):
+    """DP_NATIVE=anthropic-clear: dp plans every call; from the call its plan clears at on, each request
+    carries clear_tool_uses_20250919 keeping every tool use after the plan's depth (so the provider clears
+    the same results every time), the next plans see those results as placeholders, and the state and the
+    history keep every result whole."""
     pytest.importorskip("langchain.agents")
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage, ToolMessage
@@ -222,26 +226,37 @@ def test_native_langchain_middleware_sends_the_edit_and_compacts_nothing(tmp_pat
     from dp_compact.adapters.langchain import DpCompactMiddleware
     from dp_compact.pipeline.archive import ArchiveStore
 
-    AnthropicThroughSdk = _sdk_chat_model()  # noqa: N806 - a class
-
     @tool
     def read_file(path: str) -> str:
         """Read a file."""
-        return f"{path}: " + "x = 1\n" * 3_000
+        return f"{path}: " + "x = 1\n" * 300
 
-    action = anthropic_clear_tool_uses(trigger_tokens=2_000, keep_tool_uses=1, exclude_tools=("dp_recall", "dp_restore"))
-    replies = _anthropic_replies(6)
+    action = anthropic_clear_tool_uses(trigger_tokens=2_000, keep_tool_uses=1, clear_at_least_tokens=500, exclude_tools=("dp_recall", "dp_restore"))
+    replies = _anthropic_replies(20)
     with Stub(lambda path, body: next(replies)) as stub:
-        model = AnthropicThroughSdk(base_url=stub.url, profile={"max_input_tokens": 8_000})
+        model = _sdk_chat_model()(base_url=stub.url, profile={"max_input_tokens": 60_000})
         middleware = DpCompactMiddleware(model, archive=ArchiveStore(tmp_path), native=action)
         agent = create_agent(model, tools=[read_file], middleware=[middleware])
         state = agent.invoke({"messages": [HumanMessage("read the modules")]}, {"configurable": {"thread_id": "native-1"}})
-    assert len(stub.requests) == 7
-    for _, headers, body in stub.requests:
-        assert body["context_management"] == action.anthropic_kwargs()["context_management"]
+    assert len(stub.requests) == len(middleware.plans) == 21
+    assert middleware.settings.native == "anthropic-clear" and middleware.clearings == []  # the provider clears, not dp
+    decisions = [p.decision for p in middleware.plans]
+    first = decisions.index("clear")  # the 60k window makes clearing pay before the loop ends
+    for i, (_, headers, body) in enumerate(stub.requests):
+        if i < first:
+            assert "context_management" not in body
+            continue
+        (edit,) = body["context_management"]["edits"]
+        uses = sum(1 for m in body["messages"] if m["role"] == "assistant" and m["content"] == "(tool call)")
+        assert edit["type"] == "clear_tool_uses_20250919" and "clear_at_least" not in edit
+        assert edit["exclude_tools"] == ["dp_recall", "dp_restore"] and edit["trigger"]["type"] == "tool_uses"
+        assert 1 <= edit["keep"]["value"] < uses  # the tool uses after the plan's depth, never all
         assert ANTHROPIC_CONTEXT_MANAGEMENT_BETA in headers["anthropic-beta"]
-    assert middleware.compactions == [] and middleware.plans == []  # the provider clears; dp compacts nothing
-    assert len([m for m in state["messages"] if isinstance(m, ToolMessage)]) == 6  # the state keeps every result
+    planned = middleware.plans[first]
+    after = middleware.plans[first + 1]  # planned from the conversation as the provider shows it
+    assert after.estimates.context_tokens < planned.estimates.context_tokens - planned.clearing["saved_tokens"] // 2
+    results = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(results) == 20 and all("x = 1" in m.content for m in results)  # the state keeps every result
     assert middleware.history("native-1") == state["messages"]
     with pytest.raises(ValueError, match="Anthropic context-management edit"):
         DpCompactMiddleware(model, archive=None, native=openai_compact())

@@ -25,11 +25,14 @@ a thread as the agent made it, summaries left out and tool results as they were 
 With ``native=`` an Anthropic action of :mod:`dp_compact.adapters.native` (``clear_tool_uses_20250919``
 or ``compact_20260112``), the middleware compacts nothing itself: it adds the edit and its beta
 header to model calls (``ModelRequest.model_settings``, which LangChain binds to the chat model,
-as ``ChatAnthropic``'s ``context_management`` and ``betas``), and the provider acts. A clearing
-edit goes with every call (the provider clears by its ``trigger`` and ``keep``); a compaction edit
-goes with the calls at which dp's plan, priced with the provider's billing (``DP_NATIVE``,
-:mod:`dp_compact.core.native_costs`), says compact, with the least trigger the API takes so that
-it compacts then.
+as ``ChatAnthropic``'s ``context_management`` and ``betas``), and the provider acts, when dp's
+plan, priced with the provider's billing (``DP_NATIVE``, :mod:`dp_compact.core.native_costs`),
+says so. A compaction edit goes with the call the plan compacts at, with the least trigger the API
+takes so that it compacts then. A clearing edit goes with every call from the one the plan clears
+at on, asking to keep every tool use after the plan's depth, so that the provider clears the same
+results on every later request (the cache stays valid); the middleware plans from the
+conversation as the provider shows it to the model (those results as placeholders) and still
+compacts itself when the plan compacts.
 
 Each thread's messages are kept between calls (:class:`~dp_compact.adapters.transcript.LiveTranscript`): a call
 converts, reads and counts only the messages appended since the last one, and plans with the
@@ -59,7 +62,9 @@ except ImportError as exc:
 
 from dp_compact.adapters.live import LiveClearing, LiveCompactor, ModelFacts, adapter_decision, output_pairs
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
+from dp_compact.adapters.transcript import LiveTranscript
 from dp_compact.conversation import Usage
+from dp_compact.measure.clearing import CLEARED_PREFIX
 
 __all__ = ["METADATA_KEY", "DpCompactMiddleware", "model_facts", "to_openai", "usage_of"]
 
@@ -181,10 +186,10 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         Keep every message of each thread as the agent made it, for :meth:`history` (in memory).
     native : NativeAction, optional
         An Anthropic context-management edit (:func:`~dp_compact.adapters.native.anthropic_clear_tool_uses`,
-        :func:`~dp_compact.adapters.native.anthropic_compact`) used instead of compacting or
-        clearing here: a clearing edit is sent with every model call; a compaction edit with the
-        calls at which the plan (priced as the provider bills it: ``native`` sets ``DP_NATIVE``)
-        says compact (module docstring).
+        :func:`~dp_compact.adapters.native.anthropic_compact`) that carries the plan's compactions
+        or clearings out instead of this middleware (priced as the provider bills it: ``native``
+        sets ``DP_NATIVE``; module docstring). The edit's own ``trigger``, ``keep`` and
+        ``clear_at_least`` are replaced by what the plan decided.
     clock : callable, optional
         Epoch seconds now, read before each model call (default ``time.time``): the time of that
         call, from which the next plan knows the silence since the last call and whether the
@@ -228,10 +233,13 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
             raise ValueError(f"native= takes an Anthropic context-management edit, not {native!r}")
         self.native = native
         self._native_due: dict[str, bool] = {}  # per thread: the last plan says the provider compacts now
+        self._native_cleared: dict[str, frozenset[str]] = {}  # per thread: tool call ids the provider is asked to clear
         if native is not None:
             settings.setdefault("native", native.setting)
+        clears_natively = native is not None and native.kind == "clear_tool_uses"
         AgentMiddleware.__init__(self)
-        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, clock=clock, clears=native is None, **settings)
+        LiveCompactor.__init__(self, archive=archive, summarizer=summarizer, clock=clock, clears=native is None or clears_natively,
+                               archive_free_clearing=clears_natively, **settings)
         self.facts = model_facts(model)
         self.session_id = session_id
         self.recall = Recall(self.archive, self._session_id, recall) if recall is not None and self.archive is not None else None
@@ -307,8 +315,9 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
             The archive could not be written.
         """
         transcript = self.transcript(self._session_id())
-        transcript.update(messages, self.clock(), convert=_wires, usages=_usages, usage=usage_of, is_ours=_is_ours, key=_key)
-        result = self.compact_live(transcript, self.facts)
+        transcript.update(messages, self.clock(), convert=self._converter(), usages=_usages, usage=usage_of, is_ours=_is_ours, key=_key)
+        clear_with = self._clear_natively if self.native is not None and self.native.kind == "clear_tool_uses" else None
+        result = self.compact_live(transcript, self.facts, clear_with=clear_with)
         if result is None:
             return None
         if isinstance(result, LiveClearing):
@@ -329,10 +338,9 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Replace the messages by the compacted or cleared list when the plan says compact or clear; else None."""
         messages = state["messages"]
-        if self.native is not None:  # the provider compacts
+        if self.native is not None and self.native.kind == "compact":  # the provider compacts
             self._record(messages)
-            if self.native.kind == "compact":
-                self._plan_native(messages)
+            self._plan_native(messages)
             return None
         compacted = self.compact_messages(messages)
         self._record(messages[self.transcript(self._session_id()).new_from:])  # the others were recorded at earlier calls
@@ -352,14 +360,48 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         self.plans.append(plan)
         self._native_due[self._session_id()] = action == "compact"
 
+    def _converter(self) -> Any:
+        """The conversion of a message for planning: as it is, or, for a tool result the provider is
+        asked to clear, as a placeholder (what the model is shown)."""
+        cleared = self._native_cleared.get(self._session_id())
+        if not cleared:
+            return _wires
+
+        def convert(message: BaseMessage) -> list[tuple[dict[str, Any], None]]:
+            if isinstance(message, ToolMessage) and message.tool_call_id in cleared:
+                chars = len(message.content) if isinstance(message.content, str) else len(str(message.content))
+                message = message.model_copy(update={"content": f"{CLEARED_PREFIX} {chars:,} characters; by the provider's"
+                                                                f" clear_tool_uses_20250919]"})
+            return _wires(message)
+        return convert
+
+    def _clear_natively(self, transcript: LiveTranscript, plan: Any) -> None:
+        """Ask the provider to clear the tool results before the plan's depth from this call on (the
+        state keeps them); the next call reads the conversation again with them as placeholders."""
+        thread = self._session_id()
+        depth = int(plan.clearing["depth"])
+        end = transcript.origins[depth] if depth < len(transcript.origins) else len(transcript.items)
+        excluded = set(self.native.edit.get("exclude_tools") or ())
+        ids = {m.tool_call_id for m in transcript.items[:end] if isinstance(m, ToolMessage) and m.name not in excluded}
+        self._native_cleared[thread] = self._native_cleared.get(thread, frozenset()) | ids
+        self.transcripts.pop(thread, None)
+
     def _with_native(self, request: Any) -> Any:
-        """``request`` with the native edit and its beta header added to its model settings (a
-        compaction edit only when the plan said compact, asked to act now); else ``request``."""
+        """``request`` with the native edit and its beta header added to its model settings: a
+        compaction edit only when the plan said compact, asked to act now; a clearing edit once the
+        plan has cleared, keeping every tool use but those cleared; else ``request``."""
         native = self.native
         if native.kind == "compact":
             if not self._native_due.pop(self._session_id(), False):
                 return request
             native = native.now()
+        else:
+            cleared = self._native_cleared.get(self._session_id(), frozenset())
+            uses = [c["id"] for m in request.messages if isinstance(m, AIMessage) for c in m.tool_calls]
+            gone = sum(1 for i in uses if i in cleared)
+            if not gone:
+                return request
+            native = native.keeping(len(uses) - gone)
         extra = native.anthropic_kwargs()
         settings = dict(request.model_settings)
         settings["betas"] = sorted({*(settings.get("betas") or ()), *extra["betas"]})

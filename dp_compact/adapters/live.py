@@ -232,9 +232,12 @@ class LiveCompactor:
         Epoch seconds now (default ``time.time``): read once per call, the time of that call
         (DESIGN §8: the silence since the last call, a cold cache).
     clears : bool
-        Whether this adapter carries out a clearing of old tool results (DESIGN §9); False when
-        the provider acts instead (an adapter's ``native=``). With ``clears`` False or no archive,
-        the adapter plans with ``clear_tool_results`` off, as the Claude Code hooks plan.
+        Whether the plan's clearings of old tool results are carried out (DESIGN §9); False when
+        a provider's compaction acts instead (an adapter's ``native=``). With ``clears`` False or
+        no archive, the adapter plans with ``clear_tool_results`` off, as the Claude Code hooks plan.
+    archive_free_clearing : bool
+        A clearing needs no archive (the provider's ``clear_tool_uses_20250919`` clears what the
+        model is shown, the conversation keeps the originals).
     **settings
         Any ``DP_*`` setting by its field name (DESIGN §3); ``clear_tool_results`` (default on,
         ``DP_CLEAR_TOOL_RESULTS``) lets the plan clear old tool results instead of compacting.
@@ -256,7 +259,7 @@ class LiveCompactor:
     """
 
     def __init__(self, *, archive: Any = "default", summarizer: Any = None, clock: Callable[[], float] | None = None,
-                 clears: bool = True, **settings: Any) -> None:
+                 clears: bool = True, archive_free_clearing: bool = False, **settings: Any) -> None:
         from dp_compact.settings import load_settings
 
         self.clock = clock if clock is not None else time.time
@@ -267,7 +270,7 @@ class LiveCompactor:
 
             archive = ArchiveStore(self.settings.archive_dir)
         self.archive = archive
-        if self.settings.clear_tool_results and (not clears or archive is None):  # a clearing this adapter cannot carry out
+        if self.settings.clear_tool_results and (not clears or (archive is None and not archive_free_clearing)):  # one it cannot carry out
             self.settings = self.settings.model_copy(update={"clear_tool_results": False})
         self.summarizer = summarizer
         self.plans: list[Any] = []
@@ -324,7 +327,8 @@ class LiveCompactor:
         timing = replace(plan_timing(session, transcript.now_s, WALL_CLOCK), imminent=True)  # the call is made right after
         return prepared, timing, plan_prepared(prepared, timing=timing)
 
-    def compact_live(self, transcript: LiveTranscript, facts: ModelFacts = ModelFacts(), system_text: str = "") -> Any:
+    def compact_live(self, transcript: LiveTranscript, facts: ModelFacts = ModelFacts(), system_text: str = "",
+                     clear_with: Callable[[LiveTranscript, Any], None] | None = None) -> Any:
         """Plan ``transcript`` (:meth:`plan_live`) and carry the plan out: the
         :class:`~dp_compact.pipeline.compact.CompactionResult` of a compaction at its cut, the
         :class:`LiveClearing` of a clearing of old tool results at its depth (DESIGN §9), else None.
@@ -337,6 +341,10 @@ class LiveCompactor:
         compaction the context does not force is made only when the plan's net benefit at its cut
         exceeds the expected loss there, else the plan is recorded as kept (:func:`adapter_decision`,
         rule :data:`RULE_LOSS_GUARD`).
+
+        ``clear_with(transcript, plan)``, when given, carries a clearing out instead (a provider's
+        ``clear_tool_uses_20250919``, which leaves the conversation as it is): the plan is recorded
+        and None returned.
 
         Raises
         ------
@@ -352,6 +360,10 @@ class LiveCompactor:
         action, plan = adapter_decision(planned)
         if action == "keep":
             self.plans.append(plan)
+            return None
+        if action == "clear" and clear_with is not None:
+            self.plans.append(plan)
+            clear_with(transcript, plan)
             return None
         if action == "clear":
             cleared = self._clear_live(transcript, prepared.session, plan)

@@ -105,6 +105,24 @@ class NativeAction:
         edit = {**self.edit, "trigger": {"type": "input_tokens", "value": ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS}}
         return replace(self, edit=edit, trigger_tokens=ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS)
 
+    def keeping(self, tool_uses: int) -> NativeAction:
+        """This ``clear_tool_uses`` action asked to clear every tool use but the last ``tool_uses``, on any
+        request holding more (``keep`` that many, ``trigger`` at that many tool uses, no ``clear_at_least``:
+        the planner decided the clearing pays). Other fields (``exclude_tools``, ``clear_tool_inputs``) stay.
+
+        Raises
+        ------
+        ValueError
+            If the action is not a clearing.
+        """
+        if self.kind != "clear_tool_uses":
+            raise ValueError(f"{self.provider} {self.kind} is not a clearing")
+        from dataclasses import replace
+
+        edit = {k: v for k, v in self.edit.items() if k != "clear_at_least"}
+        edit.update(keep={"type": "tool_uses", "value": tool_uses}, trigger={"type": "tool_uses", "value": max(tool_uses, 1)})
+        return replace(self, edit=edit, keep_tool_uses=tool_uses, trigger_tokens=None)
+
     def anthropic_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``client.beta.messages.create`` (or a LangChain ``ChatAnthropic`` call) asking for this edit.
 
