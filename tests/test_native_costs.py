@@ -140,3 +140,21 @@ def test_compact_refuses_a_native_compaction(tmp_path):
     out = tmp_path / "out.jsonl"
     result = CliRunner().invoke(app, ["compact", str(path), "-o", str(out), "--native", "anthropic-compact"])
     assert result.exit_code == 2 and "the provider carries that compaction out" in result.output and not out.exists()
+
+
+def test_replay_prices_dp_with_a_provider_compaction():
+    """``replay --native``: dp's schedule when every compaction is the provider's. Anthropic's keeps nothing,
+    so each one leaves only the summary (the call after starts from V + S + that call's growth); OpenAI's
+    keeps the user messages, carried with the summary; neither compacts below what it must, and both fit the window."""
+    from dp_compact.replay.shell import replay_file
+    from dp_compact.settings import load_settings
+
+    path = need(SESSIONS / "codex" / "codex_pharma_2compactions.jsonl")
+    runs = {a: replay_file(path, load_settings(native=a, max_context_tokens=150_000), ["dp"]).results[0]
+            for a in ("none", "anthropic-compact", "openai-compact")}
+    for action in ("anthropic-compact", "openai-compact"):
+        run = runs[action]
+        assert run.compactions > 0 and run.overflows == 0 and run.peak_context_tokens <= 150_000
+    users = runs["openai-compact"].mean_context_tokens - runs["anthropic-compact"].mean_context_tokens
+    assert users > 0  # the user messages the endpoint keeps are carried
+    assert runs["none"].compactions + runs["none"].clearings > runs["anthropic-compact"].compactions  # dp's own cuts act more often

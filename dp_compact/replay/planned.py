@@ -117,7 +117,10 @@ class PlannerPolicy:
             return Clearing(depth=live.start + int(result.clearing["depth"]) - int(carry))
         if result.decision != "compact":
             return None
-        return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens)
+        # a provider's compaction keeping the user messages (DP_NATIVE=openai-compact: its plan cuts at N) carries them
+        # with the summary; their later uses are still charged as a loss (an upper bound)
+        kept = result.tail_tokens if self.settings.native == "openai-compact" else 0
+        return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens + kept)
 
 
 def _live_arrays(a: MessageArrays, start: int, end: int, carry: bool) -> MessageArrays:
