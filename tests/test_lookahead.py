@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 from dataclasses import replace
 
 import numpy as np
@@ -294,3 +295,39 @@ def test_growth_after_a_clearing_is_what_each_call_since_added():
     added = sorted(int(tokens[j] + tokens[j + 1]) for j in range(14, 22, 2))  # the complete calls after the last cleared one
     assert rewritten_growth(session, tokens) == (added[1] + added[2]) / 2
     assert rewritten_growth(Session(path="s", format="openai_chat", messages=tuple(cleared[:16])), tokens[:16]) is None  # one call since
+
+
+def _one_big_round(last_round_tokens: int, rounds: int = 6, earlier_tokens: int = 1_200) -> tuple[Any, np.ndarray]:
+    """A tool loop whose last API round (call and result) holds ``last_round_tokens`` and whose earlier
+    rounds hold ``earlier_tokens`` each (no usage records: the context is V and the messages)."""
+    messages = _loop(rounds)
+    tokens = np.array([30] + [20, earlier_tokens] * (rounds - 1) + [20, last_round_tokens], dtype=np.int64)
+    return replace(session_of(messages), llm_calls=rounds), tokens
+
+
+def test_plan_keeps_when_no_action_makes_the_context_smaller():
+    """Above the forced threshold, but the last API round alone fills it: compacting could only swap the
+    small head for a summary, which leaves the prompt no smaller, so the plan keeps and says why."""
+    session, tokens = _one_big_round(50_000, rounds=2, earlier_tokens=300)
+    settings = load_settings(max_context_tokens=75_000, clear_tool_results=False)
+    result = plan(session, tokens, settings, replace(PRICES, max_context_tokens=75_000))
+    assert result.estimates.context_tokens > 0.9 * 75_000 and result.decision == "keep"
+    assert result.rule == "no-feasible-cut" and "no compaction or clearing makes it smaller" in result.explanation
+
+
+def test_forced_threshold_yields_to_the_window_when_no_action_restores_the_margin():
+    """The least a compaction can leave (a summary and the last API round) is above DP_FORCE_RATIO · M but
+    below the context: acting cannot restore the margin, so the limit becomes M and the plan no longer
+    compacts merely because the threshold is passed (it still does where the window forces it)."""
+    prices = replace(PRICES, max_context_tokens=100_000)
+    session, tokens = _one_big_round(72_000, rounds=6)
+    settings = load_settings(max_context_tokens=100_000, clear_tool_results=False)
+    result = plan(session, tokens, settings, prices)
+    context = result.estimates.context_tokens
+    assert 90_000 < context <= 100_000
+    assert any("the threshold yields to the window" in note for note in result.notes)
+    if result.decision == "compact":  # only when the window forces it (or compacting pays on its own)
+        assert result.rule != "force" or context + result.lookahead["growth_tokens"] > 100_000
+    smaller = plan(session, tokens, load_settings(max_context_tokens=200_000, clear_tool_results=False),
+                   replace(PRICES, max_context_tokens=200_000))
+    assert not any("yields" in note for note in smaller.notes)  # a margin that can be kept is not moved

@@ -332,6 +332,49 @@ def test_native_pydantic_ai_anthropic_model_settings_reach_the_api(tmp_path):
     assert len(processor.history(result.all_messages())) == 2
 
 
+def test_native_pydantic_ai_anthropic_compaction_goes_with_the_requests_the_plan_compacts_at():
+    """native_model(): each request is planned with compact_20260112's billing, and the edit (least trigger)
+    goes only with the requests whose plan compacts."""
+    pytest.importorskip("pydantic_ai")
+    try:
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+    except ImportError:
+        pytest.skip("pydantic-ai without its anthropic model")
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import ProcessHistory
+
+    from dp_compact.adapters.pydantic_ai import DpCompactProcessor
+    from dp_compact.core.native_costs import ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS
+
+    processor = DpCompactProcessor("claude-sonnet-4", archive=None, native=anthropic_compact(), max_context_tokens=60_000)
+    replies = _anthropic_replies(4)
+    with Stub(lambda path, body: next(replies)) as stub:
+        client = anthropic.AsyncAnthropic(base_url=stub.url, api_key="test", max_retries=0)
+        model = processor.native_model(AnthropicModel("claude-sonnet-4", provider=AnthropicProvider(anthropic_client=client)))
+        agent = Agent(model, capabilities=[ProcessHistory(processor)])
+
+        @agent.tool_plain
+        def read_file(path: str) -> str:
+            """Read a file."""
+            return f"{path}: " + "x = 1\n" * 6_000
+
+        asyncio.run(agent.run("read the modules"))
+    assert len(processor.plans) == len(stub.requests) == 5
+    compacting = [p.decision == "compact" for p in processor.plans]
+    assert any(compacting) and not all(compacting)  # the first request is small; a 24k-token result on a 31.5k prompt is not
+    for plan, (_, headers, body) in zip(processor.plans, stub.requests, strict=True):
+        assert plan.lookahead["native"]["action"] == "anthropic-compact"
+        if plan.decision == "compact":
+            assert body["context_management"] == {"edits": [{"type": "compact_20260112", "trigger": {
+                "type": "input_tokens", "value": ANTHROPIC_COMPACT_MIN_TRIGGER_TOKENS}}]}
+            assert ANTHROPIC_COMPACT_BETA in headers["anthropic-beta"]
+        else:
+            assert "context_management" not in body
+    with pytest.raises(ValueError, match="native_model needs"):
+        DpCompactProcessor(archive=None, native=openai_compact()).native_model(model)
+
+
 def test_native_pydantic_ai_trigger_follows_the_plan():
     pytest.importorskip("pydantic_ai")
     from pydantic_ai.messages import (

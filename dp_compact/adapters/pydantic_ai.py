@@ -26,9 +26,11 @@ left out).
 With ``native=`` (:mod:`dp_compact.adapters.native`) the processor compacts nothing itself and the
 provider acts, through pydantic-ai's own settings and capabilities: an Anthropic edit goes in
 ``Agent(model_settings=processor.native_model_settings())`` (``anthropic_context_management``,
-``anthropic_betas``); OpenAI's compact endpoint is pydantic-ai's
+``anthropic_betas``: the provider acts by the edit's own trigger), or, for Anthropic's compaction
+decided by dp, the model wrapped by :meth:`DpCompactProcessor.native_model`, which sends the edit
+with the requests dp's plan compacts at; OpenAI's compact endpoint is pydantic-ai's
 ``OpenAICompaction(trigger=processor.native_trigger)``, which calls ``/responses/compact`` when
-dp's plan says compact.
+dp's plan says compact. The plans price the provider's action as it is billed (``DP_NATIVE``).
 
 The messages are kept between requests (:class:`~dp_compact.adapters.transcript.LiveTranscript`): a request
 converts, reads and counts only the messages appended since the last one, and plans with the
@@ -246,6 +248,7 @@ class DpCompactProcessor(LiveCompactor):
             settings.setdefault("native", native.setting)
         super().__init__(archive=archive, summarizer=summarizer, clock=clock, clears=native is None, **settings)
         self.native = native
+        self._native_due = False  # the last plan compacts with the provider's compaction (native_model)
         self.model = model.split(":", 1)[-1] if model else None
         self.session_id = session_id
         self.recall = Recall(self.archive, lambda: self.session_id, recall) if recall is not None and self.archive is not None else None
@@ -290,6 +293,58 @@ class DpCompactProcessor(LiveCompactor):
             raise ValueError(f"no Anthropic native action: {self.native!r}")
         extra = self.native.anthropic_kwargs()
         return {"anthropic_context_management": extra["context_management"], "anthropic_betas": extra["betas"]}
+
+    def native_model(self, model: Any) -> Any:
+        """``model`` wrapped so that Anthropic's ``compact_20260112`` edit goes with the requests dp's plan
+        compacts at (this processor plans each request, priced as the provider bills its compaction;
+        the edit asks for the least trigger, so that it compacts then) and with no other request.
+
+        Use it as the agent's model, with this processor among its capabilities:
+        ``Agent(processor.native_model(model), capabilities=[ProcessHistory(processor)])``.
+
+        Parameters
+        ----------
+        model : pydantic_ai.models.Model or str
+            The agent's Anthropic model (a model name is resolved by pydantic-ai).
+
+        Raises
+        ------
+        ValueError
+            If ``native`` is not Anthropic's compaction.
+        """
+        from contextlib import asynccontextmanager
+
+        from pydantic_ai.models.wrapper import WrapperModel
+
+        if self.native is None or (self.native.provider, self.native.kind) != ("anthropic", "compact"):
+            raise ValueError(f"native_model needs native=anthropic_compact(...), not {self.native!r}")
+        processor = self
+
+        class DpNativeCompaction(WrapperModel):
+            """The wrapped model, with Anthropic's compaction edit on the requests dp's plan compacts at."""
+
+            async def request(self, messages: list[ModelMessage], model_settings: Any, parameters: Any) -> Any:
+                return await self.wrapped.request(messages, processor._native_settings(model_settings), parameters)
+
+            @asynccontextmanager
+            async def request_stream(self, messages: list[ModelMessage], model_settings: Any, parameters: Any,
+                                     run_context: Any = None) -> Any:
+                async with self.wrapped.request_stream(messages, processor._native_settings(model_settings), parameters,
+                                                       run_context) as stream:
+                    yield stream
+
+        return DpNativeCompaction(model)
+
+    def _native_settings(self, model_settings: Any) -> Any:
+        """``model_settings`` with the compaction edit added when the last plan compacts (then forgotten)."""
+        if not self._native_due:
+            return model_settings
+        self._native_due = False
+        extra = self.native.now().anthropic_kwargs()
+        merged = dict(model_settings or {})
+        merged["anthropic_context_management"] = extra["context_management"]
+        merged["anthropic_betas"] = sorted({*(merged.get("anthropic_betas") or ()), *extra["betas"]})
+        return merged
 
     def native_trigger(self, messages: list[ModelMessage]) -> bool:
         """True when dp's plan says compact ``messages`` now: the ``trigger`` of pydantic-ai's ``OpenAICompaction``.
@@ -342,8 +397,11 @@ class DpCompactProcessor(LiveCompactor):
         ArchiveError
             The archive could not be written.
         """
-        if self.native is not None:  # the provider compacts (native_model_settings, native_trigger)
-            self._record(messages)
+        if self.native is not None:  # the provider compacts (native_model_settings, native_model, native_trigger)
+            if (self.native.provider, self.native.kind) == ("anthropic", "compact"):
+                self._native_due = self.native_trigger(messages)  # planned and recorded; native_model sends the edit
+            else:
+                self._record(messages)
             return messages
         transcript = self._transcript(messages)
         self._record(messages[transcript.new_from:])  # the others were recorded at earlier requests

@@ -176,6 +176,18 @@ def plan_ahead(
     saved_by_depth = np.cumsum(clear_saved[depths - 1]).astype(np.float64) if depths.size else np.zeros(0)
     loss_by_depth = np.cumsum(per_message[depths - 1]) if depths.size else np.zeros(0)
     unchanged = float(prefix[depths[0] - 1]) if depths.size else 0.0
+    least_compacted = v + s + float(np.min((total - heads)[eligible]))
+    least_cleared = context - float(saved_by_depth[-1]) if depths.size else float("inf")
+    if context + g > threshold and min(least_compacted, least_cleared) >= context:  # acting would not make it smaller
+        why = (f"context {context:,} tokens {'is above' if context > threshold else 'nears'} the forced threshold"
+               f" ({threshold:,.0f}), but no compaction or clearing makes it smaller: the least it can leave is about"
+               f" {min(least_compacted, least_cleared):,.0f} tokens (a summary and the last API round, which alone is that"
+               f" large): nothing to gain by acting; context {context:,} tokens, {context / window:.0%} of the {window:,}-token window")
+        return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
+                    best_candidate=None, context_after_tokens=context, **common)
+    threshold, yield_note = _yielding_threshold(context, g, threshold, window, least_compacted, least_cleared)
+    if yield_note:
+        common["notes"] = tuple(common.get("notes", ())) + (yield_note,)
     ahead = look_ahead(context, heads, lost[cuts[allowed]], forecast, prices, v_tokens=v, s_tokens=s, limit_tokens=threshold,
                        window_tokens=window, cold_chance=cold_chance, cold_now=cold_now, eligible=eligible,
                        clear_saved_tokens=saved_by_depth, clear_kept_tokens=unchanged, clear_loss_usd=loss_by_depth)
@@ -253,8 +265,8 @@ def plan_ahead(
     if forced:
         rule = RULE_FORCE
         where = "is above" if context > threshold else f"passes, with the next call's growth of about {g:,.0f} tokens,"
-        why = (f"context {context:,} tokens {where} {settings.force_ratio:g} x {window:,}: compacting now at the cut"
-               f" with the lowest expected cost")
+        limit = f"{settings.force_ratio:g} x {window:,}" if yield_note is None else f"the {window:,}-token window"
+        why = f"context {context:,} tokens {where} {limit}: compacting now at the cut with the lowest expected cost"
     else:
         rule = RULE_LOOKAHEAD
         when = ahead.next_compaction_calls
@@ -273,6 +285,25 @@ def plan_ahead(
     return Plan("compact", rule, why, int(n - cuts[best]), int(cuts[best]), tail_tokens=tail, head_tokens=head,
                 terms=terms.at(best), best_candidate=best_info, lookahead=info,
                 context_after_tokens=after, lookahead_usd=values, **common)
+
+
+def _yielding_threshold(context: int, g: float, threshold: float, window: int, least_compacted: float,
+                        least_cleared: float) -> tuple[float, str | None]:
+    """The limit above which the look-ahead may not keep (DESIGN §2 forced rule), tokens, and a note
+    when it moved. The forced threshold ``DP_FORCE_RATIO · M`` is a margin, the window M the
+    provider's limit: when this call or the next must act (``context`` or ``context + g`` above the
+    threshold) but no action brings the prompt below the threshold (the smallest prompt after
+    compacting, ``least_compacted``, and after clearing, ``least_cleared``, are both above it: the
+    last API round alone is that large), acting cannot restore the margin and would only repeat at
+    every call; the limit is then M, so the plan keeps while the prompt fits the window unless
+    acting pays. Otherwise the threshold, unchanged."""
+    least = min(least_compacted, least_cleared)
+    if not (context + g > threshold and least > threshold and context <= window):
+        return threshold, None
+    return float(window), (f"no compaction or clearing brings the context below the forced threshold ({threshold:,.0f} tokens):"
+                           f" the least it can leave is about {least:,.0f} tokens, the last API round alone being that large, so"
+                           f" acting could not restore the margin and would repeat at every call; the threshold yields to the window"
+                           f" ({window:,} tokens): the plan acts where acting pays or the window forces it")
 
 
 def verbatim_bound(tails: npt.NDArray[np.int64], min_tokens: int, *, forced: bool = False) -> tuple[npt.NDArray[np.bool_], dict[str, Any]]:
@@ -415,7 +446,8 @@ def _native_plan(native: NativeCompaction, session: Session, context: int, forec
     share = f"{context / window:.0%} of the {window:,}-token window"
     forced = context > threshold or not can_keep
     after = v + s + native.tail_tokens
-    if np.isfinite(compact_value) and (forced or compact_value < ahead.keep_usd):
+    must = forced and v + x0 >= native.min_prompt_tokens and after < min(threshold, context)  # it shrinks the context below the threshold
+    if (np.isfinite(compact_value) or must) and (forced or compact_value < ahead.keep_usd):
         if forced:
             rule, why = RULE_FORCE, f"context {context:,} tokens must shrink before the next call: the provider compacts now"
         else:
