@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dp_compact.conversation import holds_no_blocks
-from dp_compact.hot import lines
+from dp_compact.hot import common_lines
 from dp_compact.hot.lines import CodexState, LinesState, read_grown, read_grown_any, read_grown_codex
 from dp_compact.hot.transcript import NotIncremental, TranscriptState
 from dp_compact.sessions import read_session
@@ -113,7 +113,7 @@ def test_every_append_of_a_seed_file(seed_file: Path, tmp_path: Path) -> None:
 
 
 def test_one_read_after_many_appends_keeps_few_chunks(seed_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lines, "MAX_CHUNK_MESSAGES", 64)
+    monkeypatch.setattr(common_lines, "MAX_CHUNK_MESSAGES", 64)
     lines_ = _lines(seed_file)
     copy = tmp_path / "copy.jsonl"
     kept = read_grown(str(copy), b"".join(lines_[:10]), None)[1]
