@@ -214,7 +214,7 @@ def test_plan_of_other_formats_is_the_whole_commands_after_an_append_or_a_rewrit
     from dp_compact.sessions import read_session
 
     continued = line_format and read_session(source, raw_json=True).format in INCREMENTAL_FORMATS
-    assert bool(_kept_states()) == continued  # Anthropic and Codex JSONL are continued; the others read whole each time
+    assert bool(_kept_states()) == continued  # the JSONL formats the hot path continues; the others read whole each time
 
 
 @pytest.mark.slow

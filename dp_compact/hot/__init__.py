@@ -2,7 +2,9 @@
 
 - :mod:`~dp_compact.hot.transcript`: a Claude Code transcript read from where the kept reader
   state stopped (the bytes read so far hashed: any change but an append reads the whole file).
-- :mod:`~dp_compact.hot.lines`: the same for Anthropic messages JSONL and Codex rollouts.
+- :mod:`~dp_compact.hot.lines`: the same for Anthropic messages JSONL, Codex rollouts, OpenAI chat
+  JSONL and Gemini CLI stream-json (their readers in ``codex_lines``, ``openai_lines`` and
+  ``gemini_lines``, what they share in ``common_lines``).
 - :mod:`~dp_compact.hot.state`: where that state is kept (user cache directory), with the
   settings and prices of the run, and when it is current (same code, same ``DP_*`` and ``.env``).
 - :mod:`~dp_compact.hot.settings`: the kept settings, without pydantic.
@@ -11,11 +13,11 @@
   process that keeps the warm run's modules imported and runs it for the entry point
   (``NO_DP_COMPACT_SERVER=1``: none asked or started).
 
-Trade-offs: only JSONL files of Claude Code, Codex and Anthropic messages are continued (other
-formats, and one JSON document, are read whole each time); the ``PreCompact`` hook reads its
+Trade-offs: only JSONL files of Claude Code, Codex, Anthropic messages, OpenAI chat and Gemini CLI
+stream-json are continued (other formats, and one JSON document, are read whole each time); the ``PreCompact`` hook reads its
 transcript whole (the archive holds each message's source, which the kept state does not) and is
 spared the imports and settings of a new process only; the state is one pickle (a quarter of a
-Claude Code transcript's size; about the size of the messages' text for the other two),
+Claude Code transcript's size; about the size of the messages' text for the others),
 rewritten after each run that read something new; a record written before its parent across
 two runs makes the second read the whole file. Importing this package loads nothing.
 """
