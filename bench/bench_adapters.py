@@ -16,9 +16,9 @@ timed, only the adapter's.
 Two settings: ``default`` (the model's 200k window; every text, tool argument and tool output
 cut to 8,000 characters): past a few dozen messages every such call compacts, as the planner says
 it should at that size; and ``keeps``, the same conversations cut to 1,200 characters, a 1M
-window and a cache read priced at 0.003 $/MTok (``p_cache``), under which compacting does not
-pay: every call plans with the same look-ahead (its grid and horizon do not depend on the
-prices) and keeps. The overhead of calls that do not compact is read from ``keeps``. Both plan with
+window and a cache read priced at 0.0003 $/MTok (``p_cache``), under which compacting does not
+pay at any size measured: every call plans with the same look-ahead (its grid and horizon do not
+depend on the prices) and keeps. The overhead of calls that do not compact is read from ``keeps``. Both plan with
 clearing old tool results priced (``clear_tool_results``, on by default: the look-ahead weighs
 clearing at every depth, DESIGN §9), as the adapters plan with an archive.
 
@@ -26,8 +26,11 @@ clearing at every depth, DESIGN §9), as the adapters plan with an archive.
 converts, reads, counts and plans the whole list, as before the kept state): the comparison.
 
 Columns: framework; settings; messages N at the timed call; calls that did not compact: their count,
-median and 90th percentile, ms; calls that compacted (the plan, the extractive summary, the
-archive write, the rebuilt list), the same; the first call of an adapter that sees the
+median, 90th percentile and least, ms, the median and 90th percentile of the processor time they
+took (``cpu``: this thread's, which other processes on a loaded machine do not lengthen), and how
+many of them ran a garbage collection of generation 1 or 2 (``gc``: the young generation alone
+costs tens of microseconds); calls that compacted (the plan, the extractive summary, the archive
+write, the rebuilt list), the same; the first call of an adapter that sees the
 conversation whole (no state kept yet: everything read, counted and planned), median, ms.
 
     python bench/bench_adapters.py [--repeat 30] [--sizes 10 30 100 300 1000] [--session claude_code/cc_task43_develop.jsonl]
@@ -39,6 +42,7 @@ into its combined table.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import statistics
@@ -221,7 +225,7 @@ def _pydantic_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[l
 #: Settings profile -> (tool output characters, adapter settings); module docstring.
 PROFILES: dict[str, tuple[int, dict[str, Any]]] = {
     "default": (MAX_OUTPUT_CHARS, {}),
-    "keeps": (1_200, {"max_context_tokens": 1_000_000, "p_cache": 0.003}),
+    "keeps": (1_200, {"max_context_tokens": 1_000_000, "p_cache": 0.0003}),
 }
 
 def _langchain_full_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[list[Any]], bool], Any]:
@@ -259,8 +263,15 @@ def measure(framework: str, rounds: Sequence[Any], size: int, repeat: int, profi
     at = next((i for i, p in enumerate(points) if p >= size), len(points) - 2)
     targets = points[at: at + 3]  # three neighbouring call points, the first at N messages or just above
     keep: list[float] = []
+    keep_cpu: list[float] = []  # the same calls' processor time (this thread's): what other processes on the machine do not add
     compact: list[float] = []
     first: list[float] = []
+    collected: list[int] = []  # generations of the garbage collections run during the timed call
+
+    def collecting(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collected.append(info["generation"])
+
     with tempfile.TemporaryDirectory(prefix="bench-adapters-") as root:
         for attempt in range(repeat // 5 + 1):
             call, _ = hook_of(Path(root) / f"first-{attempt}", settings)
@@ -268,18 +279,28 @@ def measure(framework: str, rounds: Sequence[Any], size: int, repeat: int, profi
             call(messages[:targets[0]])
             first.append((time.perf_counter_ns() - start) / 1e6)
         call, _ = hook_of(Path(root) / "calls", settings)
+        keep_gc = 0  # timed calls that kept during which a collection of generation 1 or 2 ran
         for index in range(repeat):
             target = targets[index % len(targets)]
             before = points[points.index(target) - 1] if points.index(target) > 0 else 0
             call(messages[:before])  # the call before, untimed (a rebuild when the list is shorter than the last one)
-            start = time.perf_counter_ns()
-            compacted = call(messages[:target])
-            elapsed = (time.perf_counter_ns() - start) / 1e6
+            collected.clear()
+            gc.callbacks.append(collecting)
+            try:
+                start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
+                compacted = call(messages[:target])
+                elapsed, cpu = (time.perf_counter_ns() - start) / 1e6, (time.thread_time_ns() - start_cpu) / 1e6
+            finally:
+                gc.callbacks.remove(collecting)
             (compact if compacted else keep).append(elapsed)
+            if not compacted:
+                keep_cpu.append(cpu)
+            keep_gc += bool(collected and max(collected) >= 1 and not compacted)
     return {
-        "framework": framework, "settings": profile, "messages": targets[0], "keep_calls": len(keep),
+        "framework": framework, "settings": profile, "messages": targets[0], "keep_calls": len(keep), "keep_gc_calls": keep_gc,
         "keep_median_ms": statistics.median(keep) if keep else float("nan"), "keep_p90_ms": _p90(keep),
         "keep_min_ms": min(keep) if keep else float("nan"),
+        "keep_cpu_median_ms": statistics.median(keep_cpu) if keep_cpu else float("nan"), "keep_cpu_p90_ms": _p90(keep_cpu),
         "compact_calls": len(compact), "compact_median_ms": statistics.median(compact) if compact else float("nan"),
         "compact_p90_ms": _p90(compact), "first_median_ms": statistics.median(first),
     }
@@ -328,10 +349,12 @@ def main() -> None:
     args = parser.parse_args()
     print(machine_line())
     print(f"# {args.session}; {args.repeat} timed calls per size; fake clock {CALL_SECONDS:g} s per call; times in ms")
-    print(f"{'framework':<14} {'settings':<8} {'messages':>8} {'kept':>5} {'median':>8} {'p90':>8} {'min':>8} {'compacted':>9} {'median':>8} {'p90':>8} {'first':>8}")
+    print(f"{'framework':<14} {'settings':<8} {'messages':>8} {'kept':>5} {'median':>8} {'p90':>8} {'min':>8} {'cpu':>8} {'cpu p90':>8} {'gc':>4}"
+          f" {'compacted':>9} {'median':>8} {'p90':>8} {'first':>8}")
     for row in rows(args.sizes, args.repeat, args.session, args.frameworks, args.settings):
         print(f"{row['framework']:<14} {row['settings']:<8} {row['messages']:>8,} {row['keep_calls']:>5} {_cell(row['keep_median_ms']):>8}"
-              f" {_cell(row['keep_p90_ms']):>8} {_cell(row['keep_min_ms']):>8} {row['compact_calls']:>9}"
+              f" {_cell(row['keep_p90_ms']):>8} {_cell(row['keep_min_ms']):>8} {_cell(row['keep_cpu_median_ms']):>8}"
+              f" {_cell(row['keep_cpu_p90_ms']):>8} {row['keep_gc_calls']:>4} {row['compact_calls']:>9}"
               f" {_cell(row['compact_median_ms']):>8} {_cell(row['compact_p90_ms']):>8} {_cell(row['first_median_ms']):>8}")
 
 

@@ -216,9 +216,24 @@ def cleared_texts(session: Session, raws: Sequence[dict[str, Any]], result: Any)
     return out
 
 
+def _build_encoder() -> None:
+    """Build the cl100k encoder now (once a process, about 85 ms), as the plan server does: an adapter
+    counts the messages appended before every model call, which the encoder counts 3 to 6 times faster
+    than the pure-Python count a process uses until it has counted
+    :data:`~dp_compact.measure.tokens.BPE_CHARS_BEFORE_ENCODER` characters (the same counts either way).
+    A failure (no tiktoken data) leaves counting as it was."""
+    from dp_compact.measure import tokens
+
+    try:
+        tokens._encoding()
+    except (ImportError, OSError, ValueError):
+        return
+
+
 class LiveCompactor:
     """What every framework adapter keeps: settings, archive, summarizer, and the plans, compactions
     and clearings made so far; :meth:`compact_live` plans a conversation and carries the plan out.
+    Made with the ``tiktoken`` tokenizer, it builds the token encoder at once (:func:`_build_encoder`).
 
     Parameters
     ----------
@@ -273,6 +288,8 @@ class LiveCompactor:
         if self.settings.clear_tool_results and (not clears or (archive is None and not archive_free_clearing)):  # one it cannot carry out
             self.settings = self.settings.model_copy(update={"clear_tool_results": False})
         self.summarizer = summarizer
+        if self.settings.tokenizer == "tiktoken":
+            _build_encoder()
         self.plans: list[Any] = []
         self.compactions: list[Any] = []
         self.clearings: list[Any] = []

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from dp_compact.conversation import Message, Session, Usage
+from dp_compact.conversation import Message, Session, Usage, message_kind
+from dp_compact.measure.memo import extended, starts_with
 from dp_compact.sessions import openai_chat
-from dp_compact.sessions.common import dumps
+from dp_compact.sessions.common import dumps, shrunk_recorded
 from dp_compact.sessions.source import Record
 
 __all__ = ["BULK_COUNT_MESSAGES", "LiveTranscript", "Wires"]
@@ -37,7 +38,9 @@ Wires = list[tuple[dict[str, Any], Any]]
 
 def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
     """Length of the longest common prefix of ``old`` and ``new``: the same objects, or equal ones."""
-    if all(map(operator.is_, old, new)):  # the usual append: one pass in C
+    if len(old) <= len(new) and old == list(new[:len(old)]):  # the usual append: one pass in C, the same objects at once
+        return len(old)
+    if all(map(operator.is_, old, new)):
         return min(len(old), len(new))
     for index, (a, b) in enumerate(zip(old, new, strict=False)):
         if a is not b and a != b:
@@ -88,6 +91,9 @@ class LiveTranscript:
         self._counted: Sequence[Message] = ()
         self._family: str | None = None
         self._parts: Any = None
+        self._read = _ReadSession(self._reader)
+        self._usage_seen: tuple[Usage, ...] = ()  # self._usage and self._call_times as tuples, as last given
+        self._times_seen: tuple[float | None, ...] = ()
 
     def update(
         self, items: Sequence[Any], now_s: float | None, *, convert: Callable[[Any], Wires],
@@ -171,8 +177,11 @@ class LiveTranscript:
         """The conversation as :func:`~dp_compact.adapters.live.live_session` reads it (``facts``: the
         :class:`~dp_compact.adapters.live.ModelFacts` of the model, or None), each assistant message timed by the call that made it
         (``Session.call_times``, epoch seconds; None where the call came before this adapter saw the conversation)."""
-        extra: dict[str, Any] = {"usage": tuple(self._usage), "call_times": tuple(self._call_times)}
-        session = self._reader.session()
+        # the lists only grow between two rebuilds: each tuple is the last one extended (a plan's passes over it resume)
+        self._usage_seen = extended(self._usage_seen, self._usage[len(self._usage_seen):])
+        self._times_seen = extended(self._times_seen, self._call_times[len(self._times_seen):])
+        extra: dict[str, Any] = {"usage": self._usage_seen, "call_times": self._times_seen}
+        session = self._read.session()
         if facts is not None and facts.name:
             extra["model"] = facts.name
         if facts is not None and facts.window:
@@ -212,8 +221,93 @@ class LiveTranscript:
         return new
 
 
+class _ReadSession:
+    """``reader.session()`` of a :class:`~dp_compact.sessions.openai_chat.LiveReader`, assembled from the
+    session assembled last time and the messages read since (:meth:`session`).
+
+    The reader's session costs a pass over every message (the links of tool results to their calls,
+    the counts of user turns and LLM calls, the statements of earlier compactions). When the messages
+    read since the last call are a plain append, that session is the last one with them appended:
+    no marker, summary or system message among them (the live part, its counts' base and the prefix
+    stay), every tool result after its call and no call id used twice (linking leaves the order and
+    the ids as they are: the state of its first pass is kept), no statement of a shrunk or cleared
+    file (:func:`~dp_compact.sessions.common.shrunk_recorded`), and not a run whose actions live in
+    the assistant text (read with tool calls made up). Anything else is read whole, as the reader reads it.
+
+    Parameters
+    ----------
+    reader : LiveReader
+        The reader whose messages are assembled (its pass over them: messages, live start, counts).
+    """
+
+    def __init__(self, reader: openai_chat.LiveReader) -> None:
+        self._reader = reader
+        self._session: Session | None = None
+        self._key: tuple[int, ...] = ()
+        self._done = 0  # reader messages in self._session
+        self._times = 0  # reader call times in self._session
+        self._calls: set[str] = set()  # call ids made in the live part, in the first pass of link_tool_results
+        self._made = 0  # calls made in the live part (more than len(self._calls): an id used twice)
+        self._early = False  # a result in the live part whose call does not come before it
+        self._has_calls = False  # some message calls tools or answers a call
+        self._marks = False  # some message without calls reads as an action of a text-action run
+        self._stated = False  # some tool result states what a shrink or clearing of its file recorded
+
+    def session(self) -> Session:
+        """The session ``reader.session()`` returns now (equal to it: the same messages, counts and fields)."""
+        state = self._reader._reader  # the reader's pass: messages, live start, markers, system messages, call times
+        messages = state.messages
+        new = messages[self._done:]
+        self._observe(new, self._done - state.live_start)
+        key = (state.live_start, state.compactions, len(state.system_raw), len(state.records))
+        previous = self._session
+        plain = (previous is not None and key == self._key and not self._early and self._made == len(self._calls)
+                 and not self._stated and (self._has_calls or not self._marks) and "summary" not in map(message_kind, new))
+        if plain:
+            added = tuple(new)
+            kinds = list(map(message_kind, added))
+            since = previous.messages_since_compaction
+            session = replace(previous, messages=extended(previous.messages, added), history=extended(previous.history, added),
+                              user_turns=previous.user_turns + kinds.count("prompt"),
+                              llm_calls=previous.llm_calls + kinds.count("assistant"),
+                              messages_since_compaction=None if since is None else since + len(added),
+                              call_times=extended(previous.call_times, state.times[self._times:]))
+        else:
+            session = self._reader.session()
+            if key != self._key:  # another live part: its first linking pass again
+                self._key, self._calls, self._made, self._early = key, set(), 0, False
+                self._link(messages[state.live_start:])
+        self._session, self._done, self._times = session, len(messages), len(state.times)
+        return session
+
+    def _observe(self, new: Sequence[Message], offset: int) -> None:
+        """Take in the messages ``new`` read since the last call (``offset``: the index of the first in the live part)."""
+        if offset >= 0:
+            self._link(new)
+        calls = any(m.tool_calls or m.tool_results for m in new)
+        if not calls and not self._has_calls and not self._marks:
+            self._marks = openai_chat._is_action_trajectory(list(new), None)
+        self._has_calls = self._has_calls or calls
+        self._stated = self._stated or any(shrunk_recorded(r.text) for m in new for r in m.tool_results)
+
+    def _link(self, messages: Sequence[Message]) -> None:
+        """The first pass of :func:`~dp_compact.sessions.common.link_tool_results` over ``messages`` of the
+        live part, continued: which call ids were made, how many calls, and whether a result came before its call."""
+        made = self._calls
+        for message in messages:
+            results = message.tool_results
+            if results and not self._early:
+                self._early = any(r.call_id not in made for r in results)
+            calls = message.tool_calls
+            if calls:
+                self._made += len(calls)
+                made.update(c.id for c in calls)
+
+
 def _identical_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
     """Length of the longest common prefix of ``old`` and ``new`` made of the same objects."""
+    if starts_with(new, old):  # the usual append (a session extended from the last one: at once)
+        return len(old)
     if all(map(operator.is_, old, new)):
         return min(len(old), len(new))
     for index, (a, b) in enumerate(zip(old, new, strict=False)):

@@ -524,10 +524,20 @@ def _blocks(horizon: int, most: int) -> tuple[tuple[int, int], ...]:
     return tuple(blocks)
 
 
+@lru_cache(maxsize=64)
+def _block_columns(blocks: tuple[tuple[int, int], ...]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The first calls and the sizes (calls) of ``blocks`` (:func:`_blocks`) as read-only int64 arrays, shape (n_blocks,)."""
+    firsts = np.array([n for n, _ in blocks], dtype=np.int64)
+    sizes = np.array([b for _, b in blocks], dtype=np.int64)
+    firsts.setflags(write=False)
+    sizes.setflags(write=False)
+    return firsts, sizes
+
+
 def _block_weights(alive: Floats, blocks: Sequence[tuple[int, int]]) -> tuple[Floats, ...]:
     """Per block, given its first call: Σ w_i, Σ i·w_i, Σ_{i≥1} w_i, Σ_{i≥1} (i − 1)·w_i, and the chance of the next block."""
-    starts = np.array([n for n, _ in blocks], dtype=np.int64)
-    ends = starts + np.array([b for _, b in blocks], dtype=np.int64)
+    starts, sizes = _block_columns(tuple(blocks))
+    ends = starts + sizes
     k = np.arange(alive.size, dtype=np.float64)
     s0 = np.concatenate(([0.0], np.cumsum(alive)))
     s1 = np.concatenate(([0.0], np.cumsum(k * alive)))
@@ -556,17 +566,18 @@ def _values(
     least = max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)  # the present's smallest tail: one API round
     tails = np.minimum(np.maximum(np.vstack((np.zeros((1, grid.size)), shares * grid[None, :])), least), grid[None, :])
     lost = forecast.tail_loss(grid)[None, :] - forecast.tail_loss(tails)
-    read = np.broadcast_to(grid, tails.shape) if whole_requests else grid - tails  # what a future request reads beyond V
-    rk, rr, rf = rates_at(prices, v + grid), rates_at(prices, v + read), rates_at(prices, v + s + tails)  # each request at its tier
+    # the prompt of a future request, V included: the whole context, or the head (V + x − t, summed in this order)
+    request = np.broadcast_to(v + grid, tails.shape) if whole_requests else v + grid - tails
+    rk, rr, rf = rates_at(prices, v + grid), rates_at(prices, request), rates_at(prices, v + s + tails)  # each request at its tier
     out = forecast.output_tokens
-    first = (compaction_request_cost(v + read, 0.0, s, rr) / 1e6 + lost
+    first = (compaction_request_cost(request, 0.0, s, rr) / 1e6 + lost
              + (rf.p_cache * v + rf.p_write * (s + tails)) / 1e6 + _output_extra(prices, rf, out))  # the compacting call itself
     after = (rf.p_cache * (v + s + tails) + rf.p_write * g) / 1e6 + _output_extra(prices, rf, out)  # each later call of the block, before its growth is read
     keep_call = (rk.p_cache * (v - g + grid) + rk.p_write * g) / 1e6 + _output_extra(prices, rk, out)
     growth_read, growth_read_after = rk.p_cache * g / 1e6, rf.p_cache * g / 1e6
     rho = forecast.cold_share
     if rho > 0:  # a later call finds the cache cold with this chance: it writes its whole prompt
-        first = first + rho * (compaction_request_cost(0.0, v + read, s, rr) - compaction_request_cost(v + read, 0.0, s, rr)) / 1e6
+        first = first + rho * (compaction_request_cost(0.0, request, s, rr) - compaction_request_cost(request, 0.0, s, rr)) / 1e6
         after = (1 - rho) * after + rho * (rf.p_write * (v + s + tails + g) / 1e6 + _output_extra(prices, rf, out))
         keep_call = (1 - rho) * keep_call + rho * (rk.p_write * (v + grid) / 1e6 + _output_extra(prices, rk, out))
         growth_read = ((1 - rho) * rk.p_cache + rho * rk.p_write) * g / 1e6
@@ -575,7 +586,7 @@ def _values(
         first = np.where(v + grid[None, :] < compact_from, np.inf, first)
     totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
     width, rows = grid.size, tails.shape[0] + 1
-    sizes = np.array([b for _, b in blocks], dtype=np.float64)
+    sizes = _block_columns(tuple(blocks))[1].astype(np.float64)
     moves, last_moves = sizes * g, (sizes - 1.0) * g  # growth over each block, and before its last call, tokens
     starts = np.concatenate((grid, (s + tails).ravel()))  # the contexts a block starts from: kept, then compacted per share
     kept_from = v + grid
@@ -583,25 +594,24 @@ def _values(
     value = np.zeros_like(grid)
     chunk = max(1, VALUES_CHUNK_SIZES // (rows * width))
     going = going_ons.tolist()
+    rights = [np.inf if going_on > 0 else None for going_on in going]  # beyond the grid: inf while the session may go on
+    # keeping is not allowed once a call of the block passes the limit: from the first such size on (the sizes ascend)
+    allowed = (width - np.count_nonzero(kept_from + last_moves[:, None] > limit, axis=1)).tolist()
     for stop in range(len(blocks), 0, -chunk):
         lo = max(stop - chunk, 0)
         costs = np.empty((stop - lo, rows, width))  # each block's own calls: keeping (row 0), compacting to each share
         costs[:, 0] = totals[lo:stop, None] * keep_call + ramps[lo:stop, None] * np.asarray(growth_read)
         costs[:, 1:] = (first + rests[lo:stop, None, None] * after) + ramps_after[lo:stop, None, None] * np.asarray(growth_read_after)
         targets = starts + moves[lo:stop, None]
-        # keeping is not allowed once a call of the block passes the limit: from the first such size on (the sizes ascend)
-        allowed = (width - np.count_nonzero(kept_from + last_moves[lo:stop, None] > limit, axis=1)).tolist()
-        bests = np.empty((stop - lo, width))
+        values = np.empty((stop - lo, width))
         for at in range(stop - lo - 1, -1, -1):
-            going_on = going[lo + at]
-            ahead = _interp(targets[at], grid, value, None, np.inf if going_on > 0 else None)  # inf: beyond the grid
-            np.multiply(ahead, going_on, out=ahead)
+            ahead = _interp(targets[at], grid, value, None, rights[lo + at])
+            np.multiply(ahead, going[lo + at], out=ahead)
             total = costs[at]
             np.add(total, ahead.reshape(rows, width), out=total)
-            keep = total[0]
-            keep[allowed[at]:] = np.inf
-            value = np.minimum(keep, np.minimum.reduce(total[1:], axis=0, out=bests[at]))
-        np.less(bests, costs[:, 0], out=compact_at[lo:stop])
+            total[0, allowed[lo + at]:] = np.inf
+            value = np.minimum.reduce(total, axis=0, out=values[at])  # the best of keeping and of compacting to each share
+        np.less(values, costs[:, 0], out=compact_at[lo:stop])  # compacting is best where it is below keeping (the best is)
     return value, compact_at
 
 
@@ -611,7 +621,7 @@ def _first_compaction(
     """The first call at which the best schedule compacts after keeping now (the context grows by g a call)."""
     if not blocks:
         return None
-    firsts = np.array([n for n, _ in blocks], dtype=np.float64)
+    firsts = _block_columns(tuple(blocks))[0].astype(np.float64)
     contexts = x0 + g * firsts
     at = np.minimum(np.searchsorted(grid, contexts), grid.size - 1)
     found = np.flatnonzero((contexts > grid[-1]) | compact_at[np.arange(len(blocks)), at])

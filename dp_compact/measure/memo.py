@@ -9,6 +9,11 @@ sequence starts it again. Either way the state is the one a pass over the whole 
 the items are immutable (frozen :class:`~dp_compact.conversation.Message` and
 :class:`~dp_compact.conversation.Usage`, floats, strings).
 
+Finding the kept sequence a new one starts with compares their items one by one (O(N) at C
+speed). A tuple made by :func:`extended` (a kept tuple with items appended, as a live
+conversation's session is made from the last one) names the tuple it extends, and a memo resumes
+the pass kept for that tuple without comparing.
+
 Memoization only: the functions using it are as pure as before (same inputs, same values).
 """
 
@@ -18,11 +23,53 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-__all__ = ["MEMO_SEQUENCES", "AppendMemo"]
+__all__ = ["EXTENSIONS_KEPT", "MEMO_SEQUENCES", "AppendMemo", "extended", "starts_with"]
 
 #: Sequences an :class:`AppendMemo` keeps (conversations planned in turn, and the shorter list a
 #: framework may send between two appends).
 MEMO_SEQUENCES = 8
+#: Tuples made by :func:`extended` that are remembered (the latest), each with the tuple it extends.
+EXTENSIONS_KEPT = 64
+
+#: The tuples made by :func:`extended`, by ``id``: ``(tuple, the tuple it extends)`` (both held, so an id names one tuple).
+_EXTENSIONS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+
+
+def extended(items: tuple[Any, ...], added: Sequence[Any]) -> tuple[Any, ...]:
+    """``items + tuple(added)``, remembered as an extension of ``items``: an :class:`AppendMemo` given it
+    resumes the pass it keeps for ``items`` without comparing their items (the last
+    :data:`EXTENSIONS_KEPT` such tuples are remembered; an older one is compared as any sequence is).
+
+    >>> base = (1, 2)
+    >>> extended(base, [3])
+    (1, 2, 3)
+    """
+    out = items + tuple(added)
+    if out is not items:
+        _EXTENSIONS[id(out)] = (out, items)
+        while len(_EXTENSIONS) > EXTENSIONS_KEPT:
+            try:
+                del _EXTENSIONS[next(iter(_EXTENSIONS))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread removed it first
+                break
+    return out
+
+
+def starts_with(items: Sequence[Any], base: Sequence[Any]) -> bool:
+    """True when ``items`` starts with the very objects of ``base`` (``is``, one by one): at once for
+    ``base`` itself and for a tuple :func:`extended` made from it, else by comparing them (O(len(base))).
+
+    >>> a = (object(),)
+    >>> starts_with(extended(a, [1]), a), starts_with(a, extended(a, [1]))
+    (True, False)
+    """
+    if items is base:
+        return True
+    made_from = _EXTENSIONS.get(id(items))
+    if made_from is not None and made_from[0] is items and made_from[1] is base:
+        return True
+    return len(base) <= len(items) and all(map(operator.is_, base, items))
+
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -48,7 +95,8 @@ class AppendMemo(Generic[S, R]):
     Notes
     -----
     The value returned is shared with the memo: callers read it, never change it. Items are
-    compared by identity (``is``), so equal but distinct objects start the pass again.
+    compared by identity (``is``), so equal but distinct objects start the pass again; a tuple
+    made by :func:`extended` from a kept one is not compared (its first items are that tuple's).
     """
 
     def __init__(self, start: Callable[[], S], extend: Callable[[S, Sequence[Any]], S], copy: Callable[[S], S],
@@ -72,6 +120,14 @@ class AppendMemo(Generic[S, R]):
             if entry[0] is items:  # the very sequence (one session read by several measurements)
                 return entry
         items = tuple(items)
+        made_from = _EXTENSIONS.get(id(items))
+        if made_from is not None and made_from[0] is items:  # made by extended(): resume the pass kept for the tuple it extends
+            base = made_from[1]
+            for entry in kept:
+                if entry[0] is base:
+                    made = (items, self._extend(self._copy(entry[1]), items[len(base):]), [])
+                    self._kept = [made, *kept][: self._size]
+                    return made
         n = len(items)
         best: tuple[tuple[Any, ...], S, list[Any]] | None = None
         for entry in kept:
