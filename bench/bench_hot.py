@@ -32,11 +32,27 @@ session reader is imported for one; ``np.unique`` in the look-ahead imports ``nu
 resident process that keeps them loaded: the plan server, whose runs cost the interpreter,
 the client's imports (about 10 ms: the ``dp_compact`` package, :mod:`dp_compact.hot.main` for
 the hot forms, socket, json), the round trip and the server's work. A served PreCompact run is
-almost all the server's work: the archive of the whole live conversation (the transcript read
-whole, the extractive summary, anchors, metadata and index, files fsynced), about 0.55 s for
-the 663 live messages of the default transcript, of which the shell-command parsing of every
-tool call (``dp_compact.measure.file_operations``, twice a summary) and the path and identifier
-searches over every message's text take about two thirds.
+almost all the server's work: the archive of the whole live conversation (the extractive
+summary, anchors, metadata, the archive's files). Each timed served PreCompact follows the
+status line of the grown transcript (untimed), as in Claude Code, after which the server
+prepares the next PreCompact while no request waits (:func:`dp_compact.hot.main.after_reply`):
+what the summary, anchors and metadata derive from each message is worked out and remembered
+(the shell-command parsing of every tool call, the path, identifier and error-line searches),
+its token counts are kept in memory, and, the context being near its window's end, the
+transcript is read whole as the hook reads it. The PreCompact run then computes the summary
+from what is remembered and places the archive's files; it answers before it flushes them and
+indexes the archive, which the server does once the client has its answer. What is left: the
+summary's and anchors' passes over the messages (each message's facts looked up, the items
+weighed and counted), the token counts looked up, the archive's metadata, checksum and index
+text, the files placed: about 40 ms of the server's CPU for the default transcript's 663 live
+messages (measured 2026-12-06 under load average 5), and the client's own ~30 ms (the last row).
+The in-process PreCompact (no server) reads, parses and searches everything again each run.
+The two rows after the served PreCompact time the server's own work for it in one process, as
+the server does it (no socket, no client): the status line answered and prepared after, then the
+PreCompact run to its answer (wall, and this process's CPU time: what it takes on a quiet machine),
+then the flush and index update done after the answer, and the preparation after the status
+line before it (the first run's prepares the whole transcript; later ones what was appended,
+and read the grown transcript again).
 
 ``rows()`` returns the table's rows as dicts (``bench_live.py`` folds them into its table).
 """
@@ -70,6 +86,47 @@ _HOT_IMPORTS = (
     "import dp_compact.hot.transcript, dp_compact.prepare, dp_compact.io, dp_compact.cli.render, dp_compact.adapters.claude_code_hook\n"
     "import dp_compact.measure.bpe, sqlite3, numpy.ma; print(1)"
 )
+
+
+#: ``python -c``: the plan server's own work for a PreCompact run, in one process as the server does
+#: it (:mod:`dp_compact.hot.main` with ``keep_live``; no socket): argv ``COPY SOURCE KEPT RUNS``. For
+#: each run it appends the next record of SOURCE, answers the status line and does what the server
+#: does after its answer (:func:`~dp_compact.hot.main.after_reply`: the preparation, timed), then
+#: times the PreCompact run to its answer (wall and CPU of this process) and the commit after it.
+#: Prints JSON: per run, ms, (answer wall, answer CPU, commit wall, preparation wall).
+_SERVER_WORK = """
+import io, json, sys, time
+from pathlib import Path
+from dp_compact.hot import server
+server._preload()
+from dp_compact.hot import main
+copy, source, kept, runs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+lines = source.read_bytes().splitlines(keepends=True)
+main.keep_live = True
+status = json.dumps({"hook_event_name": "Status", "session_id": "bench", "transcript_path": str(copy),
+                     "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"}})
+pre = {"hook_event_name": "PreCompact", "session_id": "bench", "transcript_path": str(copy), "trigger": "auto"}
+out = []
+for run in range(runs):
+    with open(copy, "ab") as handle:
+        handle.write(lines[kept + run])
+    saved, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        assert main._hook_warm(status) == 0, "no kept state"
+        prepared = time.perf_counter()
+        main.after_reply()
+        prepared = time.perf_counter() - prepared
+        wall, cpu = time.perf_counter(), time.process_time()
+        assert main._pre_compact_warm(pre, copy) == 0, "PreCompact not answered"
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        commit = time.perf_counter()
+        main.after_reply()
+        commit = time.perf_counter() - commit
+    finally:
+        sys.stdout = saved
+    out.append((wall * 1000, cpu * 1000, commit * 1000, prepared * 1000))
+print(json.dumps(out))
+"""
 
 
 def _command() -> list[str]:
@@ -152,8 +209,11 @@ def _row(what: str, times: list[tuple[float, float]]) -> dict[str, object]:
             "cpu_min_ms": round(min(cpu), 1), "cpu_median_ms": round(statistics.median(cpu), 1)}
 
 
-def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True) -> list[dict[str, object]]:
-    """The table's rows (module docstring); ``pre_compact`` False leaves out the PreCompact runs."""
+def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True,
+         pre_compact_runs: int | None = None) -> list[dict[str, object]]:
+    """The table's rows (module docstring); ``pre_compact`` False leaves out the PreCompact runs,
+    ``pre_compact_runs`` of them are timed (at most ``repeat``; default ``max(2, repeat // 3)``)."""
+    pre_runs = min(repeat, max(2, repeat // 3) if pre_compact_runs is None else pre_compact_runs) if pre_compact else 0
     source = session or SHARED_SESSIONS / DEFAULT_SESSION
     lines = source.read_bytes().splitlines(keepends=True)
     kept = len(lines) - 4 * repeat - 2
@@ -188,17 +248,28 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
             times["plan"].append(_timed([*dp, "plan", str(copies["plan"]), "--json"], env, cwd))
             times["hook"].append(_timed([*dp, "hook"], env, cwd, json.dumps(status)))
             times["full"].append(_timed([*dp, "plan", str(copies["full"]), "--json"], env_full, cwd))
-            if pre_compact and run < max(2, repeat // 3):
+            if run < pre_runs:
                 times["pre"].append(_timed([*dp, "hook"], env, cwd, json.dumps(pre)))
             times["python"].append(_timed([sys.executable, "-c", "print(1)"], env, cwd))
             times["numpy"].append(_timed([sys.executable, "-c", "import numpy; print(1)"], env, cwd))
             times["imports"].append(_timed([sys.executable, "-c", _HOT_IMPORTS], env, cwd))
             times["splan"].append(_timed([*dp, "plan", str(copies["splan"]), "--json"], env_served, cwd))
             times["shook"].append(_timed([*dp, "hook"], env_served, cwd, served_status))
-            if pre_compact and run < max(2, repeat // 3):
+            if run < pre_runs:  # as in Claude Code, the status line of the grown transcript ran before its PreCompact
+                _timed([*dp, "hook"], env_served, cwd, json.dumps({**status, "transcript_path": str(copies["spre"])}))
                 times["spre"].append(_timed([*dp, "hook"], env_served, cwd, served_pre))
             times["connect"].append(_timed([sys.executable, "-c", _connect_only(server)], env_served, cwd))
         _stop_server(server)
+        work: list[tuple[float, float, float, float]] = []
+        if pre_runs:  # the server's own work, in one process: its wall time to the answer, its CPU time, the commit after
+            copy = folder / "work.jsonl"
+            copy.write_bytes(b"".join(lines[:kept]))
+            _timed([*dp, "hook"], env, cwd, json.dumps({**status, "transcript_path": str(copy)}))  # the state kept
+            done = subprocess.run([sys.executable, "-c", _SERVER_WORK, str(copy), str(source), str(kept), str(pre_runs)],
+                                  capture_output=True, text=True, env=env, cwd=cwd, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"server work: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+            work = [tuple(t) for t in json.loads(done.stdout.strip().splitlines()[-1])]
         shutil.rmtree(folder / "data", ignore_errors=True)
     out = [
         _row(f"dp-compact plan --json, one record appended ({source.name}, {source.stat().st_size / 1e6:.1f} MB)", times["plan"]),
@@ -214,6 +285,10 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True)
             _row("dp-compact plan --json via the plan server, one record appended", times["splan"]),
             _row("dp-compact hook, status line, via the plan server, one record appended", times["shook"]),
             *([_row("dp-compact hook, PreCompact, via the plan server", times["spre"])] if times["spre"] else []),
+            *([_row("  its server's work to the answer (wall / CPU, in one process as the server does it)", [(w, c) for w, c, _, _ in work]),
+               _row("  and after the answer: the archive flushed and indexed (wall)", [(m, m) for _, _, m, _ in work]),
+               _row("  and after each status line before it: the preparation (wall; the first run's whole)", [(r, r) for *_, r in work])]
+              if work else []),
             _row("python -c: connect, one request refused (the served runs' floor)", times["connect"])]
     return out
 
@@ -223,10 +298,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--session", type=Path, default=SHARED_SESSIONS / DEFAULT_SESSION)
-    parser.add_argument("--no-pre-compact", action="store_true", help="leave out the PreCompact runs (seconds each)")
+    parser.add_argument("--no-pre-compact", action="store_true", help="leave out the PreCompact runs")
+    parser.add_argument("--pre-compact-runs", type=int, default=None,
+                        help="PreCompact runs timed, in process and served (default max(2, repeat // 3), at most --repeat)")
     args = parser.parse_args()
     session = args.session if args.session.is_absolute() or args.session.exists() else SHARED_SESSIONS / args.session
-    table = rows(args.repeat, session, pre_compact=not args.no_pre_compact)
+    table = rows(args.repeat, session, pre_compact=not args.no_pre_compact, pre_compact_runs=args.pre_compact_runs)
     print(machine_line())
     print(f"# load average {os.getloadavg()[0]:.2f} (1 min) at the end")
     print(f"{'what':<84} {'runs':>4} {'min_ms':>8} {'median_ms':>9} {'cpu_min_ms':>10} {'cpu_median_ms':>13}")

@@ -155,7 +155,8 @@ def _minutes(plan: Any) -> str:
     return f"{ttl / 3600:g} h" if ttl >= 3600 else f"{ttl / 60:g} min"
 
 
-def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, archive: Any) -> HookOutcome:
+def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, archive: Any, *, token_cache: Any = None,
+                              session: Session | None = None) -> HookOutcome:
     """Archive the live conversation that Claude Code's compaction is about to replace.
 
     The pipeline runs with the whole live conversation as its head: a placeholder user turn
@@ -170,6 +171,15 @@ def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, ar
     settings : Settings
     archive : Archiver
         Usually :class:`~dp_compact.pipeline.archive.ArchiveStore` (``DP_ARCHIVE_DIR``).
+    token_cache : optional
+        Where the messages' token counts are looked up and kept instead of the persistent token
+        cache: an object with :class:`~dp_compact.measure.tokens.TokenCache`'s ``get_many`` and
+        ``put_many`` (a long-lived process's counts in memory); the counts, and so the archive,
+        are the same.
+    session : Session, optional
+        The transcript already read as :func:`~dp_compact.sessions.read_session` reads it here
+        (lenient, each message's ``raw`` its source as parsed JSON): a long-lived process's
+        reading continued from where it stopped. Default: the transcript is read.
 
     Returns
     -------
@@ -185,11 +195,19 @@ def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, ar
     """
     from dp_compact.pipeline.compact import compact_session
 
-    session = _session(payload)
+    session = _session(payload) if session is None else with_payload_context(session, payload)
     if not session.messages:
         return HookOutcome("dp-compact: nothing to archive")
     after = Message(role="user", text=_AFTER, raw={"role": "user", "content": _AFTER})
-    result = compact_session(replace(session, messages=(*session.messages, after)), settings, keep=1, archiver=archive)
+    live = replace(session, messages=(*session.messages, after))
+    prepared = None
+    if token_cache is not None and getattr(settings, "tokenizer", None) == "tiktoken":
+        from dp_compact.measure.tokens import message_token_parts
+        from dp_compact.prepare import prepare_counted, session_family
+
+        parts = message_token_parts(live.messages, cache=token_cache, family=session_family(live, settings))
+        prepared = prepare_counted(live, settings, parts)  # what compact_session's prepare() makes of it
+    result = compact_session(live, settings, keep=1, archiver=archive, prepared=prepared)
     return HookOutcome(f"dp-compact: archived {result.cut} messages as {result.archive_ref}", result.archive_ref)
 
 

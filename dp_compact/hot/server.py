@@ -19,6 +19,11 @@ that gave up meanwhile runs the command itself: nothing is run twice). It answer
 - ``version`` (another :func:`~dp_compact.hot.client.version_key`) or ``stale`` (a module file it
   loaded changed since, :func:`dp_compact.hot.state.code_key`): then it exits.
 
+Once an answer is sent and its connection closed, the server does what the run left for later
+(:func:`dp_compact.hot.main.after_reply`): it flushes and indexes the archive a ``PreCompact`` run
+placed, and works out, a few messages at a time while no request waits, what the next
+``PreCompact`` of a transcript whose status line it answered will derive from its messages.
+
 It exits after :data:`IDLE_TIMEOUT_S` without a request, when its socket file is removed or
 replaced, and leaves at once when another server holds the socket's lock file (two clients
 starting one at once). A socket file nobody listens on (a server killed) is removed and replaced.
@@ -140,6 +145,7 @@ def serve(path: str, idle_s: float = IDLE_TIMEOUT_S) -> int:
     """Serve requests at ``path`` until idle for ``idle_s`` seconds (module docstring); exit status."""
     import signal
 
+    from dp_compact.hot.main import after_reply
     from dp_compact.hot.state import code_key
 
     lock = _lock(path)
@@ -165,6 +171,7 @@ def serve(path: str, idle_s: float = IDLE_TIMEOUT_S) -> int:
                     continue
                 with connection:
                     leave = _serve_one(connection, code)
+                after_reply(lambda: _waiting(listener))  # the client has its answer (the connection is closed)
                 last = time.monotonic()
                 if leave:
                     return 0
@@ -175,6 +182,16 @@ def serve(path: str, idle_s: float = IDLE_TIMEOUT_S) -> int:
             listener.close()
     finally:
         os.close(lock)
+
+
+def _waiting(listener: socket.socket) -> bool:
+    """True when a client waits to be accepted on ``listener`` (work after an answer then yields to it)."""
+    import select
+
+    try:
+        return bool(select.select([listener], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _same_user(connection: socket.socket) -> bool:

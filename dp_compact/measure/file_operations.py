@@ -5,7 +5,10 @@ Recognised by tool name (case-insensitive) and arguments across formats: read to
 Codex's ``apply_patch`` bodies and shell commands (``cat``/``head``/``sed -n``/``nl`` reads,
 redirections and here-documents as writes), Windows paths included; the tool and program names
 come from :mod:`dp_compact.text.patterns`. Used by the judge's rule (b) of DESIGN §6 "Lost information"
-(:mod:`dp_compact.measure.reuse`). Pure: no IO.
+(:mod:`dp_compact.measure.reuse`) and the summary's changed files (:mod:`dp_compact.pipeline.summarize`).
+Pure: no IO. The operations of the most recent shell scripts and tool calls are remembered
+(:data:`MEMO_ENTRIES`; the shell parsing is most of the cost), so that a conversation's calls
+looked at again, by a second summary pass or a later run of a long-lived process, are free.
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ from dp_compact.text.patterns import (
     WRITE_TOOLS,
 )
 
-__all__ = ["argument_text", "file_operations", "first_string", "operations", "parsed_arguments"]
+__all__ = ["MEMO_ENTRIES", "argument_text", "file_operations", "first_string", "operations", "parsed_arguments"]
+
+#: Shell scripts and tool calls whose operations are remembered, each (the least recently used
+#: forgotten first): a long session's calls, a few times over.
+MEMO_ENTRIES = 8192
 
 
 def _leaves(value: Any) -> Iterator[str]:
@@ -132,6 +139,8 @@ def _script_lines(script: str) -> Iterator[str]:
 
 def _open_quote(text: str) -> bool:
     """True when ``text`` ends inside a quoted string (shell quoting rules, backslashes kept)."""
+    if "'" not in text and '"' not in text:  # no quote to open (and no escape character: nothing else fails)
+        return False
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.escape = ""
@@ -174,8 +183,41 @@ def _simple_commands(tokens: list[str]) -> Iterator[tuple[list[str], list[str]]]
     yield words, targets
 
 
+def _remembered(memo: dict[Any, Any], key: Any) -> Any:
+    """The value ``memo`` keeps for ``key``, made the most recently used; None when it keeps none."""
+    found = memo.pop(key, None)
+    if found is not None:
+        memo[key] = found
+    return found
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` for ``key`` in ``memo``, forgetting the least recently used past :data:`MEMO_ENTRIES`."""
+    memo[key] = value
+    while len(memo) > MEMO_ENTRIES:
+        try:
+            del memo[next(iter(memo))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
+            break
+
+
+#: Script -> (reads, writes) of :func:`_shell_operations`, as tuples.
+_SHELL_MEMO: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+#: (tool name, arguments text, workdir) -> (reads, writes) of :func:`file_operations`, as tuples.
+_CALL_MEMO: dict[tuple[str, str, str | None], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
 def _shell_operations(script: str) -> tuple[list[str], list[str]]:
     """Files a shell script reads whole or in part (cat, head, tail, sed -n, nl, Get-Content) and writes (>, sed -i)."""
+    found = _remembered(_SHELL_MEMO, script)
+    if found is None:
+        found = tuple(map(tuple, _parsed_shell_operations(script)))
+        _remember(_SHELL_MEMO, script, found)
+    return list(found[0]), list(found[1])
+
+
+def _parsed_shell_operations(script: str) -> tuple[list[str], list[str]]:
+    """:func:`_shell_operations`, parsed (no memo)."""
     reads: list[str] = []
     writes: list[str] = []
     for line in _script_lines(script):
@@ -236,8 +278,15 @@ def file_operations(call: ToolCall, workdir: str | None = None) -> tuple[list[st
     >>> file_operations(ToolCall("3", "exec_command", '{"cmd": "sed -n \\'1,80p\\' c.go && nl -ba d.go | head", "workdir": "/r"}'))
     (['/r/c.go', '/r/d.go'], [])
     """
-    parsed = parsed_arguments(call)
-    return operations(call.name, parsed, argument_text(call, parsed), workdir)
+    key = (call.name, call.arguments, workdir)
+    memo = type(call.name) is str and type(call.arguments) is str and (workdir is None or type(workdir) is str)
+    found = _remembered(_CALL_MEMO, key) if memo else None
+    if found is None:
+        parsed = parsed_arguments(call)
+        found = tuple(map(tuple, operations(call.name, parsed, argument_text(call, parsed), workdir)))
+        if memo:
+            _remember(_CALL_MEMO, key, found)
+    return list(found[0]), list(found[1])
 
 
 def operations(name: str, parsed: Any, text: str, workdir: str | None) -> tuple[list[str], list[str]]:

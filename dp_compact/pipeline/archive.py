@@ -15,12 +15,18 @@ so its folders are made ``0700`` and its files ``0600`` (less the umask), and a 
 that is a symbolic link is refused (it could point anywhere). Each file is written to a
 temporary file in the session folder, fsynced and renamed into place; an archive exists once
 its index row does: :meth:`ArchiveStore.restore` and :meth:`ArchiveStore.search` only see
-indexed archives.
+indexed archives. :meth:`ArchiveStore.write` (an archive no output refers to) and
+:class:`DeferredArchiver` place the files unsynced and flush them, with their folder, in one go
+just before the index row is inserted: the row still only ever names files on disk, and what a
+crash leaves unindexed is removed by :meth:`ArchiveStore.recover` either way.
 
 A compaction archives in two steps (:meth:`ArchiveStore.stage`, then :meth:`Staged.commit`
 once its output is written): first a marker ``<id>.pending`` (the output's path, the writer's
 process id, the index rows), then the two files; the output; then the index row, in one
-transaction; then the marker is removed. When the output cannot be written the staged files
+transaction; then the marker is removed. An archive staged by :class:`DeferredArchiver`
+(the plan server's ``PreCompact`` hook, which answers first and commits after) names its own
+metadata file, which holds its reference, as its output: a writer that dies before its commit
+leaves an archive the next write indexes. When the output cannot be written the staged files
 are removed (:meth:`Staged.discard`), so the archive never records a compaction that did not
 happen. A kill at any point leaves a marker at worst: the next write (:meth:`ArchiveStore.recover`)
 indexes a staged archive whose output holds its reference and removes one whose output does
@@ -41,14 +47,14 @@ import os
 import re
 import secrets
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import ArchiveError
-from dp_compact.io import _pid_alive, clean_temporary_files, write_atomic
+from dp_compact.io import TEMP_PREFIX, TEMP_SUFFIX, _fsync_dir, _pid_alive, clean_temporary_files, write_atomic
 from dp_compact.pipeline.archive_index import (
     ArchiveIndex,
     fts_query,
@@ -58,7 +64,7 @@ from dp_compact.pipeline.archive_index import (
     searchable_strings,
 )
 
-__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "Staged", "StagingArchiver", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
+__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "DeferredArchiver", "Staged", "StagingArchiver", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
 
 #: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
 ARCHIVE_SCHEME = "archive://"
@@ -192,9 +198,13 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+#: :func:`json.dumps` with ``ensure_ascii=False, separators=(",", ":")``, made once.
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def json_line(obj: Any) -> bytes:
     """One compact JSON line; ASCII escapes when the text holds lone surrogates."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    text = _COMPACT_JSON.encode(obj)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
@@ -233,8 +243,10 @@ class ArchiveStore:
         self.index = ArchiveIndex(self.root)
         self.index_path = self.index.path
 
-    def _prepare(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> tuple[str, bytes, bytes, tuple, tuple]:
-        """(ref, JSONL bytes, metadata bytes, index row, FTS row) of a head to archive; ArchiveError when not JSON-ready."""
+    def _prepare(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any],
+                 encoded: Mapping[int, tuple[Any, bytes, Sequence[str]]] | None = None) -> tuple[str, bytes, bytes, tuple, tuple]:
+        """(ref, JSONL bytes, metadata bytes, index row, FTS row) of a head to archive; ArchiveError when not JSON-ready.
+        ``encoded``: as :meth:`stage`."""
         session = session_id_for(session_id)
         now = datetime.now(UTC)
         archive_id = _new_id(now)
@@ -244,13 +256,21 @@ class ArchiveStore:
             **metadata, "ref": ref, "session": session, "id": archive_id,
             "created": now.isoformat(timespec="microseconds"), "message_count": len(head_raw),
         }
+        lines: list[bytes] = []
+        body: list[str] = []
         try:
-            jsonl = b"".join(json_line(m) for m in head_raw)
+            for message in head_raw:
+                known = encoded.get(id(message)) if encoded else None
+                if known is not None and known[0] is message:
+                    lines.append(known[1])
+                    body.extend(known[2])
+                else:
+                    lines.append(json_line(message))
+                    searchable_strings(message, body)
+            jsonl = b"".join(lines)
             meta_bytes = json.dumps(meta, ensure_ascii=False, indent=1, default=_jsonable).encode("utf-8", "surrogatepass")
         except (TypeError, ValueError) as exc:
             raise ArchiveError(f"cannot archive session {session}: {exc}", ref=ref) from exc
-        body: list[str] = []
-        searchable_strings(list(head_raw), body)
         row = (ref, session, archive_id, meta["created"], summary, len(head_raw), hashlib.sha256(jsonl).hexdigest())
         fts = (ref, summary, index_text(keyword_text(meta)), index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
         return ref, jsonl, meta_bytes, row, fts
@@ -282,34 +302,47 @@ class ArchiveStore:
             written, or the session folder is a symbolic link; nothing is then visible to
             :meth:`restore` or :meth:`search`.
         """
-        staged = self.stage(session_id, head_raw, metadata, output=None)
+        staged = self.stage(session_id, head_raw, metadata, output=None, synced=False)
         staged.commit()
         return staged.ref
 
-    def stage(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any], *, output: str | None) -> Staged:
+    def stage(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any], *, output: str | None,
+              synced: bool = True, recoverable: bool = False,
+              encoded: Mapping[int, tuple[Any, bytes, Sequence[str]]] | None = None) -> Staged:
         """Place a head's files, not yet indexed, for a compaction whose output is written next.
 
         Parameters and errors as :meth:`write`; ``output``: the file the compaction writes (the
-        marker names it, for :meth:`recover`). Returns the :class:`Staged` archive: call its
-        ``commit()`` once the output is written, ``discard()`` when it could not be.
+        marker names it, for :meth:`recover`). ``synced`` False: the marker and files are renamed
+        into place unsynced, and :meth:`Staged.commit` flushes the files and their folder before
+        it inserts the index row (for an archive no output refers to before that commit).
+        ``recoverable``: the marker names the archive's own metadata file as the output (it holds
+        the reference; ``output`` is then ignored), so an archive whose writer dies before its
+        commit is indexed by the next :meth:`recover` (:class:`DeferredArchiver`). ``encoded``:
+        ``id(message) -> (message, json_line(message), its searchable strings)`` made already (a
+        long-lived process's, for messages it read and nothing changes), used for the very
+        messages it holds. Returns the :class:`Staged` archive: call its ``commit()`` once the
+        output is written, ``discard()`` when it could not be.
         """
         self.recover()
-        ref, jsonl, meta_bytes, row, fts = self._prepare(session_id, head_raw, metadata)
+        ref, jsonl, meta_bytes, row, fts = self._prepare(session_id, head_raw, metadata, encoded)
         session, archive_id = row[1], row[2]
         directory = self._session_dir(session, create=True, ref=ref)
         marker = directory / f"{archive_id}{PENDING_SUFFIX}"
+        if recoverable:
+            output = str(directory / f"{archive_id}.json")
         pending = {"ref": ref, "pid": os.getpid(), "output": output, "row": list(row), "fts": list(fts)}
+        place = _place_atomic if synced else _place_unsynced
         placed: list[Path] = []
         try:
-            placed.append(write_atomic(marker, json.dumps(pending, ensure_ascii=True).encode("ascii"), make_parents=False, mode=PRIVATE_FILE_MODE))
+            placed.append(place(marker, json.dumps(pending, ensure_ascii=True).encode("ascii")))
             for data, final in ((jsonl, directory / f"{archive_id}.jsonl"), (meta_bytes, directory / f"{archive_id}.json")):
-                placed.append(write_atomic(final, data, make_parents=False, mode=PRIVATE_FILE_MODE))
+                placed.append(place(final, data))
         except BaseException as exc:
             _remove(reversed(placed))
             if isinstance(exc, OSError):
                 raise ArchiveError(f"{directory}: cannot write archive {archive_id}: {exc}", ref=ref) from exc
             raise
-        return Staged(self, ref, tuple(row), tuple(fts), tuple(placed[1:]), marker)
+        return Staged(self, ref, tuple(row), tuple(fts), tuple(placed[1:]), marker, synced=synced)
 
     def _session_dir(self, session: str, *, create: bool, ref: str | None = None) -> Path:
         """``root/session``, made private when ``create``; ArchiveError when it is a symbolic link or not a folder."""
@@ -487,6 +520,37 @@ def _remove(paths: Any) -> None:
             path.unlink()
 
 
+def _place_atomic(path: Path, data: bytes) -> Path:
+    """``data`` written to ``path`` (private) by :func:`~dp_compact.io.write_atomic`: fsynced, renamed, folder fsynced."""
+    return write_atomic(path, data, make_parents=False, mode=PRIVATE_FILE_MODE)
+
+
+def _place_unsynced(path: Path, data: bytes) -> Path:
+    """``data`` written to ``path`` (private) atomically but not flushed: a temporary file named as
+    :func:`~dp_compact.io.write_atomic` names them (so :func:`~dp_compact.io.clean_temporary_files`
+    removes a dead writer's), renamed into place. OSError when it cannot be written (no temporary file left)."""
+    name = path.parent / f"{TEMP_PREFIX}{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0), PRIVATE_FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return path
+
+
+def _fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to disk; OSError when it cannot be."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _holds(output: str, ref: str) -> bool:
     """True when the file ``output`` exists and its bytes hold ``ref`` (its compaction was written)."""
     try:
@@ -507,13 +571,31 @@ class Staged:
     files: tuple[Path, ...]
     marker: Path
     done: bool = False
+    #: False when the files were placed unsynced: :meth:`commit` flushes them (and their folder) first.
+    synced: bool = True
 
     def commit(self) -> None:
         """Insert the index row (one transaction), then remove the marker; ArchiveError when the
-        index cannot be written (the marker stays: the next write indexes the archive)."""
+        files cannot be flushed or the index cannot be written (the marker stays: the next write
+        indexes the archive when its output holds the reference, else removes it).
+
+        Files placed unsynced are flushed, and then their folder, before the row is inserted: an
+        index row only ever names files on disk. The marker's removal is then not flushed: a
+        marker that comes back after a power loss names an indexed archive, which
+        :meth:`ArchiveStore.recover` keeps, and is removed.
+        """
         if self.done:
             return
+        placed_unsynced = not self.synced
         try:
+            if not self.synced:
+                try:
+                    for path in self.files:
+                        _fsync_file(path)
+                except OSError as exc:
+                    raise ArchiveError(f"{self.marker.parent}: cannot flush archive {self.ref}: {exc}", ref=self.ref) from exc
+                _fsync_dir(self.marker.parent)
+                self.synced = True
             self.store.index.insert(self.row, self.fts)
         except BaseException:
             if self.marker.exists() and not _pending_output(self.marker):
@@ -522,7 +604,8 @@ class Staged:
         self.done = True
         with contextlib.suppress(OSError):
             self.marker.unlink()
-            _fsync_folder(self.marker.parent)
+            if not placed_unsynced:
+                _fsync_folder(self.marker.parent)
 
     def discard(self) -> None:
         """Remove the staged files and the marker (the compaction's output was not written)."""
@@ -567,3 +650,34 @@ class StagingArchiver:
     def discard(self) -> None:
         for staged in self.staged:
             staged.discard()
+
+
+class DeferredArchiver:
+    """An :class:`ArchiveStore` whose writes are indexed later: :meth:`write` places the files
+    unsynced and returns the reference at once (:meth:`ArchiveStore.stage` with ``synced=False,
+    recoverable=True``); :meth:`commit` flushes them and inserts their index rows.
+
+    For a long-lived process that hands the reference out before it commits (the plan server's
+    ``PreCompact`` hook answers, then commits): until the commit, the archive is neither indexed
+    nor flushed, so a power loss in between may lose it (the transcript it was taken from still
+    holds every message), and :meth:`ArchiveStore.restore` does not know it yet; a process that
+    dies in between leaves an archive the next write indexes. Its content is
+    :meth:`ArchiveStore.write`'s.
+    """
+
+    def __init__(self, store: ArchiveStore, encoded: Mapping[int, tuple[Any, bytes, Sequence[str]]] | None = None) -> None:
+        self.store, self.staged, self.encoded = store, [], encoded
+
+    def write(self, session_id: str, head_raw: list[dict[str, Any]], metadata: dict[str, Any]) -> str:
+        """Place the archive (parameters and errors as :meth:`ArchiveStore.write`; ``encoded`` given
+        at construction as :meth:`ArchiveStore.stage` takes it); its reference."""
+        staged = self.store.stage(session_id, head_raw, metadata, output=None, synced=False, recoverable=True, encoded=self.encoded)
+        self.staged.append(staged)
+        return staged.ref
+
+    def commit(self) -> None:
+        """Flush and index every archive placed (:meth:`Staged.commit`); ArchiveError for the first
+        that fails, which stays staged (a later ``commit()`` tries it again)."""
+        for staged in self.staged:
+            staged.commit()
+        self.staged = [s for s in self.staged if not s.done]

@@ -11,16 +11,26 @@ is written.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dp_compact.errors import CompactionError
-from dp_compact.pipeline.anchors import head_instructions, select_anchors
+from dp_compact.pipeline.anchors import INSTRUCTION_CHARS, head_instructions, score_message, select_anchors
 from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, preview_ref
 from dp_compact.pipeline.clear import ACTION_CLEAR, ClearResult, clear_session
 from dp_compact.pipeline.breaker import CircuitBreaker
-from dp_compact.pipeline.extract import identifiers, keywords, paths, user_turn_texts
+from dp_compact.pipeline.extract import (
+    error_lines,
+    identifiers,
+    instruction_sentences,
+    joined_identifiers,
+    joined_paths,
+    keywords,
+    paths,
+    user_turn_texts,
+)
 from dp_compact.pipeline.convert import to_api
 from dp_compact.pipeline.io import check_output, target_api, write_messages
 from dp_compact.pipeline.repairs import repair_notes
@@ -29,7 +39,14 @@ from dp_compact.sessions.common import count_llm_calls, count_user_turns
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
 from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
-from dp_compact.pipeline.summarize import ExtractiveSummarizer, Summarizer, SummaryRequest, check_summary, with_instructions
+from dp_compact.pipeline.summarize import (
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryRequest,
+    check_summary,
+    warm_summary,
+    with_instructions,
+)
 from dp_compact.pipeline.types import Anchor, Api, Archiver
 from dp_compact.pipeline.validate import validate_messages
 from dp_compact.core.planner import RULE_WAIT, Plan, forced_cut
@@ -41,7 +58,8 @@ from dp_compact.conversation import Message, Session, recorded_history
 from dp_compact.settings import Settings
 from dp_compact.measure.tokens import count_text_tokens
 
-__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "StagingArchiver", "compact_file", "compact_session"]
+__all__ = ["RULE_FORCED_FLAG", "RULE_KEEP_FLAG", "RULE_REQUESTED", "RULE_WOULD_GROW", "CompactionResult", "StagingArchiver", "compact_file", "compact_session",
+           "warm_compaction"]
 
 RULE_KEEP_FLAG = "keep-flag"  # the user chose k (--keep K)
 RULE_FORCED_FLAG = "force-flag"  # --force where the planner would keep everything
@@ -153,18 +171,43 @@ def _summary_budget(settings: Settings, window: int, v_tokens: int, tail_tokens:
 
 def _metadata(session: Session, head: tuple[Message, ...], body: str, anchors: tuple[Anchor, ...], counts: dict[str, int]) -> dict[str, Any]:
     """Archive metadata: summary, anchors, paths, identifiers, keywords, token counts, source."""
-    text = "\n".join(m.text for m in head) + "\n" + "\n".join(c.arguments for m in head for c in m.tool_calls)
+    # The paths and identifiers of the head's texts and then its calls' arguments, joined by line breaks.
+    texts = [*(m.text for m in head), *(c.arguments for m in head for c in m.tool_calls)]
     return {
         "summary": body,
         "anchors": [asdict(a) for a in anchors],
-        "file_paths": paths(text)[:200],
-        "identifiers": identifiers(text)[:200],
+        "file_paths": joined_paths(texts, 200),
+        "identifiers": joined_identifiers(texts, 200),
         "keywords": keywords(t for _, t in user_turn_texts(enumerate(head))),
         "token_counts": counts,
         "source_path": session.path,
         "format": session.format,
         "compaction": session.compactions + 1,
     }
+
+
+def warm_compaction(messages: Sequence[Message], workdir: str | None = None) -> str | None:
+    """Work out, and remember, what a compaction with the extractive summary derives from each of
+    ``messages`` on its own (:func:`~.summarize.warm_summary`, the anchors' scores and error
+    lines, the archive metadata's paths, identifiers and keywords), so that compacting a head that
+    holds them, in this process, finds that work done (a plan server prepares a transcript's
+    ``PreCompact`` hook once it has answered its status line). ``workdir``: as
+    :func:`~.summarize.warm_summary`; returns the working folder after them. Changes nothing a
+    compaction writes."""
+    workdir = warm_summary(messages, workdir)
+    for message in messages:
+        score_message(message)
+        for result in message.tool_results:
+            error_lines(result.text, 1)
+        paths(message.text)
+        identifiers(message.text)
+        for call in message.tool_calls:
+            paths(call.arguments)
+            identifiers(call.arguments)
+    for _, text in user_turn_texts(enumerate(messages), injected=True):
+        instruction_sentences(text, limit_chars=INSTRUCTION_CHARS)
+    keywords(text for _, text in user_turn_texts(enumerate(messages)))
+    return workdir
 
 
 def _summarize(request: SummaryRequest, summarizer: Summarizer, breaker: CircuitBreaker | None, path: str) -> str:
@@ -182,12 +225,14 @@ def _summarize(request: SummaryRequest, summarizer: Summarizer, breaker: Circuit
     return with_instructions(body, request.instructions, request)
 
 
-def _request(prepared: PreparedSession, head: tuple[Message, ...], tail_tokens: int) -> SummaryRequest:
-    """The summary request for ``head``: shrunk copy, previous summary, instructions, token budget."""
+def _request(prepared: PreparedSession, head: tuple[Message, ...], tail_tokens: int, *, shrunk: bool = True) -> SummaryRequest:
+    """The summary request for ``head``: shrunk copy, previous summary, instructions, token budget.
+    ``shrunk`` False: the head itself stands for its shrunk copy (for :class:`~.summarize.ExtractiveSummarizer`,
+    which never reads it; the previews cost a pass over every long tool result)."""
     session = prepared.session
     target, limit = _summary_budget(prepared.settings, prepared.window_tokens, prepared.v_tokens, tail_tokens)
     return SummaryRequest(
-        head=head, shrunk_head=shrink_messages(head), previous_summary=head[0].text if is_summary_text(head[0].text) else None,
+        head=head, shrunk_head=shrink_messages(head) if shrunk else head, previous_summary=head[0].text if is_summary_text(head[0].text) else None,
         target_tokens=target, max_tokens=limit, instructions=tuple(head_instructions(head)), system_text=session.system_text,
         system_messages=tuple(m for m in session.system_messages if isinstance(m, dict)), earlier=_earlier(session),
     )
@@ -268,7 +313,8 @@ def compact_session(
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
     # The breaker guards model requests: an offline summarizer and a dry run neither wait for it nor move it.
     guard = None if dry_run or getattr(summarizer, "offline", False) else breaker
-    body = _summarize(_request(prepared, head, tail_tokens), summarizer, guard, session.path)
+    request = _request(prepared, head, tail_tokens, shrunk=type(summarizer) is not ExtractiveSummarizer)
+    body = _summarize(request, summarizer, guard, session.path)
     anchors = select_anchors(head)
     # What the head stands for, as the session counts it (its reader's user turns; its calls from usage
     # records): the compacted file then adds its tail the way a reader counts it, and t and L carry over.

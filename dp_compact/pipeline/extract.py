@@ -2,7 +2,11 @@
 
 File paths, identifiers, error lines, user instructions and shell commands, found with
 regular expressions over message text (the shared ones in :mod:`dp_compact.text.patterns`). Pure
-functions over strings and messages.
+functions over strings and messages. What :func:`paths`, :func:`identifiers`, :func:`error_lines`,
+:func:`instruction_sentences`, :func:`clean_user_text`, :func:`command_of`, :func:`call_paths` and
+:func:`keywords` find in a text is remembered for the most recent texts (:class:`TextMemo`): the
+anchors, the summary and the archive's metadata search the same message texts, and a long-lived
+process (the plan server) searches a conversation again each time it is archived.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from dp_compact.conversation import Message, ToolCall
 from dp_compact.text.patterns import (
@@ -25,6 +29,7 @@ from dp_compact.text.patterns import (
 )
 
 __all__ = [
+    "TextMemo",
     "call_names",
     "call_paths",
     "clean_user_text",
@@ -33,6 +38,8 @@ __all__ = [
     "identifiers",
     "instruction_sentences",
     "is_instruction",
+    "joined_identifiers",
+    "joined_paths",
     "keywords",
     "paths",
     "sentences",
@@ -55,6 +62,73 @@ _STOPWORDS = frozenset(
     "don't need want like file files code line lines using used does".split()
 )
 
+
+class TextMemo:
+    """The values of a pure function of a string (and a few hashable arguments), kept for the most
+    recently used keys: at most ``entries`` keys holding at most ``chars`` characters of text in all
+    (the least recently used forgotten first; a longer text is never kept). A key holds its text,
+    so what is kept is the texts themselves, shared with their messages while those live.
+
+    Values are kept as given: the function's callers get them as tuples and copy them. The
+    defaults hold what a compaction derives from a conversation that fills a window of a million
+    tokens (about 6 characters counted for each character of its text, each text being kept for
+    several searches; 1.0 M of text take 5.4 M).
+    """
+
+    __slots__ = ("_values", "_chars", "entries", "chars")
+
+    def __init__(self, entries: int = 1 << 16, chars: int = 32 << 20) -> None:
+        self._values: dict[tuple[object, ...], tuple[object, int]] = {}
+        self._chars = 0
+        self.entries, self.chars = entries, chars
+
+    def get(self, key: tuple[object, ...]) -> object | None:
+        """The value kept for ``key`` (made the most recently used), else None."""
+        found = self._values.pop(key, None)
+        if found is None:
+            return None
+        self._values[key] = found
+        return found[0]
+
+    def put(self, key: tuple[object, ...], value: object, size: int) -> None:
+        """Keep ``value`` for ``key``, whose text has ``size`` characters."""
+        if size > self.chars:
+            return
+        values = self._values
+        previous = values.pop(key, None)
+        values[key] = (value, size)
+        self._chars += size - (previous[1] if previous is not None else 0)
+        while len(values) > self.entries or self._chars > self.chars:
+            try:
+                oldest = next(iter(values))
+                self._chars -= values.pop(oldest)[1]
+            except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
+                break
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self._values = {}
+        self._chars = 0
+
+
+#: The remembered searches of :func:`paths`, :func:`identifiers`, :func:`error_lines`,
+#: :func:`instruction_sentences`, :func:`clean_user_text`, :func:`command_of`, :func:`call_paths` and
+#: the words :func:`keywords` counts.
+_MEMO = TextMemo()
+
+
+def _kept(key: tuple[object, ...], text: str, search: Callable[[], list[str]]) -> list[str]:
+    """``search()`` of ``text`` (``key`` names the search and its arguments), from :data:`_MEMO` when kept;
+    a text that is not a string is searched each time."""
+    if type(text) is not str:
+        return search()
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = tuple(search())
+        _MEMO.put(key, kept, len(text))
+    return list(kept)  # type: ignore[arg-type]
+
+
 def paths(text: str) -> list[str]:
     """File paths in ``text``, in order of first appearance, without duplicates.
 
@@ -66,6 +140,11 @@ def paths(text: str) -> list[str]:
     >>> paths("edit src/invoicing/totals.py and config/export.yaml, see https://x.org/a/b.html")
     ['src/invoicing/totals.py', 'config/export.yaml']
     """
+    return _kept(("paths", text), text, lambda: _paths(text))
+
+
+def _paths(text: str) -> list[str]:
+    """:func:`paths`, searched (no memo)."""
     found: dict[str, None] = {}
     for match in PATH.finditer(text):
         candidate = match.group(1).rstrip(".-")
@@ -80,7 +159,35 @@ def paths(text: str) -> list[str]:
 
 def identifiers(text: str) -> list[str]:
     """Code identifiers (dotted names, snake_case, CamelCase) in order of first appearance."""
+    return _kept(("identifiers", text), text, lambda: _identifiers(text))
+
+
+def _identifiers(text: str) -> list[str]:
+    """:func:`identifiers`, searched (no memo)."""
     return list(dict.fromkeys(m.group(0) for m in IDENTIFIER.finditer(text) if not HAS_EXTENSION.search(m.group(0))))
+
+
+def joined_paths(texts: Iterable[str], limit: int) -> list[str]:
+    """``paths("\\n".join(texts))[:limit]``, from each text's own (remembered) :func:`paths`: no path
+    spans a line break and a line break bounds one as the text's start and end do, so the paths of
+    the joined text are those of each text in turn; texts after the ``limit``-th path are not searched."""
+    found: dict[str, None] = {}
+    for text in texts:
+        if len(found) >= limit:
+            break
+        found.update(dict.fromkeys(paths(text)))
+    return list(found)[:limit]
+
+
+def joined_identifiers(texts: Iterable[str], limit: int) -> list[str]:
+    """``identifiers("\\n".join(texts))[:limit]``, from each text's own (remembered) :func:`identifiers`
+    (as :func:`joined_paths`: an identifier spans no line break, which bounds one as a text's ends do)."""
+    found: dict[str, None] = {}
+    for text in texts:
+        if len(found) >= limit:
+            break
+        found.update(dict.fromkeys(identifiers(text)))
+    return list(found)[:limit]
 
 
 #: A stem of every word :data:`~dp_compact.text.patterns.ERROR` matches, lower case: a text holding
@@ -96,6 +203,11 @@ def error_lines(text: str, limit: int = 3) -> list[str]:
     >>> error_lines("ok\nError: x failed\nfine\nTraceback (most recent call last):\nError: x failed")
     ['Error: x failed', 'Traceback (most recent call last):']
     """
+    return _kept(("error_lines", text, limit), text, lambda: _error_lines(text, limit))
+
+
+def _error_lines(text: str, limit: int) -> list[str]:
+    """:func:`error_lines`, searched (no memo)."""
     lower = text.lower()
     if not any(word in lower for word in _ERROR_WORDS):  # a substring test runs far faster than the pattern
         return []
@@ -137,6 +249,11 @@ def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int 
     >>> instruction_sentences("Rules:\\n- - never log tokens\\n2. Always run the tests first")
     ['never log tokens', 'Always run the tests first']
     """
+    return _kept(("instruction_sentences", text, standing, limit_chars), text, lambda: _instruction_sentences(text, standing, limit_chars))
+
+
+def _instruction_sentences(text: str, standing: bool, limit_chars: int) -> list[str]:
+    """:func:`instruction_sentences`, searched (no memo)."""
     found = []
     parts = sentences(text)
     for index, s in enumerate(parts):
@@ -157,8 +274,15 @@ def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int 
 
 
 def clean_user_text(text: str) -> str:
-    """A user message's text without blocks a client injects (``<system-reminder>`` and the like)."""
-    return INJECTED_BLOCK.sub("", text).strip()
+    """A user message's text without blocks a client injects (``<system-reminder>`` and the like) (remembered)."""
+    if type(text) is not str:
+        return INJECTED_BLOCK.sub("", text).strip()
+    key = ("clean_user_text", text)
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = (INJECTED_BLOCK.sub("", text).strip(),)
+        _MEMO.put(key, kept, len(text))
+    return kept[0]  # type: ignore[index]
 
 
 def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool = False) -> list[tuple[int, str]]:
@@ -175,6 +299,14 @@ def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool =
 
 def command_of(call: ToolCall) -> str | None:
     """The shell command a tool call runs, or None when it is not a shell tool call."""
+    if type(call.name) is not str:
+        return _command_of(call)
+    found = _kept(("command_of", call.arguments, call.name), call.arguments, lambda: [_command_of(call)])
+    return found[0] if found else _command_of(call)
+
+
+def _command_of(call: ToolCall) -> str | None:
+    """:func:`command_of`, parsed (no memo)."""
     try:
         arguments = json.loads(call.arguments) if call.arguments else {}
     except ValueError:
@@ -201,15 +333,23 @@ def keywords(texts: Iterable[str], limit: int = 20) -> list[str]:
     """The ``limit`` most frequent words of ``texts`` (4+ letters, lower-cased, common words skipped)."""
     counts: dict[str, int] = {}
     for text in texts:
-        for word in _WORD.findall(text):
-            lowered = word.lower()
-            if lowered not in _STOPWORDS:
-                counts[lowered] = counts.get(lowered, 0) + 1
+        for lowered in _kept(("keyword_words", text), text, lambda text=text: _keyword_words(text)):
+            counts[lowered] = counts.get(lowered, 0) + 1
     return sorted(counts, key=lambda w: (-counts[w], w))[:limit]
+
+
+def _keyword_words(text: str) -> list[str]:
+    """The words of ``text`` :func:`keywords` counts, lower-cased, in order (common words left out)."""
+    return [lowered for word in _WORD.findall(text) if (lowered := word.lower()) not in _STOPWORDS]
 
 
 def call_paths(call: ToolCall) -> list[str]:
     """File paths a tool call touches: from its path-like arguments and shell command, not file contents."""
+    return _kept(("call_paths", call.arguments), call.arguments, lambda: _call_paths(call))
+
+
+def _call_paths(call: ToolCall) -> list[str]:
+    """:func:`call_paths`, parsed (no memo)."""
     try:
         arguments = json.loads(call.arguments) if call.arguments else {}
     except ValueError:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from dp_compact.errors import SummaryTooShortError
 from dp_compact.text.patterns import EDIT_TOOL_NAME, PATH_ARGUMENT_NAME, SHELL_ARGUMENT_KEYS
 from dp_compact.pipeline.extract import (
+    TextMemo,
     call_names,
     call_paths,
     clean_user_text,
@@ -48,6 +49,7 @@ __all__ = [
     "SummaryRequest",
     "Summarizer",
     "check_summary",
+    "warm_summary",
     "with_instructions",
 ]
 
@@ -82,7 +84,9 @@ class SummaryRequest:
         The head as read; ``Message.raw`` holds each message in its source API shape, which an
         LLM summarizer sends unchanged for a cache-aligned request (same prefix, head as sent).
     shrunk_head : tuple of Message
-        The same messages with long tool results replaced by previews (:mod:`.shrink`).
+        The same messages with long tool results replaced by previews (:mod:`.shrink`); the head
+        itself in the requests :func:`~dp_compact.pipeline.compact.compact_session` gives
+        :class:`ExtractiveSummarizer`, which never reads it.
     previous_summary : str or None
         Text of the previous summary message when the head opens with one, else None.
     target_tokens : int
@@ -127,6 +131,32 @@ class Summarizer(Protocol):
     def __call__(self, request: SummaryRequest) -> str:
         """Summarize ``request.head``."""
         ...
+
+
+#: What the summary derives from one text (a tool result's error line and preview, a call's key
+#: argument and working folder, an assistant text's sentences), remembered: the same texts are
+#: summarized again by a later compaction or a later run of a long-lived process.
+_MEMO = TextMemo()
+#: Texts whose token counts :func:`_token_counts` keeps (the least recently used forgotten first).
+COUNT_MEMO_TEXTS = 8192
+#: Text -> cl100k tokens, of the items and sections the summary weighs (:func:`_token_counts`).
+_COUNTS: dict[str, int] = {}
+
+
+def _token_counts(texts: Sequence[str]) -> list[int]:
+    """cl100k tokens of each of ``texts`` (:func:`~dp_compact.measure.tokens.count_text_tokens`), the
+    counts of texts weighed before (the same items, a second pass, a later summary) remembered."""
+    counts = [_COUNTS.pop(t, None) for t in texts]
+    missing = [t for t, c in zip(texts, counts, strict=True) if c is None]
+    found = iter(count_text_tokens(missing).tolist() if missing else ())
+    counts = [next(found) if c is None else c for c in counts]
+    _COUNTS.update(zip(texts, counts, strict=True))
+    while len(_COUNTS) > COUNT_MEMO_TEXTS:
+        try:
+            del _COUNTS[next(iter(_COUNTS))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
+            break
+    return counts
 
 
 def _clip(text: str, limit: int = ITEM_CHARS) -> str:
@@ -175,20 +205,52 @@ def _errors(head: Sequence[Message]) -> list[str]:
     found = []
     for message in head:
         for result in message.tool_results:
-            lines = [line.strip() for line in result.text.splitlines() if line.strip()]
-            errors = error_lines(result.text, 1)
-            if not errors and not result.is_error:
-                continue
-            first = errors[0] if errors else (lines[0] if lines else "(no output)")
-            at = lines.index(first) if first in lines else -1
-            if len(first) < 24 and 0 <= at < len(lines) - 1:
-                first = f"{first} / {lines[at + 1]}"
-            found.append(_clip(f"{names.get(result.call_id, 'tool')}: {first}", 200))
+            first = _error_line(result.text, result.is_error)
+            if first is not None:
+                found.append(_clip(f"{names.get(result.call_id, 'tool')}: {first}", 200))
     return list(dict.fromkeys(reversed(found)))
 
 
+def _error_line(text: str, is_error: bool) -> str | None:
+    """What :func:`_errors` says of a tool result of ``text``: its first error line (a short one
+    with the line after it), else for a failed result its first line; None for neither (remembered)."""
+    if type(text) is not str:
+        return _parsed_error_line(text, is_error)
+    key = ("error_line", text, bool(is_error))
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = (_parsed_error_line(text, is_error),)
+        _MEMO.put(key, kept, len(text))
+    return kept[0]  # type: ignore[index]
+
+
+def _parsed_error_line(text: str, is_error: bool) -> str | None:
+    """:func:`_error_line`, searched (no memo)."""
+    errors = error_lines(text, 1)
+    if not errors and not is_error:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = errors[0] if errors else (lines[0] if lines else "(no output)")
+    at = lines.index(first) if first in lines else -1
+    if len(first) < 24 and 0 <= at < len(lines) - 1:
+        first = f"{first} / {lines[at + 1]}"
+    return first
+
+
 def _key_argument(arguments: str) -> str:
-    """The argument that says what a tool call did: a shell command or path, else the first short scalar."""
+    """The argument that says what a tool call did: a shell command or path, else the first short scalar (remembered)."""
+    if type(arguments) is not str:
+        return _parsed_key_argument(arguments)
+    key = ("key_argument", arguments)
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = (_parsed_key_argument(arguments),)
+        _MEMO.put(key, kept, len(arguments))
+    return kept[0]  # type: ignore[index]
+
+
+def _parsed_key_argument(arguments: str) -> str:
+    """:func:`_key_argument`, parsed (no memo)."""
     try:
         parsed = json.loads(arguments) if arguments else {}
     except ValueError:
@@ -213,22 +275,50 @@ def _tool_calls(head: Sequence[Message]) -> list[str]:
             item = f"{call.name}({argument})" if argument else call.name
             result = results.get(call.id)
             if result is not None:
-                lines = [line.strip() for line in result.text.splitlines() if line.strip()]
-                errors = error_lines(result.text, 1)
-                first = errors[0] if errors else (lines[0] if lines else "(no output)")
-                flag = "error: " if (errors or result.is_error) and "error" not in first.lower() else ""
-                item += f" → {flag}{_clip(first, 120)} ({len(result.text):,} characters)"
+                item += _result_preview(result.text, result.is_error)
             found.append(_clip(item))
     return list(dict.fromkeys(found))
+
+
+def _result_preview(text: str, is_error: bool) -> str:
+    """The end of :func:`_tool_calls`' item for a result of ``text``: `` → `` its first error line,
+    else its first non-blank line (``error: `` before a failure that does not say so), and its size (remembered)."""
+    if type(text) is not str:
+        return _parsed_result_preview(text, is_error)
+    key = ("result_preview", text, bool(is_error))
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = (_parsed_result_preview(text, is_error),)
+        _MEMO.put(key, kept, len(text))
+    return kept[0]  # type: ignore[index]
+
+
+def _parsed_result_preview(text: str, is_error: bool) -> str:
+    """:func:`_result_preview`, searched (no memo)."""
+    errors = error_lines(text, 1)
+    first = errors[0] if errors else next((line.strip() for line in text.splitlines() if line.strip()), "(no output)")
+    flag = "error: " if (errors or is_error) and "error" not in first.lower() else ""
+    return f" → {flag}{_clip(first, 120)} ({len(text):,} characters)"
 
 
 def _assistant_sentences(head: Sequence[Message], pattern: re.Pattern[str]) -> list[str]:
     """Assistant text sentences matching ``pattern``, newest first, without duplicates. A line
     that opens with a lower-case letter continues a sentence wrapped onto several lines: a
     fragment ("instead; judgment is left to the reader."), not a sentence, so it is left out."""
-    found = [s for m in head if m.role == "assistant" for s in sentences(m.text)
-             if pattern.search(s) and len(s) > 12 and not s[0].islower()]
+    found = [s for m in head if m.role == "assistant" for s in _matching_sentences(m.text, pattern)]
     return [_clip(s) for s in dict.fromkeys(reversed(found))]
+
+
+def _matching_sentences(text: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """The sentences of ``text`` that :func:`_assistant_sentences` takes for ``pattern``, in order (remembered)."""
+    if type(text) is not str:
+        return tuple(s for s in sentences(text) if pattern.search(s) and len(s) > 12 and not s[0].islower())
+    key = ("assistant_sentences", text, pattern)
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = tuple(s for s in sentences(text) if pattern.search(s) and len(s) > 12 and not s[0].islower())
+        _MEMO.put(key, kept, len(text))
+    return kept  # type: ignore[return-value]
 
 
 def _requirements(head: Sequence[Message]) -> list[str]:
@@ -250,13 +340,58 @@ def _changed(head: Sequence[Message]) -> list[str]:
         for call in message.tool_calls:
             _, writes = file_operations(call, workdir)
             found.extend(writes)
-            try:
-                arguments = json.loads(call.arguments) if call.arguments else {}
-            except ValueError:
-                arguments = None
-            if isinstance(arguments, dict):
-                workdir = next((v for k in WORKDIR_KEYS if isinstance(v := arguments.get(k), str) and v), workdir)
+            workdir = _workdir(call.arguments) or workdir
     return list(dict.fromkeys(found))
+
+
+def _workdir(arguments: str) -> str | None:
+    """The working folder a tool call's JSON ``arguments`` name (``workdir``, ``cwd``), else None (remembered)."""
+    if type(arguments) is not str:
+        return _parsed_workdir(arguments)
+    key = ("workdir", arguments)
+    kept = _MEMO.get(key)
+    if kept is None:
+        kept = (_parsed_workdir(arguments),)
+        _MEMO.put(key, kept, len(arguments))
+    return kept[0]  # type: ignore[index]
+
+
+def _parsed_workdir(arguments: str) -> str | None:
+    """:func:`_workdir`, parsed (no memo)."""
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    return next((v for k in WORKDIR_KEYS if isinstance(v := parsed.get(k), str) and v), None)
+
+
+def warm_summary(messages: Sequence[Message], workdir: str | None = None) -> str | None:
+    """Work out, and remember, what :class:`ExtractiveSummarizer` and :func:`carried_forward` derive
+    from each of ``messages`` on its own (its calls' paths, commands, key arguments, working
+    folders and file operations; its results' error lines and previews; its sentences and
+    instructions), so that a summary of a head holding them later finds them made. ``workdir``:
+    the working folder a call before them named (:func:`_changed`); returns the one after them.
+    Changes nothing a summary says."""
+    for message in messages:
+        for call in message.tool_calls:
+            call_paths(call)
+            command_of(call)
+            _key_argument(call.arguments)
+            file_operations(call, workdir)
+            workdir = _workdir(call.arguments) or workdir
+        for result in message.tool_results:
+            _error_line(result.text, result.is_error)
+            _result_preview(result.text, result.is_error)
+        if message.role == "assistant":
+            _matching_sentences(message.text, _DECISION)
+            _matching_sentences(message.text, _OPEN)
+        if message.is_user_message:
+            paths(clean_user_text(message.text))
+    for _, text in user_turn_texts(enumerate(messages), injected=True):
+        instruction_sentences(text, standing=False)
+    return workdir
 
 
 def _same_request(item: str) -> str:
@@ -302,7 +437,7 @@ def condensed(carried: dict[str, list[str]], budget: int) -> dict[str, list[str]
     requests, changed = carried.get("requests", []), carried.get("changed", [])
 
     def cost(sections: dict[str, list[str]]) -> int:
-        return int(count_text_tokens([render_sections(sections)])[0]) if any(sections.values()) else 0
+        return _token_counts([render_sections(sections)])[0] if any(sections.values()) else 0
 
     forms: list[dict[str, list[str]]] = []
     for limit in _REQUEST_FORMS:
@@ -316,7 +451,7 @@ def condensed(carried: dict[str, list[str]], budget: int) -> dict[str, list[str]
     requests, changed = forms[-1]["requests"], forms[-1]["changed"]
     # Leave out the oldest items (never the first request), one at a time from the longer list, until
     # the rest fits: each item's cost counted once (a line "- item"), so this is linear in the items.
-    item_costs = count_text_tokens([f"- {x}\n" for x in (*requests, *changed)]).tolist()
+    item_costs = _token_counts([f"- {x}\n" for x in (*requests, *changed)])
     request_costs, changed_costs = item_costs[: len(requests)], item_costs[len(requests):]
     note_cost = 2 * 16  # the two "(N more ...: see the archive)" lines, tokens at most
     total = cost(forms[-1]) + note_cost
@@ -360,11 +495,11 @@ def _fill(sections: dict[str, list[str]], budget: int, order: Sequence[str] = _F
     and the ``carried`` sections (every request and changed file, :func:`condensed`) are always kept."""
     keys = [k for k in order if sections.get(k)]
     lines = [f"- {item}\n" for key in keys for item in sections[key]]
-    costs = iter(count_text_tokens(lines).tolist())
+    costs = iter(_token_counts(lines))
     pending = {key: [(item, next(costs)) for item in sections[key]] for key in keys}
     chosen: dict[str, list[str]] = {**(carried or {}), "instructions": list(sections.get("instructions", []))}
     chosen = {k: v for k, v in chosen.items() if v or k == "instructions"}
-    used = int(count_text_tokens([render_sections(chosen)])[0]) if any(chosen.values()) else 0
+    used = _token_counts([render_sections(chosen)])[0] if any(chosen.values()) else 0
     while any(pending.values()):
         for key in keys:
             if not pending[key]:
@@ -410,7 +545,7 @@ class ExtractiveSummarizer:
 def _carried_budget(request: SummaryRequest) -> int:
     """Tokens the carried sections may take: the summary's hard bound less the instructions and a
     tenth for the other sections (DESIGN §9: the summary stays within its size bound)."""
-    instructions = int(count_text_tokens([render_sections({"instructions": list(request.instructions)})])[0]) if request.instructions else 0
+    instructions = _token_counts([render_sections({"instructions": list(request.instructions)})])[0] if request.instructions else 0
     return max(request.max_tokens - instructions - request.max_tokens // 10, 0)
 
 
@@ -449,5 +584,5 @@ def with_instructions(summary: str, instructions: Sequence[str], request: Summar
     }
     if not any(lacking.values()):
         return out
-    room = request.max_tokens - int(count_text_tokens([out])[0])
+    room = request.max_tokens - _token_counts([out])[0]
     return f"{out}\n\n{render_sections(condensed(lacking, max(room, 0)))}".strip()
