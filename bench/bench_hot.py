@@ -35,7 +35,7 @@ the hot forms, socket, json), the round trip and the server's work. A served Pre
 almost all the server's work: the archive of the whole live conversation (the extractive
 summary, anchors, metadata, the archive's files). Each timed served PreCompact follows the
 status line of the grown transcript (untimed), as in Claude Code, after which the server
-prepares the next PreCompact while no request waits (:func:`dp_compact.hot.main.after_reply`):
+prepares the next PreCompact while no request waits (:func:`dp_compact.hot.precompact.after_reply`):
 what the summary, anchors and metadata derive from each message is worked out and remembered
 (the shell-command parsing of every tool call, the path, identifier and error-line searches),
 its token counts are kept in memory, and, the context being near its window's end, the
@@ -91,7 +91,7 @@ _HOT_IMPORTS = (
 #: ``python -c``: the plan server's own work for a PreCompact run, in one process as the server does
 #: it (:mod:`dp_compact.hot.main` with ``keep_live``; no socket): argv ``COPY SOURCE KEPT RUNS``. For
 #: each run it appends the next record of SOURCE, answers the status line and does what the server
-#: does after its answer (:func:`~dp_compact.hot.main.after_reply`: the preparation, timed), then
+#: does after its answer (:func:`~dp_compact.hot.precompact.after_reply`: the preparation, timed), then
 #: times the PreCompact run to its answer (wall and CPU of this process) and the commit after it.
 #: Prints JSON: per run, ms, (answer wall, answer CPU, commit wall, preparation wall).
 _SERVER_WORK = """
@@ -99,7 +99,7 @@ import io, json, sys, time
 from pathlib import Path
 from dp_compact.hot import server
 server._preload()
-from dp_compact.hot import main
+from dp_compact.hot import main, precompact
 copy, source, kept, runs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 lines = source.read_bytes().splitlines(keepends=True)
 main.keep_live = True
@@ -114,13 +114,13 @@ for run in range(runs):
     try:
         assert main._hook_warm(status) == 0, "no kept state"
         prepared = time.perf_counter()
-        main.after_reply()
+        precompact.after_reply()
         prepared = time.perf_counter() - prepared
         wall, cpu = time.perf_counter(), time.process_time()
         assert main._pre_compact_warm(pre, copy) == 0, "PreCompact not answered"
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         commit = time.perf_counter()
-        main.after_reply()
+        precompact.after_reply()
         commit = time.perf_counter() - commit
     finally:
         sys.stdout = saved

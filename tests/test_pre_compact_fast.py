@@ -186,7 +186,8 @@ def test_error_line_and_result_preview_are_those_of_the_text():
 
 @pytest.mark.parametrize("name", ["cc_raze_hooks.jsonl", "cc_fundwise.jsonl", pytest.param("cc_task43_develop.jsonl", marks=pytest.mark.slow)])
 def test_whole_reading_continued_is_the_hooks_reading(name, tmp_path):
-    from dp_compact.hot import main
+    from dp_compact.hot import precompact
+    from dp_compact.hot.state import file_signature
     from dp_compact.sessions import read_session
 
     lines = _lines(name)
@@ -195,15 +196,15 @@ def test_whole_reading_continued_is_the_hooks_reading(name, tmp_path):
     for line in [None, *lines[-4:]]:
         if line is not None:
             _append(copy, line)
-        read = main._read_whole(copy)
+        read = precompact._read_whole(copy)
         assert read is not None and read == read_session(copy, lenient=True)
-        assert main._read_whole(copy) is read  # the file as it was: the reading kept
-    assert main._READS.pop(copy)[0] == main._signature(copy)
+        assert precompact._read_whole(copy) is read  # the file as it was: the reading kept
+    assert precompact._READS.pop(copy)[0] == file_signature(copy)
 
 
 def test_work_after_an_answer_never_raises_and_a_failed_commit_is_tried_again(monkeypatch):
     from dp_compact.errors import ArchiveError
-    from dp_compact.hot import main
+    from dp_compact.hot import precompact
 
     tries: list[int] = []
 
@@ -211,8 +212,8 @@ def test_work_after_an_answer_never_raises_and_a_failed_commit_is_tried_again(mo
         tries.append(1)
         raise ArchiveError("the index is locked")
 
-    monkeypatch.setattr(main, "_AFTER_REPLY", [(commit, True, 0)])
-    monkeypatch.setattr(main, "_PREPARING", {Path("x.jsonl"): (None, 0, None, False)})  # a preparation that fails
+    monkeypatch.setattr(precompact, "_AFTER_REPLY", [(commit, True, 0)])
+    monkeypatch.setattr(precompact, "_PREPARING", {Path("x.jsonl"): (None, 0, None, False)})  # a preparation that fails
     for _ in range(5):
-        main.after_reply(lambda: False)
-    assert len(tries) == main.COMMIT_TRIES and not main._AFTER_REPLY and not main._PREPARING
+        precompact.after_reply(lambda: False)
+    assert len(tries) == precompact.COMMIT_TRIES and not precompact._AFTER_REPLY and not precompact._PREPARING

@@ -20,7 +20,7 @@ that gave up meanwhile runs the command itself: nothing is run twice). It answer
   loaded changed since, :func:`dp_compact.hot.state.code_key`): then it exits.
 
 Once an answer is sent and its connection closed, the server does what the run left for later
-(:func:`dp_compact.hot.main.after_reply`): it flushes and indexes the archive a ``PreCompact`` run
+(:func:`dp_compact.hot.precompact.after_reply`): it flushes and indexes the archive a ``PreCompact`` run
 placed, and works out, a few messages at a time while no request waits, what the next
 ``PreCompact`` of a transcript whose status line it answered will derive from its messages.
 
@@ -145,7 +145,7 @@ def serve(path: str, idle_s: float = IDLE_TIMEOUT_S) -> int:
     """Serve requests at ``path`` until idle for ``idle_s`` seconds (module docstring); exit status."""
     import signal
 
-    from dp_compact.hot.main import after_reply
+    from dp_compact.hot.precompact import after_reply
     from dp_compact.hot.state import code_key
 
     lock = _lock(path)

@@ -20,10 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Kept", "code_key", "load", "same_code", "save", "state_path"]
+__all__ = ["LIVE_STATES", "Kept", "code_key", "file_signature", "load", "same_code", "save", "state_path"]
 
 #: Version of the layout of a kept state; another version is ignored.
 LAYOUT = 1
+#: Transcripts whose reader states (and ``PreCompact`` preparations) a long-lived process keeps in
+#: memory at the most (:mod:`dp_compact.hot.main`, :mod:`dp_compact.hot.precompact`).
+LIVE_STATES = 8
+
+
+def file_signature(file: Path) -> tuple[int, int] | None:
+    """(size, mtime in ns) of ``file``: what says it is as it was; None when it cannot be read."""
+    try:
+        st = os.stat(file)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 @dataclass(slots=True)
