@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-from dp_compact.core.benefit import compaction_request_cost
+from dp_compact.core.benefit import REFETCH_OUTPUT_TOKENS, compaction_request_cost
 from dp_compact.core.lookahead import FUTURE_TAIL_SHARES, Forecast, continuation, look_ahead
 from dp_compact.core.planner import RULE_FIXED_POINT, RULE_LOOKAHEAD, RULE_WAIT, growth_per_call, plan
 from dp_compact.pricing import Prices
@@ -128,8 +128,10 @@ def test_expected_loss_makes_the_planner_keep_more():
 
 @pytest.mark.parametrize("e_fixed", [1.0, 0.5])
 def test_plan_refetch_carry_is_capped_by_the_calls_left_and_at_least_one(e_fixed):
-    """DESIGN §2 recall term: a refetched message is read at P_input by the refetch and then carried,
-    from cache, by the calls that remain, R − 1 of them; the look-ahead carries it for
+    """DESIGN §2 recall term, priced as the replay charges a refetch (DESIGN §6): a refetched message is
+    written to the cache (P_write) by the refetch, whose output is a short tool call
+    (REFETCH_OUTPUT_TOKENS, not S), and then carried, from cache, by the calls that remain, R − 1 of
+    them; the look-ahead carries it for
     min(calls left, (context − V) / g) calls, never fewer than 1 (the refetching call itself). Here the
     context has grown for (21,000 − V) / 2,000 = 10 calls but only R = E · L = e_fixed ≤ 1 call is
     left: no carrying. With one call left there is no future either, so compacting at cut c costs
@@ -147,7 +149,8 @@ def test_plan_refetch_carry_is_capped_by_the_calls_left_and_at_least_one(e_fixed
     head = 1_000 * cuts
     request = ((v + head) * 0.30 + 70 * 3.0 + s * 15.0) / 1e6  # V + H from cache, L_instr at P_input, S at P_out
     rewrite = (v * 0.30 + (s + context - v - head) * 3.75) / 1e6  # the next call: V read, S + tail written
-    recall = cuts * (1_000 * 3.0 + avg * 0.30 + s * 15.0) / 1e6  # Σ_head q_j (tok_j · P_input + avg · P_cache + S · P_out)
+    # Σ_head q_j (tok_j · P_write + avg · P_cache + REFETCH_OUTPUT_TOKENS · P_out)
+    recall = cuts * (1_000 * 3.75 + avg * 0.30 + REFETCH_OUTPUT_TOKENS * 15.0) / 1e6
     np.testing.assert_allclose(result.lookahead_usd, request + rewrite + recall, rtol=1e-12)
 
 

@@ -7,10 +7,13 @@ shared sessions:
 - verbatim detector: dp at most :data:`GOAL_VERBATIM` × the oracle. It was 1.05 while the oracle
   could only compact; the oracle now also clears old tool results (its total fell from $48.24 to
   $47.92) and the planner no longer compacts down to one API round when that saves less than it
-  loses (DESIGN §9; dp $50.14 → $50.46), so 1.053 measured on 2026-12-06;
+  loses (DESIGN §9; dp $50.14 → $50.46), so 1.053 measured on 2026-12-06; the look-ahead then
+  priced a refetch as the replay charges it (DESIGN §6: a short output, the message written to the
+  cache; dp $50.46 → $50.20), 1.048;
 - strict detector (DESIGN §9 judges the planner under it): at most :data:`BOUND_STRICT` × the
-  oracle (1.104 measured on 2026-12-06), against the goal of 1.05 that it does not reach yet
-  (a strict expected failure records it).
+  oracle (1.104 measured on 2026-12-06, 1.100 with the refetch priced as the replay charges it),
+  against the goal of 1.05 that it does not reach yet (a strict expected failure records it;
+  docs/calibration.md lists what else was tried).
 
 Slow (two folder replays, 10-60 s with two workers); skipped without ../shared/sessions.
 """
@@ -60,7 +63,7 @@ def test_dp_under_the_strict_detector_stays_within_its_measured_bound(strict: di
     assert strict["dp"] <= BOUND_STRICT * strict["oracle"], f"dp / oracle = {strict['dp'] / strict['oracle']:.4f}"
 
 
-@pytest.mark.xfail(strict=True, reason="DESIGN §9's goal under the strict detector (1.05 x the oracle) is not reached: 1.104 "
+@pytest.mark.xfail(strict=True, reason="DESIGN §9's goal under the strict detector (1.05 x the oracle) is not reached: 1.100 "
                    "measured; most of the gap is loss, the oracle keeping exactly the messages named again later")
 def test_dp_within_five_percent_of_the_oracle_under_the_strict_detector(strict: dict[str, float]):
     assert strict["dp"] <= GOAL_STRICT * strict["oracle"]

@@ -10,6 +10,9 @@
 with r_t = max(r^(c+1), 0.37) and, for the recall model, ④ adds
 Σ_{j in head} q_j · refetch_j / 1e6, q_j = q0 · exp(−a_j / τ),
 refetch_j = tok_j · (P_input + (R − 1) · P_cache) + avg · P_cache + S · P_out.
+The look-ahead planner (DESIGN §7) prices the refetch as the replay charges it (DESIGN §6): the
+extra call writes ``REFETCH_OUTPUT_TOKENS`` of output, not S, and the message's tokens are written
+to the cache at P_write (:func:`recall_costs`' ``output_tokens`` and ``fresh_usd_per_mtok``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dp_compact.pricing import Prices
 
 __all__ = [
     "L_INSTR_TOKENS",
+    "REFETCH_OUTPUT_TOKENS",
     "compaction_request_cost",
     "RETENTION_FLOOR",
     "BenefitInputs",
@@ -35,6 +39,11 @@ __all__ = [
 
 #: DESIGN §2 ③: tokens of the summary instruction appended to the cache-aligned request (seed 004).
 L_INSTR_TOKENS = 70
+#: Output tokens of the extra call that fetches a dropped message again (DESIGN §6 "a short
+#: tool-call output"): a Read/cat call with its path, about 50-70 tokens in the shared transcripts.
+#: The replay's meter charges it (:mod:`dp_compact.replay.meter`), and the look-ahead planner
+#: expects it (:func:`recall_costs`), so that both price a refetch alike.
+REFETCH_OUTPUT_TOKENS = 60
 #: DESIGN §2 ④: floor of the cumulative retention r_t (seed 004, from Factory AI's measurements).
 RETENTION_FLOOR = 0.37
 
@@ -151,6 +160,8 @@ def recall_costs(
     inputs: BenefitInputs,
     q0: float,
     tau: float,
+    output_tokens: float | None = None,
+    fresh_usd_per_mtok: float | None = None,
 ) -> Array:
     """Expected cost of dropping each message, q_j · refetch_j / 1e6 (DESIGN §2 recall term).
 
@@ -166,6 +177,12 @@ def recall_costs(
         R, avg and S.
     q0, tau : float
         Recall probability now and its decay constant, in user turns.
+    output_tokens : float, optional
+        Output tokens of the extra call that fetches a message again; None: S (DESIGN §2). The
+        look-ahead passes :data:`REFETCH_OUTPUT_TOKENS`, what the replay charges (DESIGN §6).
+    fresh_usd_per_mtok : float, optional
+        $/MTok of the refetched tokens as fresh input; None: P_input (DESIGN §2). The look-ahead
+        passes ``prices.p_write``, the cache write the replay charges (DESIGN §6).
 
     Returns
     -------
@@ -173,8 +190,10 @@ def recall_costs(
         $ per message; the head's recall cost at cut i is the sum of the first i entries.
     """
     q = q0 * np.exp(-np.asarray(ages, dtype=np.float64) / tau)
-    per_token = prices.p_input + (inputs.remaining_calls - 1.0) * prices.p_cache
-    fixed = inputs.avg_tokens * prices.p_cache + inputs.s_tokens * prices.p_out
+    fresh = prices.p_input if fresh_usd_per_mtok is None else fresh_usd_per_mtok
+    output = inputs.s_tokens if output_tokens is None else output_tokens
+    per_token = fresh + (inputs.remaining_calls - 1.0) * prices.p_cache
+    fixed = inputs.avg_tokens * prices.p_cache + output * prices.p_out
     return q * (message_tokens.astype(np.float64) * per_token + fixed) / 1e6
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.core.benefit import BenefitInputs, BenefitTerms, recall_costs
+from dp_compact.core.benefit import REFETCH_OUTPUT_TOKENS, BenefitInputs, BenefitTerms, recall_costs
 from dp_compact.conversation import Session
 from dp_compact.core.decision import (NO_TERMS, RULE_CLEAR, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT,
                                       RULE_RESUME, RULE_WAIT, Plan)
@@ -146,7 +146,9 @@ def plan_ahead(
     expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")
     carry = max(1.0, min(expected_left, max(context - v, 0) / g))  # calls a refetched message is carried
     la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
-    per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau)
+    # a refetch priced as the replay charges it (DESIGN §6): a short output, the message written to the cache
+    per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau,
+                               output_tokens=REFETCH_OUTPUT_TOKENS, fresh_usd_per_mtok=prices.p_write)
     lost = np.concatenate(([0.0], np.cumsum(per_message)))
     # tails as the look-ahead counts them (the context less V and the head) when cutting at N, N−1, ..., 0
     from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp_compact.conversation import Message
+from dp_compact.core.benefit import REFETCH_OUTPUT_TOKENS
 from dp_compact.core.cuts import ROLE_USER, MessageArrays
 from dp_compact.measure.clearing import (
     PLACEHOLDER_ARCHIVE_ID,
@@ -46,9 +47,6 @@ FIXED_RECORDING = (
 )
 #: ``--loss`` choices (DESIGN §6): no charge, or a refetch per use of a dropped message.
 LOSS_MODES = ("refetch", "none")
-#: Output tokens of the extra call that fetches a dropped message again (DESIGN §6 "a short
-#: tool-call output"): a Read/cat call with its path, about 50-70 tokens in the shared transcripts.
-REFETCH_OUTPUT_TOKENS = 60
 
 
 @dataclass(frozen=True, slots=True)
