@@ -471,3 +471,17 @@ def test_native_pydantic_ai_openai_compact_endpoint_when_the_plan_says_compact()
     reads = [p for m in processor.history(result.all_messages()) for p in getattr(m, "parts", []) if getattr(p, "tool_name", None) == "read_file"
              and getattr(p, "part_kind", "") == "tool-return"]
     assert len(reads) == 8  # the processor's record keeps every tool result the provider compacted away
+
+
+def test_native_edit_without_the_anthropic_sdk_names_the_extra(monkeypatch):
+    import sys
+
+    from dp_compact.errors import MissingExtraError
+
+    for name in [m for m in sys.modules if m == "anthropic" or m.startswith("anthropic.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # import anthropic now fails
+    with pytest.raises(MissingExtraError, match=r'needs the llm extra.*pip install "\.\[llm\]"'):
+        anthropic_compact()
+    with pytest.raises(MissingExtraError, match="llm extra"):
+        anthropic_clear_tool_uses()

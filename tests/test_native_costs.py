@@ -133,6 +133,10 @@ def test_native_plans_on_shared_sessions(name, tmp_path, monkeypatch):
                 assert data["context_after_tokens"] < data["force_threshold_tokens"]
             elif data["rule"] == "force" or data["context_tokens"] > data["force_threshold_tokens"]:
                 assert data["rule"] == "no-feasible-cut"  # must shrink, and the provider cannot (it says why)
+            if "would leave about" in data["explanation"]:  # the reason given is true: what it leaves is too large
+                left = int(data["explanation"].split("would leave about ")[1].split(" tokens")[0].replace(",", ""))
+                assert left >= min(data["force_threshold_tokens"], data["context_tokens"]) or data["decision"] == "keep" and \
+                    "waiting is cheaper" in data["explanation"]
 
 
 def test_compact_refuses_a_native_compaction(tmp_path):
@@ -158,3 +162,6 @@ def test_replay_prices_dp_with_a_provider_compaction():
     users = runs["openai-compact"].mean_context_tokens - runs["anthropic-compact"].mean_context_tokens
     assert users > 0  # the user messages the endpoint keeps are carried
     assert runs["none"].compactions + runs["none"].clearings > runs["anthropic-compact"].compactions  # dp's own cuts act more often
+    seeds = [replay_file(path, load_settings(native=a, max_context_tokens=150_000), ["seed"]).results[0].total_usd
+             for a in ("none", "openai-compact")]
+    assert seeds[0] == seeds[1]  # the seed's plans are dp's own compactions whatever DP_NATIVE says

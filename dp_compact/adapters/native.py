@@ -158,6 +158,23 @@ class NativeUsage:
                 + self.cache_write_tokens * prices.p_write + self.output_tokens * prices.p_out) / 1e6
 
 
+def _anthropic_type(name: str) -> Any:
+    """The TypedDict ``name`` of ``anthropic.types.beta``.
+
+    Raises
+    ------
+    MissingExtraError
+        The ``anthropic`` SDK is not installed (the ``llm`` extra installs it).
+    """
+    from dp_compact.errors import MissingExtraError
+
+    try:
+        from anthropic.types import beta
+    except ImportError as exc:
+        raise MissingExtraError("native", "llm", exc.name) from None
+    return getattr(beta, name)
+
+
 def _checked(typed: Any, edit: dict[str, Any]) -> dict[str, Any]:
     """``edit`` validated against the SDK TypedDict ``typed`` (pydantic), returned as given."""
     from pydantic import TypeAdapter, ValidationError
@@ -188,7 +205,7 @@ def anthropic_clear_tool_uses(
     clear_tool_inputs : bool
         Also clear the calls' inputs.
     """
-    from anthropic.types.beta import BetaClearToolUses20250919EditParam
+    BetaClearToolUses20250919EditParam = _anthropic_type("BetaClearToolUses20250919EditParam")  # noqa: N806 - the SDK's name
 
     edit: dict[str, Any] = {"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": keep_tool_uses}}
     if trigger_tokens is not None:
@@ -209,7 +226,7 @@ def anthropic_clear_tool_uses(
 
 def anthropic_compact(*, trigger_tokens: int | None = None, instructions: str | None = None, pause_after_compaction: bool = False) -> NativeAction:
     """Anthropic's ``compact_20260112`` edit (SDK: ``BetaCompact20260112EditParam``); trigger default 150,000 tokens."""
-    from anthropic.types.beta import BetaCompact20260112EditParam
+    BetaCompact20260112EditParam = _anthropic_type("BetaCompact20260112EditParam")  # noqa: N806 - the SDK's name
 
     edit: dict[str, Any] = {"type": "compact_20260112"}
     if trigger_tokens is not None:

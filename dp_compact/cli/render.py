@@ -119,11 +119,17 @@ def _ahead_line(ahead: dict[str, Any]) -> str:
     def usd(value: float | None) -> str:
         return "not allowed" if value is None else f"${value:.4f}"
 
-    saves = "keeping is not allowed" if ahead["saves_usd"] is None else f"compacting now saves ${ahead['saves_usd']:+.4f}"
+    if ahead["keep_usd"] is None:
+        saves = "keeping is not allowed"
+    elif ahead["compact_usd"] is None:
+        saves = "set aside by the rule of one round" if ahead.get("loss_rule") else "compacting is not possible now"
+    else:
+        saves = f"compacting now saves ${ahead['saves_usd']:+.4f}"
     where = "the provider's compaction" if ahead.get("native") else "compact at the best cut"
+    again = " (where the same rule applies)" if ahead.get("loss_rule") else ""
     return (
         f"ahead     expected cost from now on: keep {usd(ahead['keep_usd'])}, {where}"
-        f" {usd(ahead['compact_usd'])} ({saves}); if it waits, the best schedule compacts {when};"
+        f" {usd(ahead['compact_usd'])} ({saves}); if it waits, the best schedule compacts {when}{again};"
         f" growth {ahead['growth_tokens']:,.0f} tokens/call, about {ahead['expected_calls']:.0f} calls to come,"
         f" S = {ahead['summary_tokens']:,.0f}"
         + (f"; clear old tool results at the best depth {usd(ahead['clear_usd'])}" if ahead.get("clear_usd") is not None else "")

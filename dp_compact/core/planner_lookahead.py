@@ -215,6 +215,7 @@ def plan_ahead(
         "summary_tokens": float(s),
         "resume_usd": ahead.resume_usd if ahead.resume_usd is not None and np.isfinite(ahead.resume_usd) else None,
         "loss_usd": float(lost[cuts[best]]),  # the expected cost of the best cut's head (the recall term the rule of one round weighs)
+        "loss_rule": round_note is not None,
     }
     chosen_clear = ahead.best_clear
     clear_value = float(ahead.clear_usd[chosen_clear]) if chosen_clear is not None else float("inf")
@@ -387,8 +388,8 @@ def _one_round_rule(ahead: LookAhead, one_round: npt.NDArray[np.bool_], loss: np
     if best is None or not weak[best] or not saving[best] > 0:
         return ahead, None
     return ahead, (f"{what} would save ${saving[best]:.4f}, not more than the ${loss[best]:.4f}"
-                   " its dropped messages are expected to cost: a compaction that keeps one round must save more than it"
-                   " loses")
+                   " its dropped messages are expected to cost: a compaction that keeps no more than the last API round must save"
+                   " more than it loses")
 
 
 def clear_depths(saved: npt.NDArray[np.int64], n: int, min_keep: int, keep_results: int = CLEAR_KEEP_TOOL_RESULTS) -> npt.NDArray[np.int64]:
@@ -425,6 +426,7 @@ def _native_plan(native: NativeCompaction, session: Session, context: int, forec
                        request_tokens=np.array([float(x0)]), future_tail_shares=(native.tail_share,), whole_requests=True,
                        compact_from_tokens=native.min_prompt_tokens)
     g = forecast.growth_tokens
+    priced = float(ahead.compact_usd[0])  # before the rule of one round
     round_note = None
     if context + g <= threshold and np.isfinite(ahead.keep_usd):  # not when this or the next call must compact
         ahead, round_note = _one_round_rule(ahead, np.array([True]), np.array([native.loss_usd]), "the provider's compaction")
@@ -441,6 +443,7 @@ def _native_plan(native: NativeCompaction, session: Session, context: int, forec
         "native": {"action": native.action, "dropped_tokens": native.head_tokens, "kept_tokens": native.tail_tokens,
                    "kept_messages": native.kept_messages, "loss_usd": native.loss_usd, "request_tokens": context,
                    "min_prompt_tokens": native.min_prompt_tokens},
+        "loss_usd": native.loss_usd, "loss_rule": bool(np.isfinite(priced) and not np.isfinite(compact_value)),
     }
     notes = tuple(common.get("notes", ())) + ((round_note,) if round_note else ())
     common = {**common, "notes": notes, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
@@ -462,19 +465,21 @@ def _native_plan(native: NativeCompaction, session: Session, context: int, forec
         why = (f"the provider does not compact a prompt below {native.min_prompt_tokens:,.0f} tokens (its least trigger);"
                f" context {context:,} tokens, {share}")
         rule = RULE_NO_CUT
-    elif not np.isfinite(compact_value) and round_note is None:  # what it keeps is itself above the threshold
-        why = (f"the provider's compaction would leave about {after:,} tokens ({what}), above the forced threshold"
-               f" ({threshold:,.0f}): it cannot shrink this context; context {context:,} tokens, {share}")
+    elif forced and after >= min(threshold, context):  # what it keeps is itself too large
+        where = "no smaller than the context" if after >= context else f"above the forced threshold ({threshold:,.0f})"
+        why = (f"the provider's compaction would leave about {after:,} tokens ({what}), {where}: it cannot shrink this"
+               f" context; context {context:,} tokens, {share}")
         rule = RULE_NO_CUT
-    elif not np.isfinite(compact_value):
+    elif round_note is not None:
         why = f"waiting: {round_note}; context {context:,} tokens, {share}"
         rule = RULE_WAIT
     else:
         when = ahead.next_compaction_calls
         later = (f"the best schedule compacts in about {when:.0f} call{'s' if when != 1 else ''}" if when is not None
                  else f"the best schedule does not compact in the about {ahead.expected_calls:.0f} calls the session is expected to go on")
-        why = (f"waiting is cheaper: the provider's compaction now would cost ${compact_value - ahead.keep_usd:.4f} more than the"
-               f" best schedule that waits ({later}); context {context:,} tokens, {share}")
+        more = f" ${priced - ahead.keep_usd:.4f} more" if np.isfinite(priced) else " more"
+        why = (f"waiting is cheaper: the provider's compaction now would cost{more} than the best schedule that waits"
+               f" ({later}); about {after:,} tokens after it ({what}); context {context:,} tokens, {share}")
         rule = RULE_WAIT
     return Plan("keep", rule, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS), best_candidate=None,
                 lookahead=info, context_after_tokens=context, **common)

@@ -119,7 +119,7 @@ class PlannerPolicy:
             return None
         # a provider's compaction keeping the user messages (DP_NATIVE=openai-compact: its plan cuts at N) carries them
         # with the summary; their later uses are still charged as a loss (an upper bound)
-        kept = result.tail_tokens if self.settings.native == "openai-compact" else 0
+        kept = result.tail_tokens if (result.lookahead or {}).get("native", {}).get("action") == "openai-compact" else 0
         return Compaction(cut=live.start + result.cut - int(carry), carry_tokens=ctx.params.s_tokens + kept)
 
 
