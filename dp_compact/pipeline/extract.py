@@ -252,10 +252,43 @@ def instruction_sentences(text: str, *, standing: bool = True, limit_chars: int 
     return _kept(("instruction_sentences", text, standing, limit_chars), text, lambda: _instruction_sentences(text, standing, limit_chars))
 
 
+#: A line of a Markdown block quote: its marker (``> ``, after any indent).
+_QUOTE_MARK = re.compile(r"^[ \t]*>[ \t]?")
+#: How a sentence or a list's lead-in ends.
+_SENTENCE_STOPS = (".", "!", "?", ":", ";")
+
+
+def unquoted(text: str) -> str:
+    """``text`` with its Markdown block quotes unwrapped: each quoted line without its ``>`` marker,
+    joined to the quoted line before it when that one does not end a sentence (a quoted paragraph
+    is wrapped over several lines), so that a quoted request stays one sentence.
+
+    >>> unquoted("> Use the documented key\\n  > and do not invent secrets.\\n> Then build.\\nThanks")
+    'Use the documented key and do not invent secrets.\\nThen build.\\nThanks'
+    """
+    if ">" not in text:
+        return text
+    out: list[str] = []
+    quoted = False
+    for line in text.split("\n"):
+        mark = _QUOTE_MARK.match(line)
+        if mark is None:
+            out.append(line)
+            quoted = False
+            continue
+        body = line[mark.end():].strip()
+        if quoted and out and out[-1].strip() and body and not out[-1].rstrip().endswith(_SENTENCE_STOPS):
+            out[-1] = f"{out[-1].rstrip()} {body}"
+        else:
+            out.append(body)
+        quoted = True
+    return "\n".join(out)
+
+
 def _instruction_sentences(text: str, standing: bool, limit_chars: int) -> list[str]:
     """:func:`instruction_sentences`, searched (no memo)."""
     found = []
-    parts = sentences(text)
+    parts = sentences(unquoted(text))
     for index, s in enumerate(parts):
         while (bullet := _LIST_ITEM.match(s)) is not None:  # a list item's own words: the summary gives it its bullet
             s = s[bullet.end():].lstrip()
