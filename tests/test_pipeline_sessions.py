@@ -120,6 +120,8 @@ def _head_facts(head: tuple[Message, ...]) -> tuple[set[str], set[str]]:
     for message in head:
         if message.role == "user" and not message.text.startswith("[summary]"):
             text = _HANDOVER_NOTE.split(_TAGS.sub("", message.text))[0]
+            # a Markdown block quote wrapped over lines is one paragraph: its lines joined, its markers dropped
+            text = re.sub(r"^[ \t]*>[ \t]?", "", re.sub(r"(?<![.!?:;])\n[ \t]*>[ \t]?(?=\S)", " ", text), flags=re.M)
             paths |= set(_PATH.findall(text))
             instructions |= {s.strip() for s in _SENTENCE.split(text) if _STANDING.search(s) and 12 <= len(s.strip()) <= 300}
         for call in message.tool_calls:

@@ -22,14 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xxhash import xxh3_128_digest
 
 from dp_compact.conversation import Session
 from dp_compact.hot.common_lines import (
     _LAYOUT,
     Chunk,
-    _first_line_object,
-    _grown,
+    _grown_as,
     _is_codex_envelope,
     _sealed,
     _State,
@@ -134,9 +132,5 @@ def read_grown_codex(path: Path | str, data: bytes, state: CodexState | None) ->
     Parameters, returns and errors as :func:`dp_compact.hot.lines.read_grown` (``state`` a
     :class:`CodexState`; NotIncremental also as the module docstring says).
     """
-    if state is None:
-        start = _first_line_object(data)
-        state = CodexState(codex._Reader(None), start, 1, xxh3_128_digest(data[:start]))  # type: ignore[arg-type]
-    elif type(state) is not CodexState:
-        raise NotIncremental("the state is not of a Codex rollout")
-    return _grown(path, data, state, _read_codex, _codex_session(str(path)))
+    return _grown_as(CodexState, lambda: codex._Reader(None), "a Codex rollout", path, data, state, _read_codex,  # type: ignore[arg-type]
+                     _codex_session(str(path)))

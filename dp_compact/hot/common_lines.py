@@ -262,6 +262,19 @@ def _forked(state: _State) -> _State:
     return forked
 
 
+def _grown_as(kind: type[_State], new_reader: Callable[[], Any], what: str, path: Path | str, data: bytes, state: _State | None,
+              read: Callable[[Any, list[Record]], None], session_of: Callable[[Any], Session]) -> tuple[Session, bytes]:
+    """:func:`_grown` from ``state``, or, None, from a new state of ``kind`` around ``new_reader()``
+    at the first line's object; NotIncremental when ``state`` is of another kind (a file of
+    another format than ``what`` names)."""
+    if state is None:
+        start = _first_line_object(data)
+        state = kind(new_reader(), start, 1, xxh3_128_digest(data[:start]))
+    elif type(state) is not kind:
+        raise NotIncremental(f"the state is not of {what}")
+    return _grown(path, data, state, read, session_of)
+
+
 def _grown(path: Path | str, data: bytes, state: _State, read: Callable[[Any, list[Record]], None],
            session_of: Callable[[Any], Session]) -> tuple[Session, bytes]:
     """The session of the file named ``path`` whose bytes are ``data``, read from ``state`` (a state

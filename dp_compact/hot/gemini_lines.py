@@ -23,14 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xxhash import xxh3_128_digest
 
 from dp_compact.conversation import Session
 from dp_compact.hot.common_lines import (
     _LAYOUT,
     Chunk,
-    _first_line_object,
-    _grown,
+    _grown_as,
     _is_codex_envelope,
     _sealed,
     _State,
@@ -130,9 +128,5 @@ def read_grown_gemini(path: Path | str, data: bytes, state: GeminiState | None) 
     Parameters, returns and errors as :func:`dp_compact.hot.lines.read_grown` (``state`` a
     :class:`GeminiState`; NotIncremental also as the module docstring says).
     """
-    if state is None:
-        start = _first_line_object(data)
-        state = GeminiState(gemini_cli._Stream(), start, 1, xxh3_128_digest(data[:start]))
-    elif type(state) is not GeminiState:
-        raise NotIncremental("the state is not of a Gemini CLI stream-json log")
-    return _grown(path, data, state, _read_gemini, _gemini_session(str(path)))
+    return _grown_as(GeminiState, gemini_cli._Stream, "a Gemini CLI stream-json log", path, data, state, _read_gemini,
+                     _gemini_session(str(path)))

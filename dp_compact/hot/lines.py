@@ -35,7 +35,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xxhash import xxh3_128_digest
 
 from dp_compact.conversation import Session
 from dp_compact.hot.codex_lines import CodexState, read_grown_codex
@@ -44,7 +43,7 @@ from dp_compact.hot.common_lines import (
     MAX_CHUNK_MESSAGES,
     Chunk,
     _first_line_object,
-    _grown,
+    _grown_as,
     _records,
     _sealed,
     _State,
@@ -152,13 +151,9 @@ def read_grown(path: Path | str, data: bytes, state: LinesState | None) -> tuple
     :func:`~dp_compact.sessions.read_session` with ``raw_json=True``, and NotIncremental also as
     the module docstring says.
     """
-    if state is None:
-        start = _first_line_object(data)
-        state = LinesState(anthropic._Reader(), start, 1, xxh3_128_digest(data[:start]))
-    elif type(state) is not LinesState:
-        raise NotIncremental("the state is not of an Anthropic messages file")
     name = str(path)
-    return _grown(path, data, state, _read_anthropic, lambda work: work.reader.session(name, 0, True))
+    return _grown_as(LinesState, anthropic._Reader, "an Anthropic messages file", path, data, state, _read_anthropic,
+                     lambda work: work.reader.session(name, 0, True))
 
 
 def _sniffed(path: Path | str, data: bytes) -> str | None:

@@ -33,14 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xxhash import xxh3_128_digest
-
 from dp_compact.conversation import Session
 from dp_compact.hot.common_lines import (
     _LAYOUT,
     Chunk,
-    _first_line_object,
-    _grown,
+    _grown_as,
     _is_codex_envelope,
     _sealed,
     _State,
@@ -151,9 +148,5 @@ def read_grown_chat(path: Path | str, data: bytes, state: ChatState | None) -> t
     Parameters, returns and errors as :func:`dp_compact.hot.lines.read_grown` (``state`` a
     :class:`ChatState`; NotIncremental also as the module docstring says).
     """
-    if state is None:
-        start = _first_line_object(data)
-        state = ChatState(openai_chat.LiveReader(str(path)), start, 1, xxh3_128_digest(data[:start]))
-    elif type(state) is not ChatState:
-        raise NotIncremental("the state is not of an OpenAI chat file")
-    return _grown(path, data, state, _read_chat, _chat_session(str(path)))
+    return _grown_as(ChatState, lambda: openai_chat.LiveReader(str(path)), "an OpenAI chat file", path, data, state, _read_chat,
+                     _chat_session(str(path)))
