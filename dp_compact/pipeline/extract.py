@@ -15,6 +15,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from dp_compact.conversation import Message, ToolCall
 from dp_compact.text.patterns import (
@@ -90,6 +91,17 @@ class TextMemo:
         self._values[key] = found
         return found[0]
 
+    def value_of(self, key: tuple[object, ...], text: object, make: Callable[[], Any]) -> Any:
+        """``make()``, a pure function of the string ``text`` named by ``key``: the value kept for
+        ``key``, else made and kept; a ``text`` that is not a string is never kept (made each time)."""
+        if type(text) is not str:
+            return make()
+        found = self.get(key)
+        if found is None:
+            found = (make(),)
+            self.put(key, found, len(text))
+        return found[0]  # type: ignore[index]
+
     def put(self, key: tuple[object, ...], value: object, size: int) -> None:
         """Keep ``value`` for ``key``, whose text has ``size`` characters."""
         if size > self.chars:
@@ -120,13 +132,7 @@ _MEMO = TextMemo()
 def _kept(key: tuple[object, ...], text: str, search: Callable[[], list[str]]) -> list[str]:
     """``search()`` of ``text`` (``key`` names the search and its arguments), from :data:`_MEMO` when kept;
     a text that is not a string is searched each time."""
-    if type(text) is not str:
-        return search()
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = tuple(search())
-        _MEMO.put(key, kept, len(text))
-    return list(kept)  # type: ignore[arg-type]
+    return list(_MEMO.value_of(key, text, lambda: tuple(search())))
 
 
 def paths(text: str) -> list[str]:
@@ -308,14 +314,7 @@ def _instruction_sentences(text: str, standing: bool, limit_chars: int) -> list[
 
 def clean_user_text(text: str) -> str:
     """A user message's text without blocks a client injects (``<system-reminder>`` and the like) (remembered)."""
-    if type(text) is not str:
-        return INJECTED_BLOCK.sub("", text).strip()
-    key = ("clean_user_text", text)
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = (INJECTED_BLOCK.sub("", text).strip(),)
-        _MEMO.put(key, kept, len(text))
-    return kept[0]  # type: ignore[index]
+    return _MEMO.value_of(("clean_user_text", text), text, lambda: INJECTED_BLOCK.sub("", text).strip())  # type: ignore[no-any-return]
 
 
 def user_turn_texts(messages: Iterable[tuple[int, Message]], *, injected: bool = False) -> list[tuple[int, str]]:

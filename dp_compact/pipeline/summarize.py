@@ -214,14 +214,7 @@ def _errors(head: Sequence[Message]) -> list[str]:
 def _error_line(text: str, is_error: bool) -> str | None:
     """What :func:`_errors` says of a tool result of ``text``: its first error line (a short one
     with the line after it), else for a failed result its first line; None for neither (remembered)."""
-    if type(text) is not str:
-        return _parsed_error_line(text, is_error)
-    key = ("error_line", text, bool(is_error))
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = (_parsed_error_line(text, is_error),)
-        _MEMO.put(key, kept, len(text))
-    return kept[0]  # type: ignore[index]
+    return _MEMO.value_of(("error_line", text, bool(is_error)), text, lambda: _parsed_error_line(text, is_error))  # type: ignore[no-any-return]
 
 
 def _parsed_error_line(text: str, is_error: bool) -> str | None:
@@ -239,14 +232,7 @@ def _parsed_error_line(text: str, is_error: bool) -> str | None:
 
 def _key_argument(arguments: str) -> str:
     """The argument that says what a tool call did: a shell command or path, else the first short scalar (remembered)."""
-    if type(arguments) is not str:
-        return _parsed_key_argument(arguments)
-    key = ("key_argument", arguments)
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = (_parsed_key_argument(arguments),)
-        _MEMO.put(key, kept, len(arguments))
-    return kept[0]  # type: ignore[index]
+    return _MEMO.value_of(("key_argument", arguments), arguments, lambda: _parsed_key_argument(arguments))  # type: ignore[no-any-return]
 
 
 def _parsed_key_argument(arguments: str) -> str:
@@ -283,14 +269,7 @@ def _tool_calls(head: Sequence[Message]) -> list[str]:
 def _result_preview(text: str, is_error: bool) -> str:
     """The end of :func:`_tool_calls`' item for a result of ``text``: `` → `` its first error line,
     else its first non-blank line (``error: `` before a failure that does not say so), and its size (remembered)."""
-    if type(text) is not str:
-        return _parsed_result_preview(text, is_error)
-    key = ("result_preview", text, bool(is_error))
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = (_parsed_result_preview(text, is_error),)
-        _MEMO.put(key, kept, len(text))
-    return kept[0]  # type: ignore[index]
+    return _MEMO.value_of(("result_preview", text, bool(is_error)), text, lambda: _parsed_result_preview(text, is_error))  # type: ignore[no-any-return]
 
 
 def _parsed_result_preview(text: str, is_error: bool) -> str:
@@ -311,14 +290,8 @@ def _assistant_sentences(head: Sequence[Message], pattern: re.Pattern[str]) -> l
 
 def _matching_sentences(text: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
     """The sentences of ``text`` that :func:`_assistant_sentences` takes for ``pattern``, in order (remembered)."""
-    if type(text) is not str:
-        return tuple(s for s in sentences(text) if pattern.search(s) and len(s) > 12 and not s[0].islower())
-    key = ("assistant_sentences", text, pattern)
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = tuple(s for s in sentences(text) if pattern.search(s) and len(s) > 12 and not s[0].islower())
-        _MEMO.put(key, kept, len(text))
-    return kept  # type: ignore[return-value]
+    return _MEMO.value_of(("assistant_sentences", text, pattern), text,  # type: ignore[no-any-return]
+                          lambda: tuple(s for s in sentences(text) if pattern.search(s) and len(s) > 12 and not s[0].islower()))
 
 
 def _requirements(head: Sequence[Message]) -> list[str]:
@@ -346,14 +319,7 @@ def _changed(head: Sequence[Message]) -> list[str]:
 
 def _workdir(arguments: str) -> str | None:
     """The working folder a tool call's JSON ``arguments`` name (``workdir``, ``cwd``), else None (remembered)."""
-    if type(arguments) is not str:
-        return _parsed_workdir(arguments)
-    key = ("workdir", arguments)
-    kept = _MEMO.get(key)
-    if kept is None:
-        kept = (_parsed_workdir(arguments),)
-        _MEMO.put(key, kept, len(arguments))
-    return kept[0]  # type: ignore[index]
+    return _MEMO.value_of(("workdir", arguments), arguments, lambda: _parsed_workdir(arguments))  # type: ignore[no-any-return]
 
 
 def _parsed_workdir(arguments: str) -> str | None:
