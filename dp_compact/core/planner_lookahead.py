@@ -159,7 +159,7 @@ def plan_ahead(
                         cold_share=timing.cold_share(prices) if timing is not None else 0.0)
     if settings.native in NATIVE_COMPACTIONS:
         native = native_compaction(settings.native, [m.role for m in session.messages], tokens, per_message)
-        return _native_plan(native, session, context, forecast, terms, settings, prices, common, timing)
+        return _native_plan(native, session, context, forecast, settings, prices, common, timing)
     allowed = np.flatnonzero(n - cuts >= common["min_keep"])
     if allowed.size == 0:
         why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
@@ -406,8 +406,8 @@ def clear_depths(saved: npt.NDArray[np.int64], n: int, min_keep: int, keep_resul
     return (idx[idx < n - min_keep] + 1).astype(np.int64)
 
 
-def _native_plan(native: NativeCompaction, session: Session, context: int, forecast: Forecast, terms: BenefitTerms,
-                 settings: Settings, prices: Prices, common: dict[str, Any], timing: Timing | None) -> Plan:
+def _native_plan(native: NativeCompaction, session: Session, context: int, forecast: Forecast, settings: Settings,
+                 prices: Prices, common: dict[str, Any], timing: Timing | None) -> Plan:
     """The look-ahead decision (DESIGN §7, §8) when a provider-native compaction carries it out
     (``DP_NATIVE``, DESIGN §9; :mod:`dp_compact.core.native_costs`): keep, or let the provider
     compact now. Its one cut drops what the provider drops (everything, or all but the user
