@@ -593,6 +593,10 @@ class Session:
         The fixed prefix V (tokens) that summary, or the statement of a file ``dp-compact shrink``
         wrote, states was measured from the compacted conversation's usage records: the V the
         file is planned with when its own usage cannot measure one. None otherwise.
+    recorded_write_1h_share : float or None
+        The share of cache writes made as 1-hour entries that summary states for the compacted
+        conversation: the write lifetime the file is priced with when its own usage records none.
+        None otherwise.
     recorded_context : tuple[int, int] or None
         (tokens, messages): the current context a file ``dp-compact shrink`` wrote states it had
         when written, and the live messages it had then; the current context of such a file
@@ -641,6 +645,7 @@ class Session:
     recorded_avg_tokens: float | None = None
     recorded_token_ratio: float | None = None
     recorded_prefix_tokens: int | None = None
+    recorded_write_1h_share: float | None = None
     recorded_context: tuple[int, int] | None = None
     system_messages: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     history: tuple[Message, ...] = field(default=(), compare=False, repr=False)

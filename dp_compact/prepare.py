@@ -534,6 +534,11 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
                        f" {'1 hour' if share >= 0.5 else '5 minutes'} after its last use",)
     if prices.p_cache_write is None and prices.p_cache_write_1h is None:
         return 0.0, ()
+    stated = session.recorded_write_1h_share if session is not None else None
+    if stated is not None:  # a file dp-compact compacted: the conversation's own mix, as its summary states it
+        return stated, (f"cache writes at {prices.with_write_share(stated).p_write:.2f} $/MTok: {stated:.0%} 1-hour entries, as the"
+                        f" summary of an earlier dp-compact compaction states for the conversation it compacted; the cache lives"
+                        f" {'1 hour' if stated >= 0.5 else '5 minutes'} after its last use",)
     life = {"30m": "30-minute", "1h": "1-hour"}.get(prices.with_write_share(0.0).write_lifetime, "5-minute")
     return 0.0, (f"cache writes at {prices.p_write_5m:.2f} $/MTok, {life} entries: the provider's default"
                  " (the session records no write lifetime)",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,24 @@ def test_first_call_day_ignores_times_no_calendar_holds(tmp_path: Path) -> None:
     session = Session(path="", format="", messages=(), call_times=(None, 10**30, "2026-03-30T22:50:53Z"))
     assert first_call_day(session) is None  # the first readable time is absurd: no evidence
     assert first_call_day(Session(path="", format="", messages=(), call_times=("x", "2026-03-30T22:50:53Z"))).isoformat() == "2026-03-30"
+
+
+@pytest.mark.parametrize("to", ["anthropic", "openai"])
+def test_a_compacted_file_keeps_the_write_lifetime_its_conversation_had(to: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cc_fundwise writes every cache entry for 1 hour; the file `compact` writes holds no usage record, so its
+    summary states the mix and the file is priced with it, not with the provider's 5-minute default."""
+    from typer.testing import CliRunner
+
+    from dp_compact.cli import app
+
+    source = need(SESSIONS / "claude_code" / "cc_fundwise.jsonl")
+    monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
+    monkeypatch.setenv("NO_DP_COMPACT_HOT", "1")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["compact", str(source), "--force", "-o", str(out), "--to", to])
+    assert result.exit_code == 0, result.output
+    compacted = read_session(out)
+    assert compacted.usage == () and compacted.recorded_write_1h_share == 1.0
+    share, notes = write_lifetime_mix(compacted, get_prices("claude-opus-4-7"))
+    assert share == 1.0 and "as the summary of an earlier dp-compact compaction states" in notes[0]
+    assert write_lifetime_mix(replace(compacted, recorded_write_1h_share=None), get_prices("claude-opus-4-7"))[0] == 0.0

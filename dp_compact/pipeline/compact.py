@@ -335,7 +335,7 @@ def compact_session(
             body, anchors, ref, n_messages=len(head), head_tokens=head_tokens, user_turns=head_turns,
             llm_calls=head_calls, compaction=session.compactions + 1, kept_messages=after,
             model=session.model, window=window, avg_tokens=avg, token_ratio=measured_ratio,
-            prefix_tokens=prepared.evidenced_v_tokens,
+            prefix_tokens=prepared.evidenced_v_tokens, write_1h_share=prepared.prices.write_1h_share,
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 

@@ -30,7 +30,7 @@ def summary_message_text(
     summary: str, anchors: Sequence[Anchor], archive_ref: str | None, *, n_messages: int, head_tokens: int, user_turns: int = 0,
     llm_calls: int = 0, compaction: int = 1, kept_messages: int | None = None, model: str | None = None,
     window: int | None = None, avg_tokens: float | None = None, token_ratio: float | None = None,
-    prefix_tokens: int | None = None,
+    prefix_tokens: int | None = None, write_1h_share: float | None = None,
 ) -> str:
     """Text of the summary user message: ``[summary]``, ``[anchors]`` and ``[archive]`` sections.
 
@@ -67,6 +67,10 @@ def summary_message_text(
         The fixed prefix V (tokens) measured from the conversation's usage records, stated so that
         the compacted file is planned with the same V (``Session.recorded_prefix_tokens``); None
         leaves it out.
+    write_1h_share : float or None
+        The share of the conversation's cache writes made as 1-hour entries (its usage records),
+        stated so that the compacted file is priced with the same write lifetime
+        (``Session.recorded_write_1h_share``); None or 0 leaves it out (5-minute entries, the default).
 
     Examples
     --------
@@ -79,7 +83,8 @@ def summary_message_text(
         "" if not window else t.recorded_window.format(window=f"{window:,}")) + (
         "" if not avg_tokens else t.recorded_avg.format(avg=f"{round(avg_tokens):,}")) + (
         "" if not token_ratio else t.recorded_ratio.format(ratio=f"{token_ratio:.4f}")) + (
-        "" if not prefix_tokens else t.recorded_prefix.format(prefix=f"{prefix_tokens:,}"))
+        "" if not prefix_tokens else t.recorded_prefix.format(prefix=f"{prefix_tokens:,}")) + (
+        "" if not write_1h_share else t.recorded_writes.format(share=f"{100 * write_1h_share:.0f}"))
     parts = [t.marker, t.intro.format(
         n_messages=n_messages, user_turns=user_turns, llm_calls=llm_calls, head_tokens=f"{head_tokens:,}", compaction=compaction,
         kept=kept, recorded=recorded,

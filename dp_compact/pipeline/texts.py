@@ -35,6 +35,7 @@ class Texts:
     recorded_avg: str
     recorded_ratio: str
     recorded_prefix: str
+    recorded_writes: str
     archive_line: str
     no_archive_line: str
     headings: dict[str, str]
@@ -57,6 +58,7 @@ def texts() -> Texts:
         recorded_avg=summary["recorded_avg"],
         recorded_ratio=summary["recorded_ratio"],
         recorded_prefix=summary["recorded_prefix"],
+        recorded_writes=summary["recorded_writes"],
         archive_line=summary["archive_line"],
         no_archive_line=summary["no_archive_line"],
         headings={key: summary["sections"][key] for key in SECTION_KEYS},

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from dp_compact.measure.images import find_blocks
-from dp_compact.text.summary_text import recorded_prefix, recorded_usage, summary_prefix, summary_usage
+from dp_compact.text.summary_text import recorded_prefix, recorded_usage, summary_prefix, summary_usage, summary_write_share
 from dp_compact.conversation import (
     SUMMARY_PREFIXES,
     Message,
@@ -339,6 +339,7 @@ def build_session(
                 extra["context_window"], extra["window_source"] = window, "the summary of an earlier dp-compact compaction"
             extra["recorded_avg_tokens"], extra["recorded_token_ratio"] = summary_usage(all_messages[last].text)
             extra["recorded_prefix_tokens"] = summary_prefix(all_messages[last].text)
+            extra["recorded_write_1h_share"] = summary_write_share(all_messages[last].text)
     after_summary = live_start if last is None or last < live_start else last + 1
     shrunk = _last_shrunk(all_messages, after_summary)
     if shrunk is not None:  # a file dp-compact shrink wrote: what the conversation ran with, where the file records nothing

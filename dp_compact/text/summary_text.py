@@ -21,8 +21,10 @@ from typing import Literal
 __all__ = [
     "SUMMARY_CLOSING",
     "recorded_prefix",
+    "recorded_write_share",
     "recorded_usage",
     "summary_prefix",
+    "summary_write_share",
     "summary_usage",
     "SUMMARY_PREFIXES",
     "CompactingTool",
@@ -191,6 +193,32 @@ def recorded_prefix(parts: str) -> int | None:
         if key == "prefix" and value.endswith(" tokens") and digits.isdigit() and int(digits) > 0:
             return int(digits)
     return None
+
+
+def recorded_write_share(parts: str) -> float | None:
+    """The share of cache writes made as 1-hour entries that the ``"; key value"`` statements
+    ``parts`` of our intro state, in [0, 1]; None where absent.
+
+    >>> recorded_write_share("; model m; prefix 20,565 tokens; writes 100% 1-hour entries")
+    1.0
+    """
+    for part in parts.split(";"):
+        key, _, value = part.strip().partition(" ")
+        digits = value.split("%")[0]
+        if key == "writes" and value.endswith("% 1-hour entries") and digits.isdigit() and int(digits) <= 100:
+            return int(digits) / 100
+    return None
+
+
+def summary_write_share(text: str) -> float | None:
+    """The share of 1-hour cache writes a summary of ours states for the conversation it compacted, or None.
+
+    >>> summary_write_share("[summary]\\nEarlier messages (3 messages, 1 user turns, 1 LLM calls, about 90 tokens) were "
+    ...                     "compacted by dp-compact (compaction 1; model m; writes 75% 1-hour entries).")
+    0.75
+    """
+    found = _intro(text)
+    return recorded_write_share(found["recorded"]) if found is not None else None
 
 
 def summary_prefix(text: str) -> int | None:
