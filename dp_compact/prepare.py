@@ -518,7 +518,8 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
 
     The recorded mix (Claude Code records ``cache_creation.ephemeral_1h_input_tokens`` per call:
     ``Usage.cache_write_1h_tokens``) when the session records cache writes; without that evidence,
-    the provider's default, 5-minute entries (share 0), stated. No note for a provider that
+    the share a file dp-compact rewrote states for its conversation (``Session.recorded_write_1h_share``);
+    else the provider's default, 5-minute entries (share 0), stated. No note for a provider that
     charges no write premium and sells no 1-hour entries (OpenAI, Google, DeepSeek): the
     lifetime changes nothing there but the cache's life, which is 5 minutes.
     """
@@ -535,9 +536,9 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
     if prices.p_cache_write is None and prices.p_cache_write_1h is None:
         return 0.0, ()
     stated = session.recorded_write_1h_share if session is not None else None
-    if stated is not None:  # a file dp-compact compacted: the conversation's own mix, as its summary states it
-        return stated, (f"cache writes at {prices.with_write_share(stated).p_write:.2f} $/MTok: {stated:.0%} 1-hour entries, as the"
-                        f" summary of an earlier dp-compact compaction states for the conversation it compacted; the cache lives"
+    if stated is not None:  # a file dp-compact compacted, cleared or shrank: the conversation's own mix, as it stated it
+        return stated, (f"cache writes at {prices.with_write_share(stated).p_write:.2f} $/MTok: {stated:.0%} 1-hour entries, as"
+                        f" dp-compact stated them when it rewrote the file (the conversation's own usage records); the cache lives"
                         f" {'1 hour' if stated >= 0.5 else '5 minutes'} after its last use",)
     life = {"30m": "30-minute", "1h": "1-hour"}.get(prices.with_write_share(0.0).write_lifetime, "5-minute")
     return 0.0, (f"cache writes at {prices.p_write_5m:.2f} $/MTok, {life} entries: the provider's default"

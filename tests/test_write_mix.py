@@ -87,22 +87,29 @@ def test_first_call_day_ignores_times_no_calendar_holds(tmp_path: Path) -> None:
     assert first_call_day(Session(path="", format="", messages=(), call_times=("x", "2026-03-30T22:50:53Z"))).isoformat() == "2026-03-30"
 
 
-@pytest.mark.parametrize("to", ["anthropic", "openai"])
-def test_a_compacted_file_keeps_the_write_lifetime_its_conversation_had(to: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """cc_fundwise writes every cache entry for 1 hour; the file `compact` writes holds no usage record, so its
-    summary states the mix and the file is priced with it, not with the provider's 5-minute default."""
+@pytest.mark.parametrize(("name", "args"), [
+    ("cc_fundwise", ["compact", "--force", "--to", "anthropic"]), ("cc_fundwise", ["compact", "--force", "--to", "openai"]),
+    ("cc_fundwise", ["compact", "--action", "clear", "--to", "openai"]), ("cc_posthog_dashboard_compact", ["shrink", "--to", "openai"]),
+])
+def test_a_rewritten_file_keeps_the_write_lifetime_its_conversation_had(name: str, args: list[str], tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """cc_fundwise writes every cache entry for 1 hour, cc_posthog two thirds of them; a file `compact` (a
+    summary), its clearing (the first placeholder) or `shrink` (the first preview) writes holds no usage
+    record, so it states the mix and the file is priced with it, not with the provider's 5-minute default."""
     from typer.testing import CliRunner
 
     from dp_compact.cli import app
 
-    source = need(SESSIONS / "claude_code" / "cc_fundwise.jsonl")
+    source = need(SESSIONS / "claude_code" / f"{name}.jsonl")
+    prices = get_prices("claude-opus-4-7")
+    recorded = write_lifetime_mix(read_session(source), prices)[0]
     monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
     monkeypatch.setenv("NO_DP_COMPACT_HOT", "1")
     out = tmp_path / "out.jsonl"
-    result = CliRunner().invoke(app, ["compact", str(source), "--force", "-o", str(out), "--to", to])
-    assert result.exit_code == 0, result.output
-    compacted = read_session(out)
-    assert compacted.usage == () and compacted.recorded_write_1h_share == 1.0
-    share, notes = write_lifetime_mix(compacted, get_prices("claude-opus-4-7"))
-    assert share == 1.0 and "as the summary of an earlier dp-compact compaction states" in notes[0]
-    assert write_lifetime_mix(replace(compacted, recorded_write_1h_share=None), get_prices("claude-opus-4-7"))[0] == 0.0
+    result = CliRunner().invoke(app, [args[0], str(source), "-o", str(out), *args[1:]])
+    assert result.exit_code == 0 and out.exists(), result.output
+    rewritten = read_session(out)
+    assert rewritten.usage == () and rewritten.recorded_write_1h_share == pytest.approx(recorded, abs=0.005) and recorded > 0.5
+    share, notes = write_lifetime_mix(rewritten, prices)
+    assert share == rewritten.recorded_write_1h_share and "as dp-compact stated them when it rewrote the file" in notes[0]
+    assert write_lifetime_mix(replace(rewritten, recorded_write_1h_share=None), prices)[0] == 0.0

@@ -213,14 +213,15 @@ SHRUNK_STATEMENT = "; conversation when shrunk: "
 
 def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_messages: int,
                      avg_tokens: float | None, token_ratio: float | None,
-                     totals: tuple[int, int, int] | None = None, prefix_tokens: int | None = None) -> str:
+                     totals: tuple[int, int, int] | None = None, prefix_tokens: int | None = None,
+                     write_1h_share: float | None = None) -> str:
     """What a file ``dp-compact shrink`` writes states about its conversation, in the first preview's header.
 
     The output has no usage records and no place for the model, so the planner would read it
     with the default profile's window and V + T; this statement (read back by
     :func:`dp_compact.sessions.common.shrunk_recorded`) keeps the model, window (tokens), the
     current context after shrinking (tokens, with the live messages it covers), avg (prompt
-    tokens per call), the measured token ratio and ``totals``, the whole conversation's user turns,
+    tokens per call), the measured token ratio, the share of 1-hour cache writes and ``totals``, the whole conversation's user turns,
     LLM calls and compactions (t, the calls behind L, and c of DESIGN §2: the shrunk file holds
     only the live part, after the last recorded compaction), so that the shrunk file is planned
     as the conversation it is.
@@ -232,6 +233,7 @@ def shrunk_statement(*, model: str | None, window: int, context_tokens: int, n_m
     parts += [f"avg {round(avg_tokens):,} prompt tokens per call"] if avg_tokens else []
     parts += [f"ratio {token_ratio:.4f} provider tokens per cl100k token"] if token_ratio else []
     parts += [f"prefix {prefix_tokens:,} tokens"] if prefix_tokens else []
+    parts += [f"writes {100 * write_1h_share:.0f}% 1-hour entries"] if write_1h_share else []
     parts += [f"history {totals[0]:,} user turns, {totals[1]:,} LLM calls, {totals[2]:,} compactions"] if totals else []
     return SHRUNK_STATEMENT + "; ".join(parts)
 
@@ -272,7 +274,7 @@ def statement_for(session: Session, settings: Settings, shrunk: Sequence[Message
         avg_tokens=None if est.avg_source == "default" else est.avg_tokens,
         token_ratio=prepared.evidenced_token_ratio,
         totals=(session.user_turns, session.llm_calls, session.compactions),
-        prefix_tokens=prepared.evidenced_v_tokens,
+        prefix_tokens=prepared.evidenced_v_tokens, write_1h_share=prepared.prices.write_1h_share,
     )
 
 

@@ -18,7 +18,14 @@ from typing import Any
 import orjson
 
 from dp_compact.measure.images import find_blocks
-from dp_compact.text.summary_text import recorded_prefix, recorded_usage, summary_prefix, summary_usage, summary_write_share
+from dp_compact.text.summary_text import (
+    recorded_prefix,
+    recorded_usage,
+    recorded_write_share,
+    summary_prefix,
+    summary_usage,
+    summary_write_share,
+)
 from dp_compact.conversation import (
     SUMMARY_PREFIXES,
     Message,
@@ -269,6 +276,8 @@ def shrunk_recorded(text: str) -> dict[str, Any]:
         recorded["recorded_token_ratio"] = ratio
     if found and (prefix := recorded_prefix(found.group(1))):
         recorded["recorded_prefix_tokens"] = prefix
+    if found and (share := recorded_write_share(found.group(1))) is not None:
+        recorded["recorded_write_1h_share"] = share
     return recorded
 
 
