@@ -38,7 +38,7 @@ from dp_compact.conversation import (
     Usage,
     raw_as_json,
 )
-from dp_compact.hot.transcript import NotIncremental
+from dp_compact.hot.transcript import NotIncremental, appended_lines
 from dp_compact.io import bulk_allocation
 from dp_compact.sessions.source import (
     BINARY_SNIFF_BYTES,
@@ -289,15 +289,7 @@ def _grown(path: Path | str, data: bytes, state: _State, read: Callable[[Any, li
         raise NotIncremental("the file was rewritten, not appended to")
     if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) >= 0:
         raise NotIncremental("binary data")
-    end = max(data.rfind(b"\n") + 1, state.consumed)
-    tail, partial = data[end:], None
-    if tail.strip():  # no line break after it: read when whole JSON, else left out as half-written
-        try:
-            orjson.loads(tail)
-        except orjson.JSONDecodeError:
-            partial, tail = state.next_line + data.count(b"\n", state.consumed, end), b""
-    else:
-        tail = b""
+    end, tail, partial = appended_lines(data, state.consumed, lambda at: state.next_line + data.count(b"\n", state.consumed, at))
     with bulk_allocation(), raw_as_json():
         if end > state.consumed:
             records, next_line = _records(state, data, state.consumed, end, state.next_line)

@@ -393,6 +393,7 @@ def _keep(state_file: Path, kept: Any, transcript: bytes, state: Any = None) -> 
 
     from dp_compact.hot.lines import IN_PLACE_STATES
     from dp_compact.hot.state import LIVE_STATES, file_signature, save
+    from dp_compact.measure.memo import keep_newest
     from dp_compact.pricing import price_lookups
 
     global _kept_now
@@ -405,8 +406,7 @@ def _keep(state_file: Path, kept: Any, transcript: bytes, state: Any = None) -> 
         _kept_now = save(state_file, kept) or _kept_now
     if keep_live and type(state) in IN_PLACE_STATES:
         _LIVE[state_file] = (file_signature(state_file), kept, state)
-        while len(_LIVE) > LIVE_STATES:
-            del _LIVE[next(iter(_LIVE))]
+        keep_newest(_LIVE, LIVE_STATES)
 
 
 def _remember(command: str, path: Path, name: str, *, lenient: bool) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.hot.state import LIVE_STATES, file_signature
+from dp_compact.measure.memo import keep_newest
 
 __all__ = ["COMMIT_TRIES", "PREPARE_STEP", "READ_FROM_SHARE", "READ_FROM_TOKENS", "TOKEN_COUNTS", "WHOLE_READS", "after_reply"]
 
@@ -136,8 +137,7 @@ def _read_whole(path: Path, *, start: bool = True) -> Any:
         return None
     if signature is not None and signature == file_signature(path) and len(data) == signature[0]:  # unchanged while read
         _READS[path] = (signature, kept, session, encoded)
-        while len(_READS) > WHOLE_READS:
-            del _READS[next(iter(_READS))]
+        keep_newest(_READS, WHOLE_READS)
     return session
 
 
@@ -183,8 +183,7 @@ class _TokenCounts:
     def put_many(self, items: dict[bytes, int]) -> None:
         """Keep ``items``' counts."""
         self._counts.update(items)
-        while len(self._counts) > TOKEN_COUNTS:
-            del self._counts[next(iter(self._counts))]
+        keep_newest(self._counts, TOKEN_COUNTS)
 
 
 #: The token counts of :class:`_TokenCounts` in this process.
@@ -208,8 +207,7 @@ def _prepare_pre_compact(path: Path, messages: Any, *, full: bool = False) -> No
         done, workdir = 0, None
     _PREPARING.pop(path, None)
     _PREPARING[path] = (messages, max(done - 1, 0), workdir, full)
-    while len(_PREPARING) > LIVE_STATES:
-        del _PREPARING[next(iter(_PREPARING))]
+    keep_newest(_PREPARING, LIVE_STATES)
 
 
 def _prepare_some(waiting: Any) -> None:
@@ -242,5 +240,4 @@ def _prepare_some(waiting: Any) -> None:
         del _PREPARING[path]
         _PREPARED.pop(path, None)
         _PREPARED[path] = (at, workdir, messages[0].text if messages else "")
-        while len(_PREPARED) > LIVE_STATES:
-            del _PREPARED[next(iter(_PREPARED))]
+        keep_newest(_PREPARED, LIVE_STATES)

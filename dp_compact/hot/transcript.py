@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from operator import attrgetter
@@ -198,6 +199,24 @@ def _grown(state: TranscriptState, data: bytes, end: int) -> TranscriptState:
     return state
 
 
+def appended_lines(data: bytes, consumed: int, line_at: Callable[[int], int]) -> tuple[int, bytes, int | None]:
+    """What of ``data`` (a JSONL file's bytes, the first ``consumed`` read already) to read now:
+    ``(end, tail, partial)``, ``end`` the end of its last whole line (at least ``consumed``),
+    ``tail`` the text after it when that is whole JSON without its line break (read, not kept),
+    else ``b""``, and ``partial`` the line number (``line_at(end)``) of a half-written last line,
+    else None."""
+    end = max(data.rfind(b"\n") + 1, consumed)
+    tail, partial = data[end:], None
+    if tail.strip():  # no line break after it: read when whole JSON, else left out as half-written
+        try:
+            orjson.loads(tail)
+        except orjson.JSONDecodeError:
+            partial, tail = line_at(end), b""
+    else:
+        tail = b""
+    return end, tail, partial
+
+
 def _line_after(state: TranscriptState, data: bytes, end: int) -> int:
     """1-based number of the line that starts at byte ``end`` of ``data`` (after ``state.consumed``)."""
     return state.next_line + data.count(b"\n", state.consumed, end)
@@ -239,15 +258,7 @@ def read_grown(path: Path | str, data: bytes, state: TranscriptState | None) -> 
         state = start_state(data)
     elif len(data) < state.consumed or xxh3_128_digest(memoryview(data)[: state.consumed]) != state.digest:
         raise NotIncremental("the file was rewritten, not appended to")
-    end = max(data.rfind(b"\n") + 1, state.consumed)
-    tail, partial = data[end:], None
-    if tail.strip():  # no line break after it: read when whole JSON, else left out as half-written
-        try:
-            orjson.loads(tail)
-        except orjson.JSONDecodeError:
-            partial, tail = _line_after(state, data, end), b""
-    else:
-        tail = b""
+    end, tail, partial = appended_lines(data, state.consumed, lambda at: _line_after(state, data, at))
     with raw_as_json():
         if fresh and tail:  # kept: the complete lines alone; read: with the last line, ordered as one
             kept = dumps(_grown(start_state(data), data, end))

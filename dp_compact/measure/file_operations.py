@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dp_compact.conversation import ToolCall
+from dp_compact.measure.memo import keep_newest
 from dp_compact.text.patterns import (
     EDITOR_TOOLS,
     EDITOR_WRITES,
@@ -194,11 +195,7 @@ def _remembered(memo: dict[Any, Any], key: Any) -> Any:
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
     """Keep ``value`` for ``key`` in ``memo``, forgetting the least recently used past :data:`MEMO_ENTRIES`."""
     memo[key] = value
-    while len(memo) > MEMO_ENTRIES:
-        try:
-            del memo[next(iter(memo))]
-        except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
-            break
+    keep_newest(memo, MEMO_ENTRIES)
 
 
 #: Script -> (reads, writes) of :func:`_shell_operations`, as tuples.

@@ -38,6 +38,7 @@ from dp_compact.pipeline.extract import (
 from dp_compact.pipeline.texts import parse_sections, render_sections
 from dp_compact.conversation import Message
 from dp_compact.measure.file_operations import file_operations
+from dp_compact.measure.memo import keep_newest
 from dp_compact.measure.tokens import count_text_tokens
 from dp_compact.text.patterns import WORKDIR_KEYS
 
@@ -151,11 +152,7 @@ def _token_counts(texts: Sequence[str]) -> list[int]:
     found = iter(count_text_tokens(missing).tolist() if missing else ())
     counts = [next(found) if c is None else c for c in counts]
     _COUNTS.update(zip(texts, counts, strict=True))
-    while len(_COUNTS) > COUNT_MEMO_TEXTS:
-        try:
-            del _COUNTS[next(iter(_COUNTS))]
-        except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
-            break
+    keep_newest(_COUNTS, COUNT_MEMO_TEXTS)
     return counts
 
 
