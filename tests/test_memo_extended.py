@@ -11,20 +11,10 @@ import numpy as np
 from dp_compact.core import cuts
 from dp_compact.core.cuts import message_arrays
 from dp_compact.measure import columns
-from dp_compact.measure.memo import EXTENSIONS_KEPT, AppendMemo, extended, starts_with
+from dp_compact.measure.memo import EXTENSIONS_KEPT, extended, starts_with
 from dp_compact.sessions import read_session
 from tests.conftest import SESSIONS, need
-
-
-def _count_memo() -> tuple[AppendMemo, list[int]]:
-    read: list[int] = []
-
-    def extend(state: list, items):
-        read.append(len(items))
-        state.extend(items)
-        return state
-
-    return AppendMemo(list, extend, list, tuple), read
+from tests.test_memo import _count_memo
 
 
 def test_an_extended_tuple_resumes_the_pass_of_the_tuple_it_extends():
