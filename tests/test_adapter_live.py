@@ -4,7 +4,7 @@ A real transcript of ../shared/sessions is replayed message by message through t
 middleware and the pydantic-ai processor, as an agent would grow it (a model call before each
 assistant message, the compacted list adopted when the adapter compacts): every plan made from the
 kept state must be the plan a fresh full read of the same messages gives. The adapters plan with
-the wall clock and the measured cache-hit share, as ``dp-compact plan`` does (issue 33), and never
+the wall clock and the measured cache-hit share, as ``dp-compact plan`` does, and never
 empty the context where the plan cannot show a net benefit above its expected loss.
 """
 
@@ -280,7 +280,7 @@ def test_adapter_decision_keeps_a_compaction_whose_net_benefit_is_below_its_loss
 @pytest.mark.parametrize("name", ["claude_code/cc_fundwise.jsonl", "codex/codex_raze.jsonl"])
 @pytest.mark.parametrize("window", [32_000, 200_000, 1_000_000])
 def test_adapter_compacts_only_where_the_saving_exceeds_the_expected_loss(name, window):
-    """Issue 33: with default settings no compaction empties the context where the plan's net benefit
+    """With default settings no compaction empties the context where the plan's net benefit
     at its cut does not exceed the expected loss there, least of all down to a single API round."""
     path = need(SESSIONS / name)
     clock = Clock()

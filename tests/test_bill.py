@@ -1,4 +1,4 @@
-"""The bill check (DESIGN §8 "As recorded", issue 32): on every shared session that records usage,
+"""The bill check (DESIGN §8 "As recorded"): on every shared session that records usage,
 the ``recorded`` replay within 5 % of the bill of its usage records, the difference split into
 named causes that add up to it."""
 

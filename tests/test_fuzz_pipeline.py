@@ -1,4 +1,4 @@
-"""Issue 35 item 8: mutated transcripts through the readers and the pipeline. Whatever the bytes,
+"""Mutated transcripts through the readers and the pipeline. Whatever the bytes,
 a run either succeeds or raises a library error (one line on the command line, never a
 traceback); the input is never changed; nothing partial is written (the output is absent or
 whole and valid, no temporary file is left, the archive holds no row without its output)."""

@@ -1,4 +1,4 @@
-"""Every reader, fuzzed (issue 35 item 8): the opening records of each real transcript format in
+"""Every reader, fuzzed: the opening records of each real transcript format in
 ../shared/sessions, with records dropped, duplicated, cut short, and leaves replaced by huge,
 negative, non-finite, wrongly typed or badly encoded values. Reading and planning either succeed
 or raise a library error (a one-line message, never a traceback), and the input is never changed."""

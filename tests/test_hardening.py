@@ -1,4 +1,4 @@
-"""Issue 35: repair instead of refuse, a compaction never grows the context, private files, a
+"""Repair instead of refuse, a compaction never grows the context, private files, a
 crash-safe archive (two-step archive writes, recovery after a kill, whole index files)."""
 
 from __future__ import annotations

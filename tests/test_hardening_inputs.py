@@ -1,4 +1,4 @@
-"""Issue 35: bounded search (CLI and MCP), MCP tools confined to regular files under allowed roots
+"""Bounded search (CLI and MCP), MCP tools confined to regular files under allowed roots
 and paged, plausible usage counts and windows, a .env that is not UTF-8: one-line errors, never a
 traceback."""
 

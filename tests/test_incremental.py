@@ -1,4 +1,4 @@
-"""The hot path (dp_compact.hot): a transcript's kept state gives what a whole read gives (issue 34 items 1-2)."""
+"""The hot path (dp_compact.hot): a transcript's kept state gives what a whole read gives."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DP_MIN_VERBATIM_TOKENS (issue 33 item 4): the least the look-ahead keeps verbatim restricts its cuts, exactly."""
+"""DP_MIN_VERBATIM_TOKENS: the least the look-ahead keeps verbatim restricts its cuts, exactly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plan server (dp_compact.hot.server, .client): its answers are the in-process command's (issue 34 item 2)."""
+"""The plan server (dp_compact.hot.server, .client): its answers are the in-process command's."""
 
 from __future__ import annotations
 

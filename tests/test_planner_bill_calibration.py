@@ -1,4 +1,4 @@
-"""``calibrate`` fits the recall curve under both detectors (DESIGN §9, issue 33 item 5) and ships both."""
+"""``calibrate`` fits the recall curve under both detectors (DESIGN §9) and ships both."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Receipts (issue 36 item 2): every compaction's cost, saving, payback and what it dropped that was used again."""
+"""Receipts: every compaction's cost, saving, payback and what it dropped that was used again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replay under the strict loss detector (DESIGN §9, issue 33 item 5): ``--detector verbatim|strict|both``."""
+"""Replay under the strict loss detector (DESIGN §9): ``--detector verbatim|strict|both``."""
 
 from __future__ import annotations
 

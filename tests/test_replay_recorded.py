@@ -1,4 +1,4 @@
-"""The real bill in replay (DESIGN §8, issue 32): dated prices and tiers per request, write lifetimes,
+"""The real bill in replay (DESIGN §8): dated prices and tiers per request, write lifetimes,
 the cache TTL by default, no free overflow, and ``--policy recorded`` on constructed recordings."""
 
 from __future__ import annotations

@@ -68,9 +68,9 @@ def _calibrated_departures() -> dict[str, object]:
         "survival_alpha": _three_digits(results["survival"]["alpha"]["value"]),
         "survival_scale": _three_digits(results["survival"]["scale_calls"]["value"]),
         "planner": "lookahead", "token_ratio": None,
-        # issue 33 item 4, not in DESIGN §3's table: measured by replay (docs/cost-model.md "How little may be kept verbatim")
+        # not in DESIGN §3's table: measured by replay (docs/cost-model.md "How little may be kept verbatim")
         "min_verbatim_tokens": 0,
-        # issue 33 item 1, DESIGN §9 (no §3 row): clearing is one of the look-ahead's actions (docs/cost-model.md "Clearing old tool results")
+        # DESIGN §9 (no §3 row): clearing is one of the look-ahead's actions (docs/cost-model.md "Clearing old tool results")
         "clear_tool_results": True,
         # DESIGN §9 (no §3 row): dp's own actions unless an adapter's native= says the provider's (dp_compact.core.native_costs)
         "native": "none",
