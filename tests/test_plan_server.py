@@ -358,10 +358,11 @@ def test_hung_server_costs_a_client_a_short_wait_and_the_run_is_made_here(answer
 
 
 def test_no_server_is_started_for_a_file_the_hot_path_cannot_continue(env, tmp_path):
-    # one JSON document each (not lines): read whole every time, no state kept
-    for source in (need(SESSIONS / "openai_chat" / "miniswe_github_issue.traj.json"), need(SESSIONS / "other" / "atif_terminus_hvac.json")):
+    # no session (a Cline UI log; a JSON document cut off): the application's error, no state kept
+    ui_log, document = need(SESSIONS / "other" / "cline_ui_messages_cardgame.json"), need(SESSIONS / "other" / "atif_terminus_hvac.json")
+    for source, data in ((ui_log, ui_log.read_bytes()), (document, document.read_bytes()[:-20])):
         copy = tmp_path / source.name
-        copy.write_bytes(source.read_bytes())
+        copy.write_bytes(data)
         assert _run(["plan", str(copy), "--json"], env, tmp_path)[0] == _full(["plan", str(copy), "--json"], env, tmp_path)
     time.sleep(1.0)
     assert not os.path.exists(_path(env)) and not os.path.exists(f"{_path(env)}.lock")

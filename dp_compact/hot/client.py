@@ -21,10 +21,11 @@ Any other outcome (no server, a server of other code, the kept state not current
 slow answer) leaves the run to this process, as without a server: the answer is never delayed by
 a start, never other than the in-process one. When no server listened and this process's run
 left a transcript state the server can continue (:func:`dp_compact.hot.main.state_kept`: a
-Claude Code transcript, or a JSONL file of a format :data:`~dp_compact.hot.lines.INCREMENTAL_FORMATS`
-names), :func:`spawn` starts one once the run is done; never for other files, which a server
-could not answer. ``NO_DP_COMPACT_SERVER=1`` (or ``NO_DP_COMPACT_HOT=1``, which turns the
-whole hot path off) keeps every run in its own process.
+Claude Code transcript, a JSONL file of a format :data:`~dp_compact.hot.lines.INCREMENTAL_FORMATS`
+names, or a session file that is one JSON document, :mod:`dp_compact.hot.document`), :func:`spawn`
+starts one once the run is done; never for other files, which a server could not answer.
+``NO_DP_COMPACT_SERVER=1`` (or ``NO_DP_COMPACT_HOT=1``, which turns the whole hot path off)
+keeps every run in its own process.
 
 Where: ``$XDG_RUNTIME_DIR/dp-compact/`` when that folder exists, else
 ``$TMPDIR/dp-compact-<uid>/`` (``/tmp``), made 0700 and used only when the user owns it and no

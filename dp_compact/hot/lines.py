@@ -49,6 +49,7 @@ from dp_compact.hot.common_lines import (
     _State,
     _unsealed,
 )
+from dp_compact.hot.document import DocumentState, read_document
 from dp_compact.hot.gemini_lines import GeminiState, read_grown_gemini
 from dp_compact.hot.openai_lines import ChatState, read_grown_chat
 from dp_compact.hot.transcript import NotIncremental, TranscriptState
@@ -187,9 +188,11 @@ def read_grown_any(path: Path | str, data: bytes, state: Any | None) -> tuple[Se
         The file, as the session names it.
     data : bytes
         The file's bytes now.
-    state : LinesState, CodexState, ChatState, GeminiState, TranscriptState or None
+    state : LinesState, CodexState, ChatState, GeminiState, TranscriptState, DocumentState or None
         The state kept from an earlier read (unpickled); None reads the file whole, its format
-        told from its first lines as :func:`~dp_compact.sessions.read_session` tells it.
+        told from its first lines as :func:`~dp_compact.sessions.read_session` tells it (a
+        :class:`~dp_compact.hot.document.DocumentState`, which :func:`~dp_compact.hot.document.read_document`
+        reads whole each time, is kept for one JSON document only: never started here).
 
     Returns
     -------
@@ -225,7 +228,8 @@ _READER_OF_FORMAT: dict[str, Callable[[Path | str, bytes, Any], tuple[Session, b
 }
 _READER_OF_STATE: dict[type, Callable[[Path | str, bytes, Any], tuple[Session, bytes]]] = {
     LinesState: read_grown, CodexState: read_grown_codex, ChatState: read_grown_chat,
-    GeminiState: read_grown_gemini, TranscriptState: read_grown_transcript,
+    GeminiState: read_grown_gemini, TranscriptState: read_grown_transcript, DocumentState: read_document,
 }
-#: The kept states a read brings up to date in place (the plan server keeps them in memory between runs).
-IN_PLACE_STATES = (LinesState, CodexState, ChatState, GeminiState)
+#: The kept states a read brings up to date in place, and the state of a JSON document, which a read
+#: leaves as it is (the plan server keeps them in memory between runs).
+IN_PLACE_STATES = (LinesState, CodexState, ChatState, GeminiState, DocumentState)

@@ -6,7 +6,9 @@ file is kept (:mod:`dp_compact.hot.state`)
 under the same code and settings, the run reads only what was appended
 (:func:`dp_compact.hot.lines.read_grown_any`),
 plans with the kept settings and prices, and imports only the planner's modules: no Typer, no
-pydantic, no price database (:func:`_plan_warm`). The ``PreCompact`` hook reads the transcript
+pydantic, no price database (:func:`_plan_warm`). A file that is one JSON document (rewritten
+whole after each call) is kept too, and read whole by the application's reader on such a run
+(:mod:`dp_compact.hot.document`). The ``PreCompact`` hook reads the transcript
 whole, as the application does (the archive holds each message's source, which the kept reader
 state does not), and archives with the kept settings and prices (:func:`_pre_compact_warm`); a
 plan server prepares it once it has answered the transcript's status line, and flushes and
@@ -412,25 +414,41 @@ def _keep(state_file: Path, kept: Any, transcript: bytes, state: Any = None) -> 
 def _remember(command: str, path: Path, name: str, *, lenient: bool) -> None:
     """After the application ran ``command`` on ``path``: keep the transcript's state for the next
     run, when the reader's state gives the session the application read (a JSONL file of Claude
-    Code, Codex, Anthropic messages, OpenAI chat or Gemini CLI stream-json)."""
+    Code, Codex, Anthropic messages, OpenAI chat or Gemini CLI stream-json), or when the file is
+    one JSON document (:class:`~dp_compact.hot.document.DocumentState`: read whole each run)."""
     global _kept_now
     from dp_compact.errors import DpCompactError
+    from dp_compact.hot.document import document_state
     from dp_compact.hot.settings import KeptSettings, settings_key
     from dp_compact.hot.state import Kept, code_key, save, state_path
     from dp_compact.hot.lines import INCREMENTAL_FORMATS, read_grown_any
     from dp_compact.hot.transcript import NotIncremental
 
+    grown: tuple[Any, bytes] | None
     try:
         with open(path, "rb") as handle:
             data = handle.read()
-        session, transcript = read_grown_any(name, data, None)
-    except (OSError, NotIncremental):
+    except OSError:
+        return
+    try:
+        grown = read_grown_any(name, data, None)
+    except NotIncremental:
+        grown = None
+    document = document_state(name, data, lenient) if grown is None else None
+    if grown is None and document is None:
         return
     from dp_compact.sessions import read_session
     from dp_compact.settings import env_file_values, load_settings, variable_notes
 
     try:
-        if session != read_session(name, lenient=lenient, raw_json=True) or session.format not in INCREMENTAL_FORMATS:
+        whole = read_session(name, lenient=lenient, raw_json=True)
+        if grown is not None and (grown[0] != whole or whole.format not in INCREMENTAL_FORMATS):
+            document, grown = document_state(name, data, lenient), None
+        if grown is not None:
+            session, transcript = grown
+        elif document is not None:  # one JSON document: read whole each run (dp_compact.hot.document)
+            session, transcript = whole, document
+        else:
             return
         key = settings_key()
         settings = load_settings()
