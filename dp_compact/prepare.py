@@ -389,18 +389,20 @@ def last_record_seconds(path: Path | str) -> float | None:
 
 
 def plan_timing(session: Session, now_s: float | None = None, source: str = "transcript", *,
-                hazard: IdleHazard | None = None) -> Timing:
+                hazard: IdleHazard | None = None, imminent: bool = False) -> Timing:
     """What the plan knows of time (DESIGN §8): the seconds from the session's last recorded call
     (``Session.call_times``) to ``now_s`` (epoch seconds; None: the last call itself, so the
     silence is 0), never below 0; a session without times gives an unknown silence (a timeless
-    plan). ``source`` names where "now" comes from; ``hazard`` None: the shipped one."""
+    plan). ``source`` names where "now" comes from; ``hazard`` None: the shipped one; ``imminent``:
+    ``Timing.imminent`` (an adapter's call is made right after its plan)."""
     times = session_call_seconds(session)
     known = times[np.isfinite(times)]
     if known.size == 0:
-        return Timing(None, hazard=hazard, source=source)
+        return Timing(None, hazard=hazard, source=source, imminent=imminent)
     last = float(known.max())
     gaps = tuple(np.diff(known)[-RECENT_GAPS:].tolist())
-    return Timing(max((last if now_s is None else float(now_s)) - last, 0.0), hazard=hazard, source=source, recent_gaps_s=gaps)
+    return Timing(max((last if now_s is None else float(now_s)) - last, 0.0), hazard=hazard, source=source, imminent=imminent,
+                  recent_gaps_s=gaps)
 
 
 def plan_prepared(prepared: PreparedSession, *, timing: Timing | None = None) -> Plan:

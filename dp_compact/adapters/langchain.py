@@ -268,11 +268,12 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         key = session_id or self.session_id or "langchain"
         return list(self._histories.get(key, ([], set()))[0])
 
-    def _record(self, messages: Sequence[BaseMessage]) -> None:
-        """Add the messages not seen before to this thread's history (ours left out)."""
+    def _record(self, messages: Sequence[BaseMessage], thread: str | None = None) -> None:
+        """Add the messages not seen before to this thread's history (ours left out); ``thread``: the
+        :meth:`_session_id` already read for this call."""
         if not self.keep_history:
             return
-        kept, seen = self._histories.setdefault(self._session_id(), ([], set()))
+        kept, seen = self._histories.setdefault(thread or self._session_id(), ([], set()))
         for message in messages:
             key = message.id or f"object-{id(message)}"
             if key in seen or METADATA_KEY in message.additional_kwargs:
@@ -281,7 +282,8 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
             kept.append(message)
 
     def _session_id(self) -> str:
-        """The given session id, else the running graph's thread id, else ``langchain``."""
+        """The given session id, else the running graph's thread id, else ``langchain``. Read once per
+        model call (outside a graph, ``get_config`` raises, at about 25 µs a time)."""
         if self.session_id:
             return self.session_id
         try:
@@ -314,8 +316,13 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         ArchiveError
             The archive could not be written.
         """
-        transcript = self.transcript(self._session_id())
-        transcript.update(messages, self.clock(), convert=self._converter(), usages=_usages, usage=usage_of, is_ours=_is_ours, key=_key)
+        return self._compact_messages(messages, self._session_id())
+
+    def _compact_messages(self, messages: Sequence[AnyMessage], thread: str) -> list[BaseMessage] | None:
+        """:meth:`compact_messages` of the conversation ``thread`` (its :meth:`_session_id`, read once for the call)."""
+        transcript = self.transcript(thread)
+        transcript.update(messages, self.clock(), convert=self._converter(thread), usages=_usages, usage=usage_of, is_ours=_is_ours,
+                          key=_key)
         clear_with = self._clear_natively if self.native is not None and self.native.kind == "clear_tool_uses" else None
         result = self.compact_live(transcript, self.facts, clear_with=clear_with)
         if result is None:
@@ -342,8 +349,9 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
             self._record(messages)
             self._plan_native(messages)
             return None
-        compacted = self.compact_messages(messages)
-        self._record(messages[self.transcript(self._session_id()).new_from:])  # the others were recorded at earlier calls
+        thread = self._session_id()
+        compacted = self._compact_messages(messages, thread)
+        self._record(messages[self.transcript(thread).new_from:], thread)  # the others were recorded at earlier calls
         if compacted is None:
             return None
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *compacted]}
@@ -360,10 +368,10 @@ class DpCompactMiddleware(AgentMiddleware, LiveCompactor):
         self.plans.append(plan)
         self._native_due[self._session_id()] = action == "compact"
 
-    def _converter(self) -> Any:
+    def _converter(self, thread: str | None = None) -> Any:
         """The conversion of a message for planning: as it is, or, for a tool result the provider is
-        asked to clear, as a placeholder (what the model is shown)."""
-        cleared = self._native_cleared.get(self._session_id())
+        asked to clear, as a placeholder (what the model is shown); ``thread``: the :meth:`_session_id` read for this call."""
+        cleared = self._native_cleared.get(thread or self._session_id())
         if not cleared:
             return _wires
 

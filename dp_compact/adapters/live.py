@@ -341,7 +341,7 @@ class LiveCompactor:
             prepared = prepare_counted(session, self.settings, transcript.token_parts(session, self.settings))
         else:
             prepared = prepare(session, self.settings)
-        timing = replace(plan_timing(session, transcript.now_s, WALL_CLOCK), imminent=True)  # the call is made right after
+        timing = plan_timing(session, transcript.now_s, WALL_CLOCK, imminent=True)  # the call is made right after
         return prepared, timing, plan_prepared(prepared, timing=timing)
 
     def compact_live(self, transcript: LiveTranscript, facts: ModelFacts = ModelFacts(), system_text: str = "",

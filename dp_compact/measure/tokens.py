@@ -36,7 +36,7 @@ from dp_compact.measure.documents import PDF_MEDIA_TYPE, Document, count_pdf_pag
 from dp_compact.measure.images import find_images, image_tokens
 from dp_compact.measure.memo import AppendMemo
 
-from dp_compact.conversation import positions_holding_blocks
+from dp_compact.conversation import holds_no_blocks, positions_holding_blocks
 
 if TYPE_CHECKING:
     import tiktoken
@@ -565,8 +565,15 @@ _IMAGES = attrgetter("images")
 
 def _may_hold_blocks(messages: Sequence[Message]) -> list[int]:
     """Positions of the messages whose ``raw`` may hold image or document blocks: all but those
-    read to plan without any (:func:`~dp_compact.conversation.holds_no_blocks`)."""
+    read to plan without any (:func:`~dp_compact.conversation.holds_no_blocks`). A few messages (an
+    adapter's appended ones) are looked at one by one: ``np.isin`` costs tens of microseconds whatever the size."""
+    if len(messages) <= _FEW_BLOCK_MESSAGES:
+        return [i for i, message in enumerate(messages) if not holds_no_blocks(message.raw)]
     return positions_holding_blocks(messages).tolist()
+
+
+#: Messages up to which :func:`_may_hold_blocks` looks at each message in Python (same positions).
+_FEW_BLOCK_MESSAGES = 32
 
 
 def image_token_counts(messages: Sequence[Message], family: str = "") -> npt.NDArray[np.int64]:
