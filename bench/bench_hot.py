@@ -54,7 +54,13 @@ then the flush and index update done after the answer, and the preparation after
 line before it (the first run's prepares the whole transcript; later ones what was appended,
 and read the grown transcript again).
 
-``rows()`` returns the table's rows as dicts (``bench_live.py`` folds them into its table).
+Last, ``plan --json`` on a single JSON document (``--document``, default
+``openai_chat/oai_task393c91_converted.json``) that its agent rewrites whole after each call: the
+document is cut after a call and grown by one call before each timed run, in process and through
+the plan server (:func:`document_rows`).
+
+``rows()`` returns the transcript's rows as dicts, ``document_rows()`` the document's, and
+``live_rows()`` both (``bench_live.py`` folds them into its table).
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import SHARED_SESSIONS, machine_line  # noqa: E402
@@ -77,6 +84,10 @@ from dp_compact.hot.client import GO, NO_SERVER, READY, socket_path, version_key
 
 #: The transcript timed by default: the largest Claude Code one in ../shared/sessions (4.1 MB).
 DEFAULT_SESSION = "claude_code/cc_task43_develop.jsonl"
+
+
+#: The single JSON document timed by default (an agent rewrites it whole after each call).
+DEFAULT_DOCUMENT = "openai_chat/oai_task393c91_converted.json"
 
 
 #: What a warm ``plan`` / ``hook`` run imports (dp_compact.hot.main), with no file read or planned.
@@ -293,17 +304,71 @@ def rows(repeat: int = 7, session: Path | None = None, pre_compact: bool = True,
     return out
 
 
+def _document_parts(source: Path) -> tuple[Any, str | None, list[Any]]:
+    """``(document, key of its list of messages or steps (None: the document is the list), that list)``."""
+    document = json.loads(source.read_bytes())
+    if isinstance(document, list):
+        return document, None, document
+    for key in ("history", "messages", "steps"):  # SWE-agent .traj, {"messages": [...]}, ATIF
+        if isinstance(document.get(key), list):
+            return document, key, document[key]
+    raise ValueError(f"{source}: no list of messages or steps")
+
+
+def document_rows(repeat: int = 7, source: Path | None = None) -> list[dict[str, object]]:
+    """``dp-compact plan --json`` on one JSON document that its agent rewrites whole after each call:
+    the document cut after a call and grown by one call before each timed run (written with
+    ``json.dumps(indent=2)``), in process (no server) and through the plan server; rows as :func:`rows`."""
+    source = source or SHARED_SESSIONS / DEFAULT_DOCUMENT
+    document, key, items = _document_parts(source)
+    calls = [at + 1 for at, item in enumerate(items)
+             if isinstance(item, dict) and (item.get("role") == "assistant" or item.get("source") == "agent")]
+    lengths = calls[-repeat - 1:]
+
+    def write(copy: Path, m: int) -> None:
+        value = items[:m] if key is None else {**document, key: items[:m]}
+        copy.write_text(json.dumps(value, indent=2, ensure_ascii=False))
+
+    times: dict[str, list[tuple[float, float]]] = {"plan": [], "splan": []}
+    with tempfile.TemporaryDirectory(prefix="bench_hot_doc_") as name:
+        folder = Path(name)
+        (folder / "run").mkdir(mode=0o700)
+        env, env_served, dp = _environment(folder), _environment(folder, server=True), _command()
+        copies = {"plan": folder / f"plan{source.suffix}", "splan": folder / f"splan{source.suffix}"}
+        for kind, copy in copies.items():
+            write(copy, lengths[0])
+            _timed([*dp, "plan", str(copy), "--json"], env_served if kind == "splan" else env, folder)  # keeps its state
+        server = _server_started(env_served)
+        for m in lengths[1:]:
+            for kind, copy in copies.items():
+                write(copy, m)
+                times[kind].append(_timed([*dp, "plan", str(copy), "--json"], env_served if kind == "splan" else env, folder))
+        _stop_server(server)
+    size = f"{source.name}, {source.stat().st_size / 1e6:.1f} MB"
+    return [_row(f"dp-compact plan --json, one JSON document rewritten with one more call ({size})", times["plan"]),
+            _row("dp-compact plan --json via the plan server, the document rewritten with one more call", times["splan"])]
+
+
+def live_rows() -> list[dict[str, object]]:
+    """The rows ``bench_live.py`` folds into its table: :func:`rows` and :func:`document_rows`, defaults."""
+    return rows() + document_rows()
+
+
 def main() -> None:
     """Print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--session", type=Path, default=SHARED_SESSIONS / DEFAULT_SESSION)
+    parser.add_argument("--document", type=Path, default=SHARED_SESSIONS / DEFAULT_DOCUMENT,
+                        help="the single JSON document timed after rewrites (default %(default)s)")
     parser.add_argument("--no-pre-compact", action="store_true", help="leave out the PreCompact runs")
     parser.add_argument("--pre-compact-runs", type=int, default=None,
                         help="PreCompact runs timed, in process and served (default max(2, repeat // 3), at most --repeat)")
     args = parser.parse_args()
     session = args.session if args.session.is_absolute() or args.session.exists() else SHARED_SESSIONS / args.session
     table = rows(args.repeat, session, pre_compact=not args.no_pre_compact, pre_compact_runs=args.pre_compact_runs)
+    document = args.document if args.document.is_absolute() or args.document.exists() else SHARED_SESSIONS / args.document
+    table += document_rows(args.repeat, document)
     print(machine_line())
     print(f"# load average {os.getloadavg()[0]:.2f} (1 min) at the end")
     print(f"{'what':<84} {'runs':>4} {'min_ms':>8} {'median_ms':>9} {'cpu_min_ms':>10} {'cpu_median_ms':>13}")
