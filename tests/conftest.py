@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.hot_helpers import env, server  # noqa: F401  the hot-path tests' fixtures (a runtime folder, a plan server)
+
 # CI runs the property tests on a fixed sequence of examples, so that a run is reproducible.
 settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):

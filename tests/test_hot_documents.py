@@ -3,28 +3,22 @@ of a document rewritten whole after each call plans it as the application does, 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import dp_compact.settings  # noqa: F401  the real module: the hot path's stand-in is never installed in this process
-from dp_compact.hot import client
 from dp_compact.hot import main as hot
 from dp_compact.hot.document import DocumentState
 from dp_compact.hot.state import state_dir
 from tests.conftest import SESSIONS, need, session_files
+from tests.hot_helpers import run_client, run_in_process
 
 #: A Cline ``api_conversation_history.json`` is a JSON array of Anthropic messages: built from the shared JSONL one.
 CLINE_HISTORY = "anthropic_messages/cline_api_history_cardgame.jsonl"
@@ -71,23 +65,6 @@ def _calls(items: list[Any]) -> list[int]:
             if isinstance(item, dict) and (item.get("role") == "assistant" or item.get("source") == "agent")]
 
 
-def _run(args: list[str], capsys, monkeypatch, *, hot_path: bool = True, stdin: str | None = None) -> tuple[int, str, str]:
-    """``dp-compact ARGS`` in this process: exit status, stdout, stderr."""
-    if hot_path:
-        monkeypatch.delenv("NO_DP_COMPACT_HOT", raising=False)
-    else:
-        monkeypatch.setenv("NO_DP_COMPACT_HOT", "1")
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        hot.main(args)
-    out, err = capsys.readouterr()
-    monkeypatch.delenv("NO_DP_COMPACT_HOT", raising=False)
-    code = done.value.code
-    return (0 if code is None else code), out, err
-
-
 def _compared(args: list[str], capsys, monkeypatch, *, stdin: str | None = None) -> tuple[tuple[int, str, str], bool]:
     """The hot path's run of ``args`` (it equals the application's) and whether the kept state answered it
     (the application did not run)."""
@@ -99,9 +76,9 @@ def _compared(args: list[str], capsys, monkeypatch, *, stdin: str | None = None)
         return real_full(*a, **k)
 
     monkeypatch.setattr(hot, "_full", counted)
-    hot_run = _run(args, capsys, monkeypatch, stdin=stdin)
+    hot_run = run_in_process(args, capsys, monkeypatch, stdin=stdin)
     monkeypatch.setattr(hot, "_full", real_full)
-    assert hot_run == _run(args, capsys, monkeypatch, hot_path=False, stdin=stdin)
+    assert hot_run == run_in_process(args, capsys, monkeypatch, hot_path=False, stdin=stdin)
     return hot_run, not full_runs
 
 
@@ -297,76 +274,18 @@ def test_plan_of_a_document_from_the_kept_state_loads_no_typer_pydantic_or_price
 
 # --- the plan server, in its own process -------------------------------------------------------
 
-#: What a client run writes beside its output: whether it imported numpy (a run the server answered does not).
-_CLIENT = ("import os, sys\nfrom dp_compact.cli import main\nsys.argv = ['dp-compact', *sys.argv[1:]]\n"
-           "try:\n    main()\nfinally:\n    open(os.environ['PLAN_SERVER_PROBE'], 'w').write(str('numpy' in sys.modules))")
-
-
-def _listening(path: str) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except OSError:
-            return False
-    return True
-
-
-def _wait(condition: Any, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-@pytest.fixture
-def server_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """conftest's environment with a private runtime folder and a plan server listening in it
-    (killed on teardown, with any server a client started there)."""
-    runtime = Path(tempfile.mkdtemp(prefix="dpd"))
-    environ = {k: v for k, v in os.environ.items() if k not in ("NO_DP_COMPACT_HOT", client.NO_SERVER)}
-    environ.update(XDG_RUNTIME_DIR=str(runtime), PLAN_SERVER_PROBE=str(tmp_path / "probe"))
-    path = client.socket_path(environ=environ)
-    assert path is not None
-    process = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "120"], env=environ)
-    try:
-        assert _wait(lambda: _listening(path)), f"no server listening (exit {process.poll()})"
-        yield environ
-    finally:
-        process.kill()
-        process.wait()
-        for lock in (runtime / "dp-compact").glob("*.lock"):
-            try:
-                pid = int(lock.read_text().strip() or 0)
-                if pid and b"dp_compact.hot.server" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    os.kill(pid, signal.SIGKILL)
-            except (OSError, ValueError):
-                continue
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def _client(args: list[str], env: dict[str, str], cwd: Path, *, hot_path: bool = True) -> tuple[tuple[int, str, str], bool]:
-    """``dp-compact ARGS`` as a new process: (exit status, stdout, stderr), and whether the server answered it."""
-    probe = Path(env["PLAN_SERVER_PROBE"])
-    probe.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-c", _CLIENT, *args], capture_output=True, text=True, check=False, cwd=cwd,
-                          env=env if hot_path else {**env, "NO_DP_COMPACT_HOT": "1"})
-    return (done.returncode, done.stdout, done.stderr), probe.read_text() == "False"
-
-
-def test_plan_server_answers_a_rewritten_document_as_the_application(server_env, tmp_path):
+def test_plan_server_answers_a_rewritten_document_as_the_application(server, env, tmp_path):
     source = need(SESSIONS / "other" / "atif_terminus_hvac.json")
     document, key, items = _parts(source)
     copy = tmp_path / "trajectory.json"
     args = ["plan", str(copy), "--json"]
     lengths = _calls(items)[-3:]
     _write(copy, document, key, items, lengths[0])
-    assert _client(args, server_env, tmp_path)[0][0] in (0, 10)  # no state yet: run here, state kept
+    assert run_client(args, env, tmp_path)[0][0] in (0, 10)  # no state yet: run here, state kept
     for m in lengths[1:]:
         _write(copy, document, key, items, m)
-        served, answered = _client(args, server_env, tmp_path)
-        assert answered and served == _client(args, server_env, tmp_path, hot_path=False)[0]
+        served, answered = run_client(args, env, tmp_path)
+        assert answered and served == run_client(args, env, tmp_path, hot_path=False)[0]
     copy.write_text(copy.read_text()[:-20])  # broken: the application's message and status
-    served, answered = _client(args, server_env, tmp_path)
-    assert not answered and served[0] == 2 and served == _client(args, server_env, tmp_path, hot_path=False)[0]
+    served, answered = run_client(args, env, tmp_path)
+    assert not answered and served[0] == 2 and served == run_client(args, env, tmp_path, hot_path=False)[0]

@@ -19,6 +19,7 @@ from dp_compact.hot.transcript import NotIncremental, read_grown
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
 from tests.conftest import REFERENCE, SESSIONS, need, session_files
+from tests.hot_helpers import run_in_process
 
 CLAUDE_CODE = sorted((SESSIONS / "claude_code").glob("*.jsonl")) if SESSIONS.exists() else []
 SMALL = "cc_raze_hooks.jsonl"
@@ -86,33 +87,14 @@ def test_read_grown_refuses_a_rewrite_that_is_not_an_append(tmp_path):
             read_grown(str(source), changed, pickle.loads(kept))
 
 
-def _run(args: list[str], capsys, monkeypatch, *, hot_path: bool = True, stdin: str | None = None) -> tuple[int, str, str]:
-    """``dp-compact ARGS`` in this process: exit status, stdout, stderr."""
-    import io
-
-    if hot_path:
-        monkeypatch.delenv("NO_DP_COMPACT_HOT", raising=False)
-    else:
-        monkeypatch.setenv("NO_DP_COMPACT_HOT", "1")
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        hot.main(args)
-    out, err = capsys.readouterr()
-    monkeypatch.delenv("NO_DP_COMPACT_HOT", raising=False)
-    code = done.value.code
-    return (0 if code is None else code), out, err
-
-
 def _kept_states() -> list[Path]:
     return sorted(state_dir().glob("*.pickle")) if state_dir().exists() else []
 
 
 def _plan_matches_full(copy: Path, capsys, monkeypatch, *, as_json: bool = True) -> str:
     args = ["plan", str(copy), *(["--json"] if as_json else [])]
-    hot_run = _run(args, capsys, monkeypatch)
-    full_run = _run(args, capsys, monkeypatch, hot_path=False)
+    hot_run = run_in_process(args, capsys, monkeypatch)
+    full_run = run_in_process(args, capsys, monkeypatch, hot_path=False)
     assert hot_run == full_run
     return hot_run[1]
 
@@ -203,13 +185,13 @@ def test_plan_of_other_formats_is_the_whole_commands_after_an_append_or_a_rewrit
     lines = data.splitlines(keepends=True)
     line_format = len(lines) > 2 and all(line.lstrip()[:1] in (b"{", b"") for line in lines[:3])
     copy.write_bytes(b"".join(lines[:-1]) if line_format else data)
-    first = _run(["plan", str(copy), "--json"], capsys, monkeypatch)
-    assert first == _run(["plan", str(copy), "--json"], capsys, monkeypatch, hot_path=False)
+    first = run_in_process(["plan", str(copy), "--json"], capsys, monkeypatch)
+    assert first == run_in_process(["plan", str(copy), "--json"], capsys, monkeypatch, hot_path=False)
     if line_format:
         copy.write_bytes(data)  # one record appended
     else:  # one JSON document: it cannot be appended to; rewritten
         copy.write_text(json.dumps(json.loads(data), indent=1, ensure_ascii=False))
-    assert _run(["plan", str(copy), "--json"], capsys, monkeypatch) == _run(["plan", str(copy), "--json"], capsys, monkeypatch, hot_path=False)
+    assert run_in_process(["plan", str(copy), "--json"], capsys, monkeypatch) == run_in_process(["plan", str(copy), "--json"], capsys, monkeypatch, hot_path=False)
     from dp_compact.hot.lines import INCREMENTAL_FORMATS
     from dp_compact.sessions import read_session
 
@@ -241,8 +223,8 @@ def test_hook_status_line_from_the_kept_state_is_the_whole_commands(tmp_path, ca
     copy = tmp_path / "live.jsonl"
     copy.write_bytes(b"".join(lines[:-3]))
     for line in lines[-3:]:
-        hot_run = _run(["hook"], capsys, monkeypatch, stdin=_status(copy))
-        assert hot_run == _run(["hook"], capsys, monkeypatch, hot_path=False, stdin=_status(copy))
+        hot_run = run_in_process(["hook"], capsys, monkeypatch, stdin=_status(copy))
+        assert hot_run == run_in_process(["hook"], capsys, monkeypatch, hot_path=False, stdin=_status(copy))
         assert hot_run[0] == 0 and hot_run[1].startswith("ctx ")
         with open(copy, "ab") as handle:
             handle.write(line)
@@ -251,7 +233,7 @@ def test_hook_status_line_from_the_kept_state_is_the_whole_commands(tmp_path, ca
 
 @pytest.mark.parametrize("hot_path", [True, False])
 def test_hook_status_line_names_a_missing_transcript_in_one_visible_line(hot_path, tmp_path, capsys, monkeypatch):
-    code, out, err = _run(["hook"], capsys, monkeypatch, hot_path=hot_path, stdin=_status(tmp_path / "gone.jsonl"))
+    code, out, err = run_in_process(["hook"], capsys, monkeypatch, hot_path=hot_path, stdin=_status(tmp_path / "gone.jsonl"))
     assert code == 1
     assert out.strip() == "dp-compact: cannot read the file: No such file or directory"  # the status line shows stdout
     assert err.strip().startswith("dp-compact: ") and "gone.jsonl" in err and len(err.strip().splitlines()) == 1
@@ -260,15 +242,15 @@ def test_hook_status_line_names_a_missing_transcript_in_one_visible_line(hot_pat
 def test_hook_status_line_names_an_unreadable_transcript_in_one_visible_line(tmp_path, capsys, monkeypatch):
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
-    code, out, _ = _run(["hook"], capsys, monkeypatch, stdin=_status(folder))
+    code, out, _ = run_in_process(["hook"], capsys, monkeypatch, stdin=_status(folder))
     assert code == 1 and out.startswith("dp-compact: a folder, not a session file")
 
 
 def test_plan_names_a_missing_transcript_in_one_line(tmp_path, capsys, monkeypatch):
-    code, out, err = _run(["plan", str(tmp_path / "gone.jsonl")], capsys, monkeypatch)
+    code, out, err = run_in_process(["plan", str(tmp_path / "gone.jsonl")], capsys, monkeypatch)
     assert code == 2 and out == ""
     assert err.strip() == f"dp-compact: {tmp_path / 'gone.jsonl'}: cannot read the file: No such file or directory"
-    code, out, _ = _run(["plan", str(tmp_path / "gone.jsonl"), "--json"], capsys, monkeypatch)
+    code, out, _ = run_in_process(["plan", str(tmp_path / "gone.jsonl"), "--json"], capsys, monkeypatch)
     assert code == 2 and json.loads(out)["error"]["type"] == "SessionError"
 
 
@@ -345,20 +327,20 @@ def test_hook_pre_compact_from_the_kept_state_archives_what_the_whole_command_ar
     copy.write_bytes(b"".join(lines[:-2]))
     monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
     assert hot.warm(["hook"], _pre_compact(copy)) is None  # no state kept yet: the application runs it
-    _run(["hook"], capsys, monkeypatch, stdin=_status(copy))  # the status line keeps the state
+    run_in_process(["hook"], capsys, monkeypatch, stdin=_status(copy))  # the status line keeps the state
     for line in lines[-2:]:
         with open(copy, "ab") as handle:
             handle.write(line)
         capsys.readouterr()
         assert hot.warm(["hook"], _pre_compact(copy)) == 0  # from the kept state: no Typer, no settings built
         warm_out, warm_err = capsys.readouterr()
-        full_run = _run(["hook"], capsys, monkeypatch, hot_path=False, stdin=_pre_compact(copy))
+        full_run = run_in_process(["hook"], capsys, monkeypatch, hot_path=False, stdin=_pre_compact(copy))
         assert full_run[0] == 0 and warm_err == full_run[2] == ""
         assert _ARCHIVE_ID.sub(r"archive://\1/ID", warm_out) == _ARCHIVE_ID.sub(r"archive://\1/ID", full_run[1])
         assert warm_out.startswith(f"dp-compact: archived {len(read_session(copy, lenient=True).messages)} messages as archive://live/")
         warm_ref, full_ref = (_ARCHIVE_ID.search(out).group(0) for out in (warm_out, full_run[1]))
         assert warm_ref != full_ref and _archived(warm_ref) == _archived(full_ref)
-        assert _run(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))[0] == 0  # the entry point takes it warm as well
+        assert run_in_process(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))[0] == 0  # the entry point takes it warm as well
 
 
 def test_hook_pre_compact_from_the_kept_state_loads_no_typer_or_pydantic(tmp_path):
@@ -381,10 +363,10 @@ def test_hook_pre_compact_with_other_settings_is_the_whole_commands(tmp_path, ca
     copy = tmp_path / "live.jsonl"
     copy.write_bytes(source.read_bytes())
     monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
-    _run(["hook"], capsys, monkeypatch, stdin=_status(copy))
+    run_in_process(["hook"], capsys, monkeypatch, stdin=_status(copy))
     monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "elsewhere"))  # the kept settings are not current
     assert hot.warm(["hook"], _pre_compact(copy)) is None
-    code, out, _ = _run(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))
+    code, out, _ = run_in_process(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))
     assert code == 0 and (tmp_path / "elsewhere" / "live").is_dir() and not (tmp_path / "archive" / "live").exists()
     assert hot.warm(["hook"], _pre_compact(copy)) == 0  # the run kept the state under the new settings
     assert capsys.readouterr().out.startswith("dp-compact: archived ")
@@ -443,7 +425,7 @@ def test_plan_of_a_seed_conversation_with_stats_from_the_kept_state(live, tmp_pa
     copy = tmp_path / "conversation.jsonl"
     copy.write_bytes(b"".join(lines[:30]))
     args = ["plan", str(copy), "--stats", str(stats), "--json"]
-    assert _run(args, capsys, monkeypatch) == _run(args, capsys, monkeypatch, hot_path=False)
+    assert run_in_process(args, capsys, monkeypatch) == run_in_process(args, capsys, monkeypatch, hot_path=False)
     assert len(_kept_states()) == 1
     for at, line in enumerate(lines[30:]):
         with open(copy, "ab") as handle:
@@ -451,12 +433,12 @@ def test_plan_of_a_seed_conversation_with_stats_from_the_kept_state(live, tmp_pa
         if live and at:  # the state of the last run is in memory: the kept file is not loaded
             assert [type(v[2]) for v in hot._LIVE.values()] == [LinesState]
             monkeypatch.setattr(hot, "_kept_state", lambda *a: pytest.fail("loaded the kept file"))
-        code, out, err = _run(args, capsys, monkeypatch)
+        code, out, err = run_in_process(args, capsys, monkeypatch)
         monkeypatch.setattr(hot, "_kept_state", _KEPT_STATE)
-        assert (code, out, err) == _run(args, capsys, monkeypatch, hot_path=False)
+        assert (code, out, err) == run_in_process(args, capsys, monkeypatch, hot_path=False)
         assert json.loads(out)["N"] == 30 + at + 1
     copy.write_bytes(b"".join(lines[:40]))  # rewritten: read whole, the same as the command
-    assert _run(args, capsys, monkeypatch) == _run(args, capsys, monkeypatch, hot_path=False)
+    assert run_in_process(args, capsys, monkeypatch) == run_in_process(args, capsys, monkeypatch, hot_path=False)
 
 
 _KEPT_STATE = hot._kept_state

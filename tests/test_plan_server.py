@@ -5,97 +5,25 @@ from __future__ import annotations
 import json
 import re
 import os
-import shutil
-import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dp_compact.hot import client
 from tests.conftest import SESSIONS, need
+from tests.hot_helpers import listening, run_client, socket_of, wait_until
 
 SMALL = "cc_raze_hooks.jsonl"
-#: What a client run writes beside its output: whether it imported numpy (a run the server answered does not).
-_CLIENT = ("import os, sys\nfrom dp_compact.cli import main\nsys.argv = ['dp-compact', *sys.argv[1:]]\n"
-           "try:\n    main()\nfinally:\n    open(os.environ['PLAN_SERVER_PROBE'], 'w').write(str('numpy' in sys.modules))")
-
-
-def _wait(condition, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _listening(path: str) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except OSError:
-            return False
-    return True
-
-
-def _stop_servers(folder: Path) -> None:
-    """Kill every server whose lock file in ``folder`` names a live plan server."""
-    for lock in folder.glob("*.lock"):
-        try:
-            pid = int(lock.read_text().strip() or 0)
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if pid and b"dp_compact.hot.server" in cmdline:
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment of a run: conftest's (no DP_*, caches under tmp), a private runtime folder
-    short enough for a socket path; every server started in it killed on teardown."""
-    runtime = Path(tempfile.mkdtemp(prefix="dps"))
-    environ = {k: v for k, v in os.environ.items() if k not in ("NO_DP_COMPACT_HOT", client.NO_SERVER)}
-    environ.update(XDG_RUNTIME_DIR=str(runtime), PLAN_SERVER_PROBE=str(tmp_path / "probe"))
-    yield environ
-    _stop_servers(runtime / "dp-compact")
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-def _path(env: dict[str, str]) -> str:
-    path = client.socket_path(environ=env)
-    assert path is not None
-    return path
-
-
-@pytest.fixture
-def server(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A plan server started for ``env``, listening."""
-    process = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "120"], env=env)
-    assert _wait(lambda: _listening(_path(env))), f"no server listening (exit {process.poll()})"
-    yield process
-    process.kill()
-    process.wait()
-
-
-def _run(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[tuple[int, str, str], bool]:
-    """``dp-compact ARGS`` as a new process: (exit status, stdout, stderr), and whether the server answered it."""
-    probe = Path(env["PLAN_SERVER_PROBE"])
-    probe.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-c", _CLIENT, *args], input=stdin or "", capture_output=True, text=True,
-                          env=env, cwd=cwd, check=False)
-    return (done.returncode, done.stdout, done.stderr), probe.read_text() == "False"
 
 
 def _full(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[int, str, str]:
-    return _run(args, {**env, "NO_DP_COMPACT_HOT": "1"}, cwd, stdin)[0]
+    """The application's run of ``dp-compact ARGS`` as a new process (the hot path off): exit status, stdout, stderr."""
+    return run_client(args, env, cwd, stdin, hot_path=False)[0]
 
 
 def _lines(name: str) -> list[bytes]:
@@ -116,15 +44,15 @@ def test_server_plan_and_hook_print_what_the_whole_command_prints(name, server, 
         copy.write_bytes(b"".join(lines[:start]))
     status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(hook_copy),
                          "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet 4.5"}})
-    assert _run(["plan", str(plan_copy), "--json"], env, tmp_path)[0][0] in (0, 10)  # no state yet: run here, state kept
-    assert _run(["hook"], env, tmp_path, status)[0][0] == 0
+    assert run_client(["plan", str(plan_copy), "--json"], env, tmp_path)[0][0] in (0, 10)  # no state yet: run here, state kept
+    assert run_client(["hook"], env, tmp_path, status)[0][0] == 0
     for line in lines[start:]:
         for copy in (plan_copy, hook_copy):
             _append(copy, line)
         for args in (["plan", str(plan_copy), "--json"], ["plan", str(plan_copy)]):
-            served, answered = _run(args, env, tmp_path)
+            served, answered = run_client(args, env, tmp_path)
             assert answered and served == _full(args, env, tmp_path)
-        served, answered = _run(["hook"], env, tmp_path, status)
+        served, answered = run_client(["hook"], env, tmp_path, status)
         assert answered and served[1].strip() and served == _full(["hook"], env, tmp_path, status)
     assert server.poll() is None
 
@@ -134,30 +62,30 @@ def test_server_honours_the_clients_dp_variables(server, env, tmp_path):
     copy = tmp_path / "live.jsonl"
     copy.write_bytes(b"".join(lines[:-2]))
     args = ["plan", str(copy), "--json"]
-    _run(args, env, tmp_path)
+    run_client(args, env, tmp_path)
     _append(copy, lines[-2])
-    plain, answered = _run(args, env, tmp_path)
+    plain, answered = run_client(args, env, tmp_path)
     assert answered
     priced = {**env, "DP_P_INPUT": "7.5"}
-    assert _run(args, priced, tmp_path)[0] == _full(args, priced, tmp_path)  # new settings: run here, state kept
+    assert run_client(args, priced, tmp_path)[0] == _full(args, priced, tmp_path)  # new settings: run here, state kept
     _append(copy, lines[-1])
-    served, answered = _run(args, priced, tmp_path)
+    served, answered = run_client(args, priced, tmp_path)
     assert answered and served == _full(args, priced, tmp_path) and served[1] != plain[1]
 
 
 def test_server_of_another_version_is_not_asked_and_exits(server, env, tmp_path):
-    reply = client._exchange(_path(env), {"version": "0|other", "args": ["hook"], "cwd": "/", "env": {}, "stdin": "{}"})
+    reply = client._exchange(socket_of(env), {"version": "0|other", "args": ["hook"], "cwd": "/", "env": {}, "stdin": "{}"})
     assert reply == {"status": "version"}
     assert server.wait(timeout=30) == 0
-    assert not os.path.exists(_path(env))
+    assert not os.path.exists(socket_of(env))
 
 
 def test_server_refuses_other_commands(server, env, tmp_path):
     request = {"version": client.version_key(), "cwd": str(tmp_path), "env": env, "stdin": None}
     for args in (["compact", "x.jsonl"], ["plan", "x.jsonl", "--provider", "gpt-4o"], ["--help"]):
-        assert client._exchange(_path(env), {**request, "args": args}) == {"status": "refused"}
+        assert client._exchange(socket_of(env), {**request, "args": args}) == {"status": "refused"}
     off = {**request, "args": ["plan", "x.jsonl"], "env": {**env, client.NO_SERVER: "1"}}
-    assert client._exchange(_path(env), off) == {"status": "refused"}
+    assert client._exchange(socket_of(env), off) == {"status": "refused"}
     assert server.poll() is None
 
 
@@ -165,20 +93,20 @@ def test_stale_socket_falls_back_and_is_replaced(env, tmp_path):
     lines = _lines(SMALL)
     copy = tmp_path / "live.jsonl"
     copy.write_bytes(b"".join(lines))
-    path = _path(env)
+    path = socket_of(env)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(path)  # a socket file nobody listens on: a killed server's
     dead.close()
     args = ["plan", str(copy), "--json"]
-    assert _run(args, env, tmp_path)[0] == _full(args, env, tmp_path)
-    assert _wait(lambda: _listening(path))  # the run started a server, which replaced the stale file
+    assert run_client(args, env, tmp_path)[0] == _full(args, env, tmp_path)
+    assert wait_until(lambda: listening(path))  # the run started a server, which replaced the stale file
     _append(copy, lines[-1])
-    served, answered = _run(args, env, tmp_path)
+    served, answered = run_client(args, env, tmp_path)
     assert answered and served == _full(args, env, tmp_path)
 
 
 def test_server_exits_when_idle_or_its_socket_is_removed(env):
-    path = _path(env)
+    path = socket_of(env)
     idle = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "0.5"], env=env)
     try:
         assert idle.wait(timeout=60) == 0
@@ -187,7 +115,7 @@ def test_server_exits_when_idle_or_its_socket_is_removed(env):
         idle.kill()
     removed = subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server"], env=env)
     try:
-        assert _wait(lambda: _listening(path))
+        assert wait_until(lambda: listening(path))
         os.unlink(path)
         assert removed.wait(timeout=60) == 0
     finally:
@@ -195,7 +123,7 @@ def test_server_exits_when_idle_or_its_socket_is_removed(env):
 
 
 def test_socket_and_folder_are_private(server, env):
-    path = _path(env)
+    path = socket_of(env)
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert os.stat(path).st_uid == os.getuid()
@@ -217,22 +145,22 @@ def test_no_server_variable_keeps_the_run_here(env, tmp_path):
     copy.write_bytes(b"".join(_lines(SMALL)))
     args = ["plan", str(copy), "--json"]
     off = {**env, client.NO_SERVER: "1"}
-    assert _run(args, off, tmp_path)[0] == _full(args, env, tmp_path)
+    assert run_client(args, off, tmp_path)[0] == _full(args, env, tmp_path)
     time.sleep(0.5)
-    assert not os.path.exists(_path(env))  # none started
+    assert not os.path.exists(socket_of(env))  # none started
 
 
 @pytest.mark.slow
 def test_two_servers_started_at_once_leave_one_listening(env):
-    path = _path(env)
+    path = socket_of(env)
     both = [subprocess.Popen([sys.executable, "-m", "dp_compact.hot.server", "--idle", "120"], env=env) for _ in range(2)]
     try:
-        assert _wait(lambda: _listening(path))
-        assert _wait(lambda: any(p.poll() is not None for p in both), 60)  # the one without the lock leaves
+        assert wait_until(lambda: listening(path))
+        assert wait_until(lambda: any(p.poll() is not None for p in both), 60)  # the one without the lock leaves
         running = [p for p in both if p.poll() is None]
         assert len(running) == 1 and [p.returncode for p in both if p.poll() is not None] == [0]
         assert Path(f"{path}.lock").read_text().strip() == str(running[0].pid)
-        assert _listening(path)
+        assert listening(path)
     finally:
         for process in both:
             process.kill()
@@ -240,7 +168,7 @@ def test_two_servers_started_at_once_leave_one_listening(env):
 
 
 def test_server_stopped_by_its_id_removes_its_socket(server, env):
-    path = _path(env)
+    path = socket_of(env)
     assert Path(f"{path}.lock").read_text().strip() == str(server.pid)
     server.terminate()
     assert server.wait(timeout=30) == 0
@@ -264,9 +192,9 @@ def test_server_pre_compact_archives_what_the_whole_command_archives(server, env
     env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
     status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
     pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": "manual"})
-    assert _run(["hook"], env, tmp_path, status)[0][0] == 0  # the status line keeps the transcript's state
+    assert run_client(["hook"], env, tmp_path, status)[0][0] == 0  # the status line keeps the transcript's state
     _append(copy, lines[-1])
-    served, answered = _run(["hook"], env, tmp_path, pre)
+    served, answered = run_client(["hook"], env, tmp_path, pre)
     full = _full(["hook"], env, tmp_path, pre)
     assert answered and served[0] == 0 and served[2] == full[2] == ""
     assert _ARCHIVE_ID.sub(r"\1ID", served[1]) == _ARCHIVE_ID.sub(r"\1ID", full[1])
@@ -281,16 +209,16 @@ def test_server_runs_nothing_a_client_gave_up_on(server, env, tmp_path):
     copy = tmp_path / "live.jsonl"
     copy.write_bytes(b"".join(_lines(SMALL)))
     env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
-    assert _run(["hook"], env, tmp_path, json.dumps({"transcript_path": str(copy)}))[0][0] == 0
+    assert run_client(["hook"], env, tmp_path, json.dumps({"transcript_path": str(copy)}))[0][0] == 0
     pre = json.dumps({"hook_event_name": "PreCompact", "transcript_path": str(copy)})
     request = {"version": client.version_key(), "args": ["hook"], "cwd": str(tmp_path), "env": env, "stdin": pre}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
-        gone.connect(_path(env))
+        gone.connect(socket_of(env))
         gone.sendall(json.dumps(request).encode() + b"\n")
         assert gone.recv(1) == client.READY  # taken up; the client leaves without its GO
-    assert client._exchange(_path(env), {**request, "args": ["--help"]}) == {"status": "refused"}  # the server went on
+    assert client._exchange(socket_of(env), {**request, "args": ["--help"]}) == {"status": "refused"}  # the server went on
     assert not (tmp_path / "archive").exists()  # and archived nothing
-    assert client._exchange(_path(env), request)["status"] == "ok" and len(_archive_files(tmp_path / "archive")) == 1
+    assert client._exchange(socket_of(env), request)["status"] == "ok" and len(_archive_files(tmp_path / "archive")) == 1
 
 
 class _HungServer:
@@ -333,9 +261,9 @@ def test_hung_server_costs_a_client_a_short_wait_and_the_run_is_made_here(answer
     copy.write_bytes(b"".join(lines[:-1]))
     args = ["plan", str(copy), "--json"]
     off = {**env, client.NO_SERVER: "1"}
-    assert _run(args, off, tmp_path)[0][0] in (0, 10)  # a state kept: a server could answer
+    assert run_client(args, off, tmp_path)[0][0] in (0, 10)  # a state kept: a server could answer
     _append(copy, lines[-1])
-    path = _path(env)
+    path = socket_of(env)
     hung = _HungServer(path, answer_ready=answer_ready)
     try:
         request = {"version": client.version_key(), "args": args, "cwd": str(tmp_path), "env": env, "stdin": None}
@@ -347,7 +275,7 @@ def test_hung_server_costs_a_client_a_short_wait_and_the_run_is_made_here(answer
         assert client.READY_TIMEOUT_S <= 0.5 and client.ANSWER_TIMEOUT_S <= 2.0
         if not answer_ready:  # the whole run: a short wait, then the command here, as without a server
             start = time.monotonic()
-            served, answered = _run(args, env, tmp_path)
+            served, answered = run_client(args, env, tmp_path)
             elapsed = time.monotonic() - start
             assert not answered and served == _full(args, env, tmp_path)
             assert elapsed < client.READY_TIMEOUT_S + 4.0
@@ -363,13 +291,13 @@ def test_no_server_is_started_for_a_file_the_hot_path_cannot_continue(env, tmp_p
     for source, data in ((ui_log, ui_log.read_bytes()), (document, document.read_bytes()[:-20])):
         copy = tmp_path / source.name
         copy.write_bytes(data)
-        assert _run(["plan", str(copy), "--json"], env, tmp_path)[0] == _full(["plan", str(copy), "--json"], env, tmp_path)
+        assert run_client(["plan", str(copy), "--json"], env, tmp_path)[0] == _full(["plan", str(copy), "--json"], env, tmp_path)
     time.sleep(1.0)
-    assert not os.path.exists(_path(env)) and not os.path.exists(f"{_path(env)}.lock")
+    assert not os.path.exists(socket_of(env)) and not os.path.exists(f"{socket_of(env)}.lock")
     copy = tmp_path / "live.jsonl"
     copy.write_bytes(b"".join(_lines(SMALL)))
-    _run(["plan", str(copy), "--json"], env, tmp_path)
-    assert _wait(lambda: _listening(_path(env)))  # a Claude Code transcript's state was kept: a server is started
+    run_client(["plan", str(copy), "--json"], env, tmp_path)
+    assert wait_until(lambda: listening(socket_of(env)))  # a Claude Code transcript's state was kept: a server is started
 
 
 def test_exchange_tells_no_listener_from_a_server_that_does_not_answer(tmp_path):
