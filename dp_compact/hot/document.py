@@ -80,14 +80,17 @@ def read_document(path: Path | str, data: bytes, state: DocumentState | None) ->
 
 def document_state(path: Path | str, data: bytes, lenient: bool) -> bytes | None:
     """The pickled :class:`DocumentState` of ``path`` (its bytes ``data``) when the application reads
-    it as one JSON document (:func:`dp_compact.sessions.source.read_source`), else None (JSONL, unreadable)."""
+    it as one JSON document (:func:`dp_compact.sessions.source.read_source`; or one JSON object on one line,
+    which the application reads as a document when no JSONL reader takes it), else None (JSONL, unreadable)."""
     from dp_compact.errors import DpCompactError
     from dp_compact.sessions.source import read_source
 
     if _jsonl_now(data):
         return None
     try:
-        if read_source(path, lenient=lenient).document is None:
+        source = read_source(path, lenient=lenient)
+        one_line = source.records is not None and len(source.records) == 1 and isinstance(source.sample[0].value, dict)
+        if source.document is None and not one_line:  # one object on one line: a document written without indent
             return None
     except (DpCompactError, OSError, ValueError):
         return None

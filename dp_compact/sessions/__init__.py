@@ -119,18 +119,24 @@ def _read(path: Path | str, *, lenient: bool, stats: Path | str | None) -> Sessi
             path=str(path), format="empty", messages=(), skipped_lines=source.skipped, stats=seed_stats,
             partial_line=source.partial_line, skipped_line_numbers=source.skipped_line_numbers(),
         )
-    for reader in READERS:
-        if reader.sniff(source):
-            session = reader.read(source)
-            if seed_stats is not None:
-                session = replace(session, stats=seed_stats)
-            if source.partial_line is not None:
-                session = replace(session, partial_line=source.partial_line)
-            if session.skipped_lines:
-                session = replace(session, skipped_line_numbers=source.skipped_line_numbers())
-            if source.repaired_line_numbers():
-                session = replace(session, repaired_lines=source.repaired_line_numbers())
-            return session
+    reader = next((r for r in READERS if r.sniff(source)), None)
+    if reader is None and isinstance(lone, dict) and source.partial_line is None:
+        # one line holding one JSON object that no JSONL reader takes: a document written on one line
+        # (json.dump without indent), read as the document it is
+        source = Source(source.path, None, lone, nbytes=source.nbytes, lenient=lenient,
+                        document_repaired={1} if source.repaired_line_numbers() else set())
+        reader = next((r for r in READERS if r.sniff(source)), None)
+    if reader is not None:
+        session = reader.read(source)
+        if seed_stats is not None:
+            session = replace(session, stats=seed_stats)
+        if source.partial_line is not None:
+            session = replace(session, partial_line=source.partial_line)
+        if session.skipped_lines:
+            session = replace(session, skipped_line_numbers=source.skipped_line_numbers())
+        if source.repaired_line_numbers():
+            session = replace(session, repaired_lines=source.repaired_line_numbers())
+        return session
     formats = "; ".join(supported_formats())
     raise UnknownFormatError(path, None, f"{UnknownFormatError.OPENING}. Supported formats: {formats}")
 
