@@ -94,6 +94,29 @@ def test_hook_refuses_a_file_that_is_not_a_transcript_in_one_line(tmp_path):
     assert "no message could be read" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def _opening(transcript: Path) -> list[bytes]:
+    """The lines Claude Code writes before the transcript's first message (progress, snapshots, queue operations)."""
+    lines = transcript.read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if json.loads(line).get("type") in ("user", "assistant"))
+    return lines[:first]
+
+
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+def test_hook_status_line_of_a_session_just_started_says_no_messages_yet(name, tmp_path):
+    transcript = need(SESSIONS / "claude_code" / name)
+    opening = _opening(transcript)
+    copy = tmp_path / name
+    for lines in ([], *(opening[:n] for n in range(1, len(opening) + 1))):
+        copy.write_bytes(b"".join(lines))
+        payload = {**status_payload(copy), "context_window": {"context_window_size": 200_000}}
+        done = CliRunner().invoke(app, ["hook"], input=json.dumps(payload))
+        assert done.exit_code == 0 and done.stdout.strip() == "ctx 0k/200k · no messages yet", (len(lines), done.output)
+        session = read_session(copy)
+        assert session.messages == () and session.format in ("claude_code" if lines else "empty",)
+    done = CliRunner().invoke(app, ["hook"], input=json.dumps({"transcript_path": str(copy)}))
+    assert done.exit_code == 0 and done.stdout.strip() == "ctx 0k · no messages yet"
+
+
 def test_hook_status_line_names_compacting_on_return_when_the_plan_waits_for_it(monkeypatch):
     from dataclasses import replace as _replace
 

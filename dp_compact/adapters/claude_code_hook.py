@@ -49,15 +49,29 @@ class HookOutcome:
     archive_ref: str | None = None
 
 
-def _session(payload: Mapping[str, Any]) -> Session:
-    """The transcript named by the payload, with the payload's model and window where it records none."""
+def _transcript(payload: Mapping[str, Any]) -> Session:
+    """The transcript named by the payload, read leniently (a live transcript may end in a half-written line)."""
     from dp_compact.sessions import read_session
 
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise SessionError("<stdin>", None, "no transcript_path: not the JSON of a Claude Code hook or status line")
-    session = read_session(Path(path).expanduser(), lenient=True)  # a live transcript may end in a half-written line
-    return with_payload_context(session, payload)
+    return read_session(Path(path).expanduser(), lenient=True)
+
+
+def _session(payload: Mapping[str, Any]) -> Session:
+    """The transcript named by the payload, with the payload's model and window where it records none."""
+    return with_payload_context(_transcript(payload), payload)
+
+
+def _not_started(session: Session, payload: Mapping[str, Any]) -> str | None:
+    """The status line of a transcript that holds no message yet and no unreadable line (a session
+    just started: Claude Code writes its bookkeeping records first), else None."""
+    if session.messages or session.skipped_lines:
+        return None
+    window = payload.get("context_window")
+    size = window.get("context_window_size") if isinstance(window, Mapping) else None
+    return f"ctx 0k/{_k(size)} · no messages yet" if isinstance(size, int) and size > 0 else "ctx 0k · no messages yet"
 
 
 def with_payload_context(session: Session, payload: Mapping[str, Any]) -> Session:
@@ -110,6 +124,8 @@ def status_line(payload: Mapping[str, Any], settings: Settings) -> str:
     str
         ``ctx 142k/200k · compact now saves $0.42 · keep 33`` or ``ctx 142k/200k · keep all``;
         the saving is the look-ahead's against the best schedule that waits, else NetBenefit ($).
+        ``ctx 0k · no messages yet`` for a transcript that holds no message yet (an empty file, or
+        only the records Claude Code writes before the first message).
 
     Raises
     ------
@@ -120,7 +136,11 @@ def status_line(payload: Mapping[str, Any], settings: Settings) -> str:
 
     from dp_compact.api import plan_session
 
-    plan = plan_session(_session(payload), hook_settings(settings), now=time.time(), now_source="wall clock")  # the silence since the last call (DESIGN §8)
+    session = _transcript(payload)
+    if (empty := _not_started(session, payload)) is not None:
+        return empty
+    plan = plan_session(with_payload_context(session, payload), hook_settings(settings), now=time.time(),
+                        now_source="wall clock")  # the silence since the last call (DESIGN §8)
     return status_text(plan)
 
 

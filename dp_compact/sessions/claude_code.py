@@ -67,9 +67,23 @@ def _is_message_record(value: Any) -> bool:
     )
 
 
+def _is_bookkeeping_record(value: Any) -> bool:
+    """A Claude Code record that holds no message (``progress``, ``queue-operation``,
+    ``file-history-snapshot``, ``last-prompt``, ...): a ``type`` with Claude Code's ``sessionId``,
+    or a file-history snapshot."""
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and (
+        isinstance(value.get("sessionId"), str) or (value["type"] == "file-history-snapshot" and "snapshot" in value))
+
+
 def sniff(source: Source) -> bool:
-    """True for JSONL holding a Claude Code ``user``/``assistant`` record among its first records (``Source.sample``)."""
-    return source.records is not None and any(_is_message_record(r.value) for r in source.sample)
+    """True for JSONL holding a Claude Code ``user``/``assistant`` record among its first records
+    (``Source.sample``), or only records Claude Code writes before the first message (a session
+    just started: read as a transcript with no message yet)."""
+    if source.records is None:
+        return False
+    sample = source.sample
+    return any(_is_message_record(r.value) for r in sample) or (
+        bool(sample) and all(_is_bookkeeping_record(r.value) for r in sample))
 
 
 def _links(records: Sequence[Record]) -> list[tuple[Any, Any] | None]:
