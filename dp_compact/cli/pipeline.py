@@ -131,9 +131,10 @@ def _render_clear(data: dict[str, Any]) -> str:
     where = "dry run: nothing archived, nothing written" if data["dry_run"] else f"written to {data['output']} ({data['api']})"
     return "\n".join([
         f"CLEAR  {data['path']}: {data['explanation']} (the last {data['kept_messages']} of {data['n_messages']} messages untouched)",
-        (f"  tokens        {data['tokens_before']:,} -> {data['tokens_after']:,}: {data['tokens_removed']:,} removed from tool results,"
-         f" {data['placeholder_tokens']:,} added by placeholders"),
-        (f"  cache         rewritten from message {data['first_changed_message']} ({data['rewritten_tokens']:,} tokens);"
+        (f"  tokens        {data['tokens_before']:,} -> {data['tokens_after']:,} cl100k tokens: {data['tokens_removed']:,} removed from"
+         f" tool results, {data['placeholder_tokens']:,} added by placeholders"
+         + (" (the plan's figures above are provider tokens)" if data.get("plan") else "")),
+        (f"  cache         rewritten from message {data['first_changed_message']} ({data['rewritten_tokens']:,} cl100k tokens);"
          " the messages before it stay cached"),
         f"  archive       {data['archive_ref'] or 'archive://<session>/<id>'}#msg-N restores message N"
         + ("" if data["dry_run"] else f"; {len(data['cleared_message_indices'])} messages archived"),
