@@ -161,3 +161,22 @@ def test_cli_replay_recorded_reports_ttl_and_bill_check():
     assert data["bill_check"]["within_tolerance"] and data["bill_check"]["recorded_usd"] == data["policies"][0]["total_usd"]
     table = CliRunner().invoke(app, ["replay", str(need(SESSIONS / "claude_code/cc_raze_hooks.jsonl")), "--policy", "recorded"])
     assert "bill      $" in table.stdout and "cache     TTL 3600 s:" in table.stdout
+
+
+def test_recorded_prompts_that_fall_without_a_compaction_record_are_noted():
+    from dp_compact.prepare import prepare
+    from dp_compact.replay.load import prepared_recording
+    from dp_compact.replay.recorded import SHRINK_SHARE, unrecorded_shrinks
+    from dp_compact.sessions import read_session
+    from dp_compact.settings import Settings
+
+    path = need(SESSIONS / "claude_code" / "cc_task43_develop.jsonl")
+    prepared = prepare(read_session(path, raw_json=True), Settings(), history=True)
+    rec = prepared_recording(prepared)[0]
+    count, note = unrecorded_shrinks(rec)
+    prompts = rec.recorded_prompts[rec.recorded_prompts >= 0]
+    falls = int(np.sum(prompts[1:] < prompts[:-1] * (1 - SHRINK_SHARE)))  # the file records no compaction
+    assert rec.cuts == () and count == falls >= 1 and "Claude Code clears old tool results" in note
+    quiet = prepared_recording(prepare(read_session(need(SESSIONS / "claude_code" / "cc_fundwise.jsonl"), raw_json=True),
+                                       Settings(), history=True))[0]
+    assert unrecorded_shrinks(quiet) == (0, "")

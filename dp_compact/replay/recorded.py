@@ -33,7 +33,8 @@ import numpy.typing as npt
 from dp_compact.replay.meter import Meter, PolicyResult, call_prices
 from dp_compact.replay.recording import RecordedCut, Recording, ReplayParams
 
-__all__ = ["RECORDED", "Recorded", "RecordedCosts", "RecordedState", "measured_hit_share", "recorded_costs", "replay_recorded"]
+__all__ = ["RECORDED", "Recorded", "RecordedCosts", "RecordedState", "measured_hit_share", "recorded_costs", "replay_recorded",
+           "unrecorded_shrinks"]
 
 #: The policy's name (``--policy recorded``).
 RECORDED = "recorded"
@@ -190,6 +191,41 @@ def measured_hit_share(rec: Recording, params: ReplayParams) -> tuple[float, str
             f" {int(held.sum()):,} tokens, its usage records): every policy reads that share of its cached prefix"
             " and writes the rest")
     return share, note
+
+
+#: A recorded prompt smaller than the one before by more than this share of it, with no compaction
+#: recorded between them, is a shrink the file does not show (:func:`unrecorded_shrinks`).
+SHRINK_SHARE = 0.05
+
+
+def unrecorded_shrinks(rec: Recording) -> tuple[int, str]:
+    """How many times a recorded prompt fell by more than :data:`SHRINK_SHARE` of the one before
+    with no compaction recorded between them, and a note saying what that means ("" when none).
+
+    A tool may take content out of its prompts without writing a compaction into the file (Claude
+    Code, for one, clears old tool results on its own): its recorded prompts then fall below what
+    the file's messages hold, and the ``recorded`` policy costs less than ``never``, which sends
+    every message; no other policy knows what that tool took out.
+    """
+    prompts = rec.recorded_prompts
+    if prompts is None:
+        return 0, ""
+    calls = np.flatnonzero(prompts >= 0)
+    if calls.size < 2:
+        return 0, ""
+    before, after = prompts[calls[:-1]], prompts[calls[1:]]
+    cut_calls = np.array(sorted({cut.call for cut in rec.cuts}), dtype=np.int64)
+    recorded_cut = np.searchsorted(cut_calls, calls[1:], side="right") > np.searchsorted(cut_calls, calls[:-1], side="right")
+    falls = (after < before * (1.0 - SHRINK_SHARE)) & ~recorded_cut
+    count = int(falls.sum())
+    if count == 0:
+        return 0, ""
+    at = int(np.argmax(np.where(falls, before - after, -1)))
+    note = (f"the recorded prompts fall {count} time(s) with no compaction in the file (the largest: {int(before[at]):,} ->"
+            f" {int(after[at]):,} tokens, call {int(calls[at + 1]) + 1}): the recorded tool took content out of its prompts"
+            f" that the file does not record as a compaction{' (Claude Code clears old tool results on its own)' if rec.format == 'claude_code' else ''},"
+            " so `recorded` can cost less than `never`, which sends every message the file holds")
+    return count, note
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from dp_compact.replay.meter import (
 )
 from dp_compact.replay.policies import ORACLE, SUMMARY_TOKENS, parse_policy
 from dp_compact.replay.receipts import PolicyReceipts, receipts
-from dp_compact.replay.recorded import measured_hit_share, recorded_costs
+from dp_compact.replay.recorded import measured_hit_share, recorded_costs, unrecorded_shrinks
 from dp_compact.sessions import read_session
 from dp_compact.sessions.source import skipped_lines_note
 from dp_compact.settings import Settings
@@ -329,9 +329,11 @@ def replay_session(
     ttl, ttl_reason = resolve_ttl(prepared.prices, cache_ttl_s, timed)
     params, notes = replay_params(prepared, ttl, loss)
     params = replace(params, ttl_reason=ttl_reason)
+    _, shrink_note = unrecorded_shrinks(recording)
     share, share_note = measured_hit_share(recording, params)
     params = replace(params, cache_hit_share=share)
     notes = (*notes, share_note) if share_note else notes
+    notes = (*notes, shrink_note) if shrink_note else notes
     if session.skipped_lines:
         notes = (*notes, skipped_lines_note(session.skipped_lines, session.skipped_line_numbers))
     results = tuple(_replay_one(recording, policy, params, settings) for policy in parsed)
