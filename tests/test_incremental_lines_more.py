@@ -24,7 +24,8 @@ from dp_compact.hot.transcript import NotIncremental
 from dp_compact.sessions import read_session
 from dp_compact.sessions.source import SNIFF_RECORDS
 from tests.conftest import CASES, SESSIONS, need
-from tests.test_incremental import _kept_states, _run
+from tests.hot_helpers import run_in_process
+from tests.test_incremental import _kept_states
 
 
 def _format_of(path: Path) -> str | None:
@@ -165,7 +166,7 @@ def test_openai_chat_refusals(more, tmp_path: Path) -> None:
     (_chat({"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}), False),  # no OpenAI-only trait: Anthropic messages
     (b"[" + _chat(SYSTEM, USER).replace(b"\n", b",")[:-1] + b"]\n", True),  # a JSON array
     (json.dumps({"messages": [SYSTEM, USER]}, indent=1).encode(), True),
-    (json.dumps({"messages": [SYSTEM, USER]}).encode() + b"\n", False),  # one line: a record that is no message
+    (json.dumps({"messages": [SYSTEM, USER]}).encode() + b"\n", True),  # one line: the document written without indent
     (_chat({"role": "user", "content": "hi", "type": "say", "ts": 1}, {"role": "system", "content": "x", "type": "ask", "ts": 2}), False),  # Cline UI entries
     (_chat(SYSTEM)[:-5], False),  # no complete line
     (b"", False),
@@ -307,8 +308,8 @@ def test_a_stream_event_after_the_first_records_does_not_make_a_gemini_stream(tm
 
 def _same_plan(copy: Path, capsys, monkeypatch) -> str:
     args = ["plan", str(copy), "--json"]
-    hot_run = _run(args, capsys, monkeypatch)
-    assert hot_run == _run(args, capsys, monkeypatch, hot_path=False)
+    hot_run = run_in_process(args, capsys, monkeypatch)
+    assert hot_run == run_in_process(args, capsys, monkeypatch, hot_path=False)
     assert hot_run[0] == 0
     return hot_run[1]
 

@@ -23,8 +23,8 @@ from dp_compact.pipeline import extract
 from dp_compact.pipeline.archive import ArchiveStore, DeferredArchiver
 from dp_compact.pipeline.extract import identifiers, joined_identifiers, joined_paths, paths
 from tests.conftest import SESSIONS, need
-from tests.test_plan_server import _ARCHIVE_ID, _append, _archive_files, _full, _lines, _run
-from tests.test_plan_server import env, server  # noqa: F401  (fixtures)
+from tests.hot_helpers import run_client
+from tests.test_plan_server import _ARCHIVE_ID, _append, _archive_files, _full, _lines
 
 #: Environment of the plain command: no hot path, no plan server.
 _PLAIN = {"NO_DP_COMPACT_HOT": "1", "NO_DP_COMPACT_SERVER": "1"}
@@ -65,14 +65,14 @@ def test_served_pre_compact_archives_what_the_plain_command_archives(name, serve
     env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
     status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
     pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": "auto"})
-    assert _run(["hook"], env, tmp_path, status)[0][0] == 0  # no state yet: run here, the state kept
+    assert run_client(["hook"], env, tmp_path, status)[0][0] == 0  # no state yet: run here, the state kept
     store = ArchiveStore(tmp_path / "archive")
     for at, line in enumerate(lines[-3:-1]):
         _append(copy, line)
         if at == 0:  # as in Claude Code: the status line of the grown transcript first (the server prepares after it)
-            assert _run(["hook"], env, tmp_path, status) == ((0, _full(["hook"], env, tmp_path, status)[1], ""), True)
-        served, answered = _run(["hook"], env, tmp_path, pre)
-        plain = _run(["hook"], {**env, **_PLAIN}, tmp_path, pre)[0]
+            assert run_client(["hook"], env, tmp_path, status) == ((0, _full(["hook"], env, tmp_path, status)[1], ""), True)
+        served, answered = run_client(["hook"], env, tmp_path, pre)
+        plain = run_client(["hook"], {**env, **_PLAIN}, tmp_path, pre)[0]
         assert answered and served[0] == plain[0] == 0 and served[2] == plain[2] == ""
         assert _ARCHIVE_ID.sub(r"\1ID", served[1]) == _ARCHIVE_ID.sub(r"\1ID", plain[1])
         refs = [_ARCHIVE_ID.search(out[1]).group(0) for out in (served, plain)]
