@@ -138,9 +138,26 @@ def test_hook_pre_compact_with_the_hot_paths_kept_settings_archives_the_same(nam
     transcript = need(SESSIONS / "claude_code" / name)
     monkeypatch.setenv("DP_S", "900")  # a summary budget other than the default: the settings reach the archive
     settings = load_settings()
-    store = ArchiveStore(tmp_path / "archive")
-    outcomes = [archive_before_compaction(pre_compact_payload(transcript), s, store) for s in (settings, KeptSettings.of(settings))]
+    stores = [ArchiveStore(tmp_path / f"archive-{i}") for i in range(2)]
+    outcomes = [archive_before_compaction(pre_compact_payload(transcript), s, store)
+                for s, store in zip((settings, KeptSettings.of(settings)), stores, strict=True)]
     refs = [o.archive_ref for o in outcomes]
     assert refs[0] != refs[1] and [o.text.replace(o.archive_ref, "") for o in outcomes] == [outcomes[0].text.replace(refs[0], "")] * 2
-    metadata = [{k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")} for ref in refs]
-    assert metadata[0] == metadata[1] and store.restore(refs[0]) == store.restore(refs[1])
+    metadata = [{k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")} for store, ref in zip(stores, refs, strict=True)]
+    assert metadata[0] == metadata[1] and stores[0].restore(refs[0]) == stores[1].restore(refs[1])
+
+
+def test_hook_pre_compact_run_twice_on_the_same_conversation_archives_it_once(tmp_path):
+    from dp_compact.adapters.claude_code_hook import archive_before_compaction
+
+    transcript = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
+    copy = tmp_path / transcript.name
+    lines = transcript.read_bytes().splitlines(keepends=True)
+    copy.write_bytes(b"".join(lines[:-2]))
+    store, settings = ArchiveStore(tmp_path / "archive"), load_settings()
+    first, again = (archive_before_compaction(pre_compact_payload(copy), settings, store) for _ in range(2))
+    assert again.archive_ref == first.archive_ref and again.text == f"{first.text} (already archived)"
+    assert len(store.index.ids()) == 1
+    copy.write_bytes(b"".join(lines))  # the conversation went on: a new archive
+    grown = archive_before_compaction(pre_compact_payload(copy), settings, store)
+    assert grown.archive_ref != first.archive_ref and "already" not in grown.text and len(store.index.ids()) == 2

@@ -311,11 +311,12 @@ def _pre_compact(path: Path) -> str:
 _ARCHIVE_ID = re.compile(r"archive://([^/\s]+)/\d{8}T\d{12}Z-[0-9a-f]{8}")
 
 
-def _archived(ref: str) -> tuple[list, dict, tuple]:
-    """What the archive holds under ``ref``: its messages, its metadata without id and time, its index row's count and digest."""
+def _archived(ref: str, root: Path | None = None) -> tuple[list, dict, tuple]:
+    """What the archive (``root``, default ``DP_ARCHIVE_DIR``'s) holds under ``ref``: its messages, its metadata
+    without id and time, its index row's count and digest."""
     from dp_compact.pipeline.archive import ArchiveStore
 
-    store = ArchiveStore()
+    store = ArchiveStore(root)
     meta = {k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")}
     return store.restore(ref), meta, store.index.lookup(ref)[2:]
 
@@ -334,13 +335,16 @@ def test_hook_pre_compact_from_the_kept_state_archives_what_the_whole_command_ar
         capsys.readouterr()
         assert hot.warm(["hook"], _pre_compact(copy)) == 0  # from the kept state: no Typer, no settings built
         warm_out, warm_err = capsys.readouterr()
+        monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive-full"))  # its own archive: a store archives a conversation once
         full_run = run_in_process(["hook"], capsys, monkeypatch, hot_path=False, stdin=_pre_compact(copy))
+        monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
         assert full_run[0] == 0 and warm_err == full_run[2] == ""
         assert _ARCHIVE_ID.sub(r"archive://\1/ID", warm_out) == _ARCHIVE_ID.sub(r"archive://\1/ID", full_run[1])
         assert warm_out.startswith(f"dp-compact: archived {len(read_session(copy, lenient=True).messages)} messages as archive://live/")
         warm_ref, full_ref = (_ARCHIVE_ID.search(out).group(0) for out in (warm_out, full_run[1]))
-        assert warm_ref != full_ref and _archived(warm_ref) == _archived(full_ref)
-        assert run_in_process(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))[0] == 0  # the entry point takes it warm as well
+        assert warm_ref != full_ref and _archived(warm_ref) == _archived(full_ref, tmp_path / "archive-full")
+        again = run_in_process(["hook"], capsys, monkeypatch, stdin=_pre_compact(copy))  # the entry point takes it warm as well
+        assert again[0] == 0 and again[1].strip().endswith(f"{warm_ref} (already archived)")
 
 
 def test_hook_pre_compact_from_the_kept_state_loads_no_typer_or_pydantic(tmp_path):

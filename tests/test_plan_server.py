@@ -195,14 +195,16 @@ def test_server_pre_compact_archives_what_the_whole_command_archives(server, env
     assert run_client(["hook"], env, tmp_path, status)[0][0] == 0  # the status line keeps the transcript's state
     _append(copy, lines[-1])
     served, answered = run_client(["hook"], env, tmp_path, pre)
-    full = _full(["hook"], env, tmp_path, pre)
+    full = _full(["hook"], {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive-full")}, tmp_path, pre)  # its own archive
     assert answered and served[0] == 0 and served[2] == full[2] == ""
     assert _ARCHIVE_ID.sub(r"\1ID", served[1]) == _ARCHIVE_ID.sub(r"\1ID", full[1])
-    store = ArchiveStore(tmp_path / "archive")
+    stores = [ArchiveStore(tmp_path / "archive"), ArchiveStore(tmp_path / "archive-full")]
     refs = [_ARCHIVE_ID.search(out).group(0) for out in (served[1], full[1])]
-    metadata = [{k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")} for ref in refs]
-    assert store.restore(refs[0]) == store.restore(refs[1]) and metadata[0] == metadata[1]
-    assert len(_archive_files(tmp_path / "archive")) == 2  # one archive a run: the served run was not made again here
+    metadata = [{k: v for k, v in store.metadata(ref).items() if k not in ("ref", "id", "created")} for store, ref in zip(stores, refs, strict=True)]
+    assert stores[0].restore(refs[0]) == stores[1].restore(refs[1]) and metadata[0] == metadata[1]
+    assert len(_archive_files(tmp_path / "archive")) == 1  # one archive a run: the served run was not made again here
+    again = _full(["hook"], env, tmp_path, pre)  # the whole command on the conversation the server archived: archived once
+    assert again[1].strip().endswith(f"{refs[0]} (already archived)") and len(_archive_files(tmp_path / "archive")) == 1
 
 
 def test_server_runs_nothing_a_client_gave_up_on(server, env, tmp_path):

@@ -66,22 +66,25 @@ def test_served_pre_compact_archives_what_the_plain_command_archives(name, serve
     status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
     pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": "auto"})
     assert run_client(["hook"], env, tmp_path, status)[0][0] == 0  # no state yet: run here, the state kept
-    store = ArchiveStore(tmp_path / "archive")
+    store, plain_store = ArchiveStore(tmp_path / "archive"), ArchiveStore(tmp_path / "archive-plain")
+    plain_env = {**env, **_PLAIN, "DP_ARCHIVE_DIR": str(plain_store.root)}  # its own archive: the same conversation is archived once a store
     for at, line in enumerate(lines[-3:-1]):
         _append(copy, line)
         if at == 0:  # as in Claude Code: the status line of the grown transcript first (the server prepares after it)
             assert run_client(["hook"], env, tmp_path, status) == ((0, _full(["hook"], env, tmp_path, status)[1], ""), True)
         served, answered = run_client(["hook"], env, tmp_path, pre)
-        plain = run_client(["hook"], {**env, **_PLAIN}, tmp_path, pre)[0]
+        plain = run_client(["hook"], plain_env, tmp_path, pre)[0]
         assert answered and served[0] == plain[0] == 0 and served[2] == plain[2] == ""
         assert _ARCHIVE_ID.sub(r"\1ID", served[1]) == _ARCHIVE_ID.sub(r"\1ID", plain[1])
         refs = [_ARCHIVE_ID.search(out[1]).group(0) for out in (served, plain)]
         assert _indexed(store, refs[0])
-        assert _archive(store, refs[0]) == _archive(store, refs[1])
-        assert _rows(store.index_path, refs[0]) == _rows(store.index_path, refs[1])
-        assert store.restore(refs[0]) == store.restore(refs[1])
-    assert len(_archive_files(tmp_path / "archive")) == 4  # one archive a run: nothing archived twice
-    assert not list((tmp_path / "archive").rglob("*.pending"))  # every staged archive committed
+        assert _archive(store, refs[0]) == _archive(plain_store, refs[1])
+        assert _rows(store.index_path, refs[0]) == _rows(plain_store.index_path, refs[1])
+        assert store.restore(refs[0]) == plain_store.restore(refs[1])
+    again, answered = run_client(["hook"], env, tmp_path, pre)  # the hook again on the same conversation: archived once
+    assert answered and again[1].strip().endswith(f"{refs[0]} (already archived)")
+    assert len(_archive_files(store.root)) == len(_archive_files(plain_store.root)) == 2  # one archive a conversation
+    assert not list(store.root.rglob("*.pending"))  # every staged archive committed
 
 
 def test_deferred_archive_is_indexed_on_commit_or_by_the_next_write_when_its_writer_died(tmp_path):

@@ -204,7 +204,9 @@ def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, ar
     Returns
     -------
     HookOutcome
-        ``archived N messages as archive://<session>/<id>``, or ``nothing to archive``.
+        ``archived N messages as archive://<session>/<id>``, or ``nothing to archive``. A
+        conversation the archive holds already, message for message (the hook run twice), is not
+        archived again: its archive's reference is given, followed by ``(already archived)``.
 
     Raises
     ------
@@ -218,6 +220,10 @@ def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, ar
     session = _session(payload) if session is None else with_payload_context(session, payload)
     if not session.messages:
         return HookOutcome("dp-compact: nothing to archive")
+    archived_as = getattr(archive, "archived_as", None)
+    if archived_as is not None and (ref := archived_as(Path(session.path).stem, [m.raw for m in session.messages])) is not None:
+        # the hook run again on the same conversation (a retried or repeated compaction): the archive it made holds it
+        return HookOutcome(f"dp-compact: archived {len(session.messages)} messages as {ref} (already archived)", ref)
     after = Message(role="user", text=_AFTER, raw={"role": "user", "content": _AFTER})
     live = replace(session, messages=(*session.messages, after))
     prepared = None

@@ -228,6 +228,25 @@ def write_jsonl_atomic(path: Path | str, messages: Sequence[Any], *, mode: int =
         raise ArchiveError(f"{target}: cannot write: {exc}") from exc
 
 
+def _head_lines(head_raw: Sequence[Any], encoded: Mapping[int, tuple[Any, bytes, Sequence[str]]] | None,
+                body: list[str] | None) -> list[bytes]:
+    """Each message of a head as its archive line (:func:`json_line`, or the line ``encoded`` holds for
+    that very message); its searchable strings appended to ``body`` unless None. TypeError or
+    ValueError when a message is not JSON-ready."""
+    lines: list[bytes] = []
+    for message in head_raw:
+        known = encoded.get(id(message)) if encoded else None
+        if known is not None and known[0] is message:
+            lines.append(known[1])
+            if body is not None:
+                body.extend(known[2])
+        else:
+            lines.append(json_line(message))
+            if body is not None:
+                searchable_strings(message, body)
+    return lines
+
+
 class ArchiveStore:
     """Archived heads under one root directory: write, restore, search.
 
@@ -256,24 +275,31 @@ class ArchiveStore:
             **metadata, "ref": ref, "session": session, "id": archive_id,
             "created": now.isoformat(timespec="microseconds"), "message_count": len(head_raw),
         }
-        lines: list[bytes] = []
         body: list[str] = []
         try:
-            for message in head_raw:
-                known = encoded.get(id(message)) if encoded else None
-                if known is not None and known[0] is message:
-                    lines.append(known[1])
-                    body.extend(known[2])
-                else:
-                    lines.append(json_line(message))
-                    searchable_strings(message, body)
-            jsonl = b"".join(lines)
+            jsonl = b"".join(_head_lines(head_raw, encoded, body))
             meta_bytes = json.dumps(meta, ensure_ascii=False, indent=1, default=_jsonable).encode("utf-8", "surrogatepass")
         except (TypeError, ValueError) as exc:
             raise ArchiveError(f"cannot archive session {session}: {exc}", ref=ref) from exc
         row = (ref, session, archive_id, meta["created"], summary, len(head_raw), hashlib.sha256(jsonl).hexdigest())
         fts = (ref, summary, index_text(keyword_text(meta)), index_text("\n".join(body)[:INDEX_BODY_MAX_CHARS]))
         return ref, jsonl, meta_bytes, row, fts
+
+    def archived_as(self, session_id: str, head_raw: Sequence[dict[str, Any]],
+                    encoded: Mapping[int, tuple[Any, bytes, Sequence[str]]] | None = None) -> str | None:
+        """The reference of an indexed archive of ``session_id`` that holds exactly ``head_raw`` (the same
+        JSONL bytes :meth:`write` would store; its file present), else None. ``encoded``: as :meth:`stage`.
+        A hook run twice on the same conversation (Claude Code's ``PreCompact``) reuses it instead of
+        archiving the same messages again."""
+        try:
+            jsonl = b"".join(_head_lines(head_raw, encoded, None))
+        except (TypeError, ValueError):
+            return None
+        session = session_id_for(session_id)
+        ref = self.index.find(session, hashlib.sha256(jsonl).hexdigest(), len(head_raw))
+        if ref is None or not (self.root / session / f"{ref.rsplit('/', 1)[-1]}.jsonl").is_file():
+            return None
+        return ref
 
     def write(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> str:
         """Archive a head verbatim and index it; return its reference.
@@ -638,6 +664,10 @@ class StagingArchiver:
     def __init__(self, store: ArchiveStore, output: str) -> None:
         self.store, self.output, self.staged = store, output, []
 
+    def archived_as(self, session_id: str, head_raw: Sequence[dict[str, Any]]) -> str | None:
+        """:meth:`ArchiveStore.archived_as` of the store."""
+        return self.store.archived_as(session_id, head_raw)
+
     def write(self, session_id: str, head_raw: list[dict[str, Any]], metadata: dict[str, Any]) -> str:
         staged = self.store.stage(session_id, head_raw, metadata, output=self.output)
         self.staged.append(staged)
@@ -667,6 +697,10 @@ class DeferredArchiver:
 
     def __init__(self, store: ArchiveStore, encoded: Mapping[int, tuple[Any, bytes, Sequence[str]]] | None = None) -> None:
         self.store, self.staged, self.encoded = store, [], encoded
+
+    def archived_as(self, session_id: str, head_raw: Sequence[dict[str, Any]]) -> str | None:
+        """:meth:`ArchiveStore.archived_as` of the store, with the lines made already (``encoded``)."""
+        return self.store.archived_as(session_id, head_raw, self.encoded)
 
     def write(self, session_id: str, head_raw: list[dict[str, Any]], metadata: dict[str, Any]) -> str:
         """Place the archive (parameters and errors as :meth:`ArchiveStore.write`; ``encoded`` given
