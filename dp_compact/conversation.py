@@ -56,6 +56,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "call_seconds",
+    "epoch_seconds",
     "first_call_day",
     "count_llm_calls",
     "count_user_turns",
@@ -711,8 +712,9 @@ def recorded_history(session: Any) -> tuple[Any, ...]:
 _EPOCH_MS_FROM = 1e11
 
 
-def _epoch_seconds(value: Any) -> float:
-    """A recorded time (ISO 8601 text, or epoch seconds or milliseconds) in epoch seconds; NaN for anything else."""
+def epoch_seconds(value: Any) -> float:
+    """A recorded time (ISO 8601 text, or epoch seconds or milliseconds) in epoch seconds; NaN for anything else
+    (:func:`call_seconds` reads each call time so; epoch values above 1e11 are milliseconds)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) / 1000.0 if value > _EPOCH_MS_FROM else float(value)
     if isinstance(value, str):
@@ -728,7 +730,7 @@ def first_call_day(session: Session) -> date | None:
     reading of ``Session.call_times``), None when none has one: the day whose prices apply
     (DESIGN §8, dated prices)."""
     for value in session.call_times:
-        seconds = _epoch_seconds(value)
+        seconds = epoch_seconds(value)
         if seconds == seconds:  # not NaN
             try:
                 return datetime.fromtimestamp(seconds, UTC).date()
@@ -749,4 +751,4 @@ def call_seconds(session: Session) -> npt.NDArray[np.float64]:
     >>> call_seconds(Session(path="", format="", messages=(), call_times=("1970-01-01T00:01:00+00:00", 1_700_000_000_000, None))).tolist()
     [60.0, 1700000000.0, nan]
     """
-    return np.fromiter(map(_epoch_seconds, session.call_times), dtype=np.float64, count=len(session.call_times))
+    return np.fromiter(map(epoch_seconds, session.call_times), dtype=np.float64, count=len(session.call_times))

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dp_compact.conversation import Session, _epoch_seconds  # call_seconds' reading of one time
+from dp_compact.conversation import Session, epoch_seconds
 from dp_compact.measure.columns import usage_columns
 from dp_compact.measure.memo import AppendMemo
 from dp_compact.core.tiers import rates_at
@@ -253,7 +253,7 @@ def lifetime_costs(gaps_s: npt.NDArray[np.float64], prompt_tokens: npt.NDArray[n
 def _seconds_extend(state: array, times: tuple[Any, ...]) -> array:
     """:func:`~dp_compact.conversation.call_seconds` of the call times ``times``, appended to ``state``: its
     reading of each time, without making a session for them (a live conversation appends one or two a call)."""
-    state.extend(list(map(_epoch_seconds, times)))
+    state.extend(list(map(epoch_seconds, times)))
     return state
 
 
