@@ -690,3 +690,21 @@ def test_replay_directory_applies_the_v_rule_per_session_in_worker_processes(mon
     monkeypatch.setenv("DP_V", "9000")
     given = replay_directory(folder, load_settings(), ["never"], workers=2)
     assert {(s.params.v_source, s.params.v_tokens) for s in given.sessions} == {("setting", 9000)}
+
+
+@pytest.mark.parametrize("name", ["cc_fundwise.jsonl", "cc_privacy_x402.jsonl"])
+def test_cli_replay_verdict_reads_the_policy_table(name, tmp_path):
+    session = need(SESSIONS / "claude_code" / name)
+    args = ["replay", str(session), "--policy", "dp", "--policy", "oracle", "--policy", "never", "--policy", "claude-code"]
+    text = CliRunner().invoke(app, args)
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    assert text.exit_code == 0, text.output
+    rows = {p["policy"]: p["total_usd"] for p in data["policies"]}
+    best = min(("never", "claude-code"), key=lambda n: rows[n])
+    line = next(line for line in text.output.splitlines() if line.startswith("verdict"))
+    assert f"dp-compact ${rows['dp']:.4f}" in line and f"({best}, ${rows[best]:.4f})" in line
+    change = round(abs(rows[best] - rows["dp"]) / rows[best] * 100)
+    assert f"{change} % {'less' if rows['dp'] < rows[best] else 'more'} than" in line or change == 0
+    assert f"{rows['dp'] / rows['oracle']:.2f} x the hindsight optimum (oracle, ${rows['oracle']:.4f}" in line
+    no_dp = CliRunner().invoke(app, ["replay", str(session), "--policy", "never"])
+    assert "verdict" not in no_dp.output

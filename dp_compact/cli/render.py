@@ -388,6 +388,31 @@ def bill_lines(bill: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def verdict(policies: list[dict[str, Any]]) -> str | None:
+    """One line that reads the policy table (rows with ``policy``, ``fixed``, ``total_usd``): dp-compact
+    against the cheapest fixed rule, and against the hindsight optimum; None without ``dp`` or a fixed rule.
+
+    >>> verdict([{"policy": "dp", "fixed": False, "total_usd": 1.5}, {"policy": "never", "fixed": True, "total_usd": 2.0},
+    ...          {"policy": "oracle", "fixed": False, "total_usd": 1.2}])
+    'verdict   dp-compact $1.5000, 25 % less than the best fixed rule (never, $2.0000); 1.25 x the hindsight optimum (oracle, $1.2000: what knowing the future would cost)'
+    """
+    rows = {p["policy"]: p for p in policies}
+    fixed = [p for p in policies if p.get("fixed")]
+    dp = rows.get("dp")
+    if dp is None or not fixed:
+        return None
+    best = min(fixed, key=lambda p: p["total_usd"])
+    ours, theirs = float(dp["total_usd"]), float(best["total_usd"])
+    change = (theirs - ours) / theirs if theirs > 0 else 0.0
+    than = (f"{change:.0%} less than" if change > 0.005 else f"{-change:.0%} more than" if change < -0.005 else "the same as").replace("%", " %")
+    text = f"verdict   dp-compact ${ours:.4f}, {than} the best fixed rule ({best['policy']}, ${theirs:.4f})"
+    oracle = rows.get("oracle")
+    if oracle is not None and float(oracle["total_usd"]) > 0:
+        text += (f"; {ours / float(oracle['total_usd']):.2f} x the hindsight optimum (oracle, ${float(oracle['total_usd']):.4f}:"
+                 " what knowing the future would cost)")
+    return text
+
+
 def render_session(data: dict[str, Any]) -> str:
     """A session replay (``SessionReplay.to_dict()``) as a header and the policy table."""
     s = data["session"]
@@ -406,6 +431,8 @@ def render_session(data: dict[str, Any]) -> str:
     ]
     if best is not None:
         lines.append(f"best fixed policy: ${best:.4f}")
+    if (said := verdict(data["policies"])) is not None:
+        lines.append(said)
     if data.get("by_detector"):
         lines += ["", render_detectors(data["by_detector"])]
     if data.get("receipts") is not None:
@@ -512,6 +539,8 @@ def render_directory(data: dict[str, Any]) -> str:
     lines.append(f"{'vs best fixed':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_best_fixed']):>{width}}" for r in rows))
     if any(r["vs_oracle"] is not None for r in rows):
         lines.append(f"{'vs oracle':<36} {'':>6} {'':>8}" + "".join(f"{_ratio(r['vs_oracle']):>{width}}" for r in rows))
+    if (said := verdict(rows)) is not None:
+        lines.append(said)
     lines.append("V: each session's fixed prefix, tokens, measured from its usage records"
                  + (" or, marked *, DP_V (given, or none measured)" if unmeasured else ""))
     lines += ["", (f"totals over {len(data['sessions'])} sessions ($, tokens; lost information: {data['loss']},"
