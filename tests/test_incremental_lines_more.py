@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,17 +150,22 @@ RESULT = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
     [1, 2],
 ])
 def test_openai_chat_refusals(more, tmp_path: Path) -> None:
-    copy = tmp_path / "chat.jsonl"
-    data = _chat(SYSTEM, USER, CALL, RESULT)
+    whole, _ = _refused(read_grown_chat, ChatState, tmp_path / "chat.jsonl", _chat(SYSTEM, USER, CALL, RESULT), more)
+    assert whole is None or whole.format != "openai_chat" or whole.skipped_lines
+
+
+def _refused(read: Any, state_type: type, copy: Path, data: bytes, more: Any) -> tuple[Any, bytes]:
+    """``read`` keeps a ``state_type`` state of ``data`` (the whole read's session), then refuses to continue
+    it past the record ``more`` (NotIncremental); the whole read of the grown file (None when it fails)
+    and the state kept of ``data``, pickled."""
     copy.write_bytes(data)
-    session, kept = read_grown_chat(str(copy), data, None)
-    assert session == _whole(copy) and type(pickle.loads(kept)) is ChatState
+    session, kept = read(str(copy), data, None)
+    assert session == _whole(copy) and type(pickle.loads(kept)) is state_type
     grown = data + json.dumps(more).encode() + b"\n"
     copy.write_bytes(grown)
-    whole = _whole(copy)
-    assert whole is None or whole.format != "openai_chat" or whole.skipped_lines
     with pytest.raises(NotIncremental):
-        read_grown_chat(str(copy), grown, pickle.loads(kept))
+        read(str(copy), grown, pickle.loads(kept))
+    return _whole(copy), kept
 
 
 @pytest.mark.parametrize(("text", "document"), [
@@ -267,17 +273,9 @@ def test_a_gemini_stream_with_streamed_chunks_a_restart_and_a_summary(tmp_path: 
     [1, 2],  # not an object
 ])
 def test_gemini_refusals(more, tmp_path: Path) -> None:
-    copy = tmp_path / "stream.jsonl"
-    data = _events(INIT, ASK, _said("hello", 2))
-    copy.write_bytes(data)
-    session, kept = read_grown_gemini(str(copy), data, None)
-    assert session == _whole(copy) and type(pickle.loads(kept)) is GeminiState
-    grown = data + json.dumps(more).encode() + b"\n"
-    copy.write_bytes(grown)
-    whole = _whole(copy)
+    copy, data = tmp_path / "stream.jsonl", _events(INIT, ASK, _said("hello", 2))
+    whole, kept = _refused(read_grown_gemini, GeminiState, copy, data, more)
     assert whole is None or whole.format != "gemini_cli"
-    with pytest.raises(NotIncremental):
-        read_grown_gemini(str(copy), grown, pickle.loads(kept))
     with pytest.raises(NotIncremental):  # a rewrite
         read_grown_gemini(str(copy), data.replace(b"hello", b"howdy") + _events(ASK), pickle.loads(kept))
 

@@ -183,15 +183,22 @@ def _archive_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*.jsonl"))
 
 
+def live_hooks(tmp_path: Path, env: dict[str, str], start: bytes, trigger: str) -> tuple[Path, dict[str, str], str, str]:
+    """A live transcript ``tmp_path/live.jsonl`` holding ``start``, ``env`` with an archive under ``tmp_path``,
+    and the status line's and the PreCompact hook's JSON for it."""
+    copy = tmp_path / "live.jsonl"
+    copy.write_bytes(start)
+    env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
+    status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
+    pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": trigger})
+    return copy, env, status, pre
+
+
 def test_server_pre_compact_archives_what_the_whole_command_archives(server, env, tmp_path):
     from dp_compact.pipeline.archive import ArchiveStore
 
     lines = _lines(SMALL)
-    copy = tmp_path / "live.jsonl"
-    copy.write_bytes(b"".join(lines[:-1]))
-    env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
-    status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
-    pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": "manual"})
+    copy, env, status, pre = live_hooks(tmp_path, env, b"".join(lines[:-1]), "manual")
     assert run_client(["hook"], env, tmp_path, status)[0][0] == 0  # the status line keeps the transcript's state
     _append(copy, lines[-1])
     served, answered = run_client(["hook"], env, tmp_path, pre)

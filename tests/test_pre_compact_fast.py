@@ -24,7 +24,7 @@ from dp_compact.pipeline.archive import ArchiveStore, DeferredArchiver
 from dp_compact.pipeline.extract import identifiers, joined_identifiers, joined_paths, paths
 from tests.conftest import SESSIONS, need
 from tests.hot_helpers import run_client
-from tests.test_plan_server import _ARCHIVE_ID, _append, _archive_files, _full, _lines
+from tests.test_plan_server import _ARCHIVE_ID, _append, _archive_files, _full, _lines, live_hooks
 
 #: Environment of the plain command: no hot path, no plan server.
 _PLAIN = {"NO_DP_COMPACT_HOT": "1", "NO_DP_COMPACT_SERVER": "1"}
@@ -58,13 +58,9 @@ def _indexed(store: ArchiveStore, ref: str, seconds: float = 30.0) -> bool:
 
 
 @pytest.mark.parametrize("name", ["cc_fundwise.jsonl", pytest.param("cc_task43_develop.jsonl", marks=pytest.mark.slow)])
-def test_served_pre_compact_archives_what_the_plain_command_archives(name, server, env, tmp_path):  # noqa: F811
+def test_served_pre_compact_archives_what_the_plain_command_archives(name, server, env, tmp_path):
     lines = _lines(name)
-    copy = tmp_path / "live.jsonl"
-    copy.write_bytes(b"".join(lines[:-3]))
-    env = {**env, "DP_ARCHIVE_DIR": str(tmp_path / "archive")}
-    status = json.dumps({"hook_event_name": "Status", "session_id": "t", "transcript_path": str(copy)})
-    pre = json.dumps({"hook_event_name": "PreCompact", "session_id": "t", "transcript_path": str(copy), "trigger": "auto"})
+    copy, env, status, pre = live_hooks(tmp_path, env, b"".join(lines[:-3]), "auto")
     assert run_client(["hook"], env, tmp_path, status)[0][0] == 0  # no state yet: run here, the state kept
     store, plain_store = ArchiveStore(tmp_path / "archive"), ArchiveStore(tmp_path / "archive-plain")
     plain_env = {**env, **_PLAIN, "DP_ARCHIVE_DIR": str(plain_store.root)}  # its own archive: the same conversation is archived once a store

@@ -291,15 +291,16 @@ class ArchiveStore:
         JSONL bytes :meth:`write` would store; its file present), else None. ``encoded``: as :meth:`stage`.
         A hook run twice on the same conversation (Claude Code's ``PreCompact``) reuses it instead of
         archiving the same messages again."""
+        session = session_id_for(session_id)
+        candidates = self.index.with_count(session, len(head_raw))
+        if not candidates:  # the common case: the messages are not encoded for nothing
+            return None
         try:
-            jsonl = b"".join(_head_lines(head_raw, encoded, None))
+            digest = hashlib.sha256(b"".join(_head_lines(head_raw, encoded, None))).hexdigest()
         except (TypeError, ValueError):
             return None
-        session = session_id_for(session_id)
-        ref = self.index.find(session, hashlib.sha256(jsonl).hexdigest(), len(head_raw))
-        if ref is None or not (self.root / session / f"{ref.rsplit('/', 1)[-1]}.jsonl").is_file():
-            return None
-        return ref
+        return next((ref for ref, sha in candidates
+                     if sha == digest and (self.root / session / f"{ref.rsplit('/', 1)[-1]}.jsonl").is_file()), None)
 
     def write(self, session_id: str, head_raw: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> str:
         """Archive a head verbatim and index it; return its reference.

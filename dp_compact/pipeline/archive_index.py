@@ -272,15 +272,14 @@ class ArchiveIndex:
         with self.connect(write=False) as db:
             return db.execute("SELECT session, id, message_count, sha256 FROM archives WHERE ref = ?", (ref,)).fetchone()
 
-    def find(self, session: str, sha256: str, message_count: int) -> str | None:
-        """The reference of the newest indexed archive of ``session`` whose messages hash to ``sha256``
-        (SHA-256 of its JSONL file) and number ``message_count``; None when there is none or no index."""
+    def with_count(self, session: str, message_count: int) -> list[tuple[str, str]]:
+        """``(ref, sha256)`` of every indexed archive of ``session`` holding ``message_count`` messages,
+        newest first (SHA-256 of its JSONL file); empty when there is none or no index."""
         if not self._readable():
-            return None
+            return []
         with self.connect(write=False) as db:
-            row = db.execute("SELECT ref FROM archives WHERE session = ? AND sha256 = ? AND message_count = ? ORDER BY id DESC LIMIT 1",
-                             (session, sha256, message_count)).fetchone()
-        return row[0] if row else None
+            return db.execute("SELECT ref, sha256 FROM archives WHERE session = ? AND message_count = ? ORDER BY id DESC",
+                              (session, message_count)).fetchall()
 
     def search(self, match: str, session: str | None, limit: int, terms: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """Rows (ref, session, created, summary, snippet, message count, bm25) matching the FTS5 ``match``
