@@ -194,3 +194,14 @@ def test_an_unknown_option_suggests_only_options_whose_names_are_close(tmp_path)
     assert "(Possible options: --provider)" in typo.stderr
     near = runner.invoke(app, ["plan", str(session), "--no-cach"])  # --p-cache is close too, but much less
     assert "(Possible options: --no-cache)" in near.stderr
+
+
+def test_a_kept_plan_says_its_candidates_net_benefit_is_against_never_compacting():
+    data = json.loads(runner.invoke(app, ["plan", str(EXAMPLE), "--json"]).stdout)
+    from dp_compact.cli.render import render_plan
+
+    waiting = {**data, "decision": "keep", "rule": "wait", "best_candidate": {**data["best_candidate"], "net": 4.86}}
+    line = next(x for x in render_plan(waiting).splitlines() if x.startswith("keep "))
+    assert "NetBenefit $+4.8600 against never compacting; waiting is cheaper still, see ahead below" in line
+    losing = {**waiting, "best_candidate": {**data["best_candidate"], "net": -0.5}}
+    assert "against" not in next(x for x in render_plan(losing).splitlines() if x.startswith("keep "))

@@ -110,7 +110,7 @@ def _case(tiers: bool, window: int, v: int, g: float, calls: int, known: bool, c
        st.floats(1.0, 50_000.0), st.sampled_from([0.0, 0.05, 5.0]))
 def test_values_equal_the_block_by_block_loop(tiers, window, v, g, calls, known, cold, output, least, loss_scale):
     args, x0 = _case(tiers, window, v, g, calls, known, cold, output, least, loss_scale)
-    value, compact_at = la._values(*args)
+    value, compact_at, _ = la._values(*args)
     want_value, want_at = _reference_values(*args)
     assert _same(value, want_value) and _same(compact_at, want_at)
     grid, blocks = args[0], args[2]
@@ -122,6 +122,26 @@ def test_values_equal_the_block_by_block_loop(tiers, window, v, g, calls, known,
 def test_values_do_not_depend_on_how_many_blocks_are_prepared_at_once(chunk, monkeypatch):
     args, _ = _case(True, 1_000_000, 12_000, 3_000.0, 40, False, 0.2, 800.0, 2_000.0, 0.05)
     monkeypatch.setattr(la, "VALUES_CHUNK_SIZES", chunk)
-    value, compact_at = la._values(*args)
+    value, compact_at, _ = la._values(*args)
     want_value, want_at = _reference_values(*args)
     assert _same(value, want_value) and _same(compact_at, want_at)
+
+
+def _reference_blocks(horizon: int, most: int) -> tuple[tuple[int, int], ...]:
+    """The time steps after call 0, one at a time: single calls, then about n / BLOCK_DIVISOR calls, at most ``most``."""
+    blocks, n = [], 1
+    while n < horizon:
+        b = min(max(1, n // la.BLOCK_DIVISOR), most, horizon - n)
+        blocks.append((n, b))
+        n += b
+    return tuple(blocks)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.integers(-1, 2 * la.MAX_HORIZON_CALLS), st.integers(1, 3 * la.MAX_HORIZON_CALLS))
+def test_blocks_equal_the_step_by_step_loop(horizon, most):
+    blocks = la._blocks(horizon, most)
+    assert tuple(blocks) == _reference_blocks(horizon, most)
+    firsts, sizes = la._block_columns(blocks)
+    assert firsts.tolist() == [n for n, _ in blocks] and sizes.tolist() == [b for _, b in blocks]
+    assert la._block_columns(tuple(blocks))[0].tolist() == firsts.tolist()

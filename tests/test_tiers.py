@@ -158,3 +158,43 @@ def test_look_ahead_with_cold_later_calls_equals_a_brute_force(context, calls, g
     keep, compacts = _brute_force(BASE, x0, heads, calls, growth, v, s, 0.0, cold)
     assert ahead.keep_usd == pytest.approx(keep, rel=0.01)
     assert ahead.compact_usd == pytest.approx(compacts, rel=0.01)
+
+
+# --- speed without losing the tiers' effect ------------------------------------------------------
+
+def _ahead(prices: Prices, context: int, growth: float, calls: int, window: int = 1_000_000, cold: float = 0.0):
+    heads = np.linspace(0.3, 0.9, 5) * (context - 20_000)
+    tokens = np.linspace(0.0, 0.9 * window, 30)
+    forecast = Forecast(growth_tokens=growth, calls_so_far=calls, survival_alpha=1.55, survival_scale=72.2, output_tokens=500.0,
+                        loss_tail_tokens=tokens, loss_tail_usd=0.3 * np.sqrt(tokens / window), cold_share=cold)
+    return look_ahead(context, heads.round().astype(np.int64), np.linspace(0.05, 0.2, 5), forecast, prices, v_tokens=20_000,
+                      s_tokens=800, limit_tokens=0.9 * window, window_tokens=window)
+
+
+@pytest.mark.parametrize("tiers", [TIERED.tiers, THREE.tiers[1:]])
+def test_a_tier_starting_at_or_above_the_window_is_planned_as_no_tier(tiers):
+    """No prompt above the window is sent, so a tier from there on (Claude Sonnet 4.5's 200,000-token
+    tier with its 200,000-token window) prices nothing: the look-ahead equals the one without tiers."""
+    tiered, plain = _ahead(replace(BASE, tiers=tiers), 150_000, 3_000.0, 30, window=200_000), _ahead(BASE, 150_000, 3_000.0, 30, window=200_000)
+    assert (tiered.keep_usd, tiered.next_compaction_calls) == (plain.keep_usd, plain.next_compaction_calls)
+    assert tiered.compact_usd.tobytes() == plain.compact_usd.tobytes()
+    below = _ahead(replace(BASE, tiers=(PriceTier(180_000, 6.0, 0.60, 22.5, 7.5, 12.0),)), 150_000, 3_000.0, 30, window=200_000)
+    assert below.keep_usd > plain.keep_usd  # a tier below the window is priced
+
+
+@pytest.mark.parametrize(("prices", "context", "growth", "calls", "cold"),
+                         [(TIERED, 150_000, 2_000.0, 20, 0.0), (TIERED, 260_000, 6_000.0, 300, 0.1), (THREE, 90_000, 900.0, 5, 0.0),
+                          (THREE, 320_000, 12_000.0, 60, 0.0), (TIERED, 60_000, 400.0, 1_000, 0.0)])
+def test_later_blocks_on_the_coarser_grid_stay_close_to_a_finer_one(prices, context, growth, calls, cold, monkeypatch):
+    """The blocks after the first CLIFF_CALLS calls are valued on a coarser grid (fewer sizes, no
+    present paths): the values stay within 2 % of a grid four times finer with eight times the cliff
+    calls, and the decision is the same."""
+    from dp_compact.core import lookahead as la
+
+    fast = _ahead(prices, context, growth, calls, cold=cold)
+    monkeypatch.setattr(la, "GRID_POINTS_TIERED", 4 * la.GRID_POINTS_TIERED)
+    monkeypatch.setattr(la, "CLIFF_CALLS", 8 * la.CLIFF_CALLS)
+    fine = _ahead(prices, context, growth, calls, cold=cold)
+    options, reference = np.append(fast.compact_usd, fast.keep_usd), np.append(fine.compact_usd, fine.keep_usd)
+    assert options == pytest.approx(reference, rel=0.02)
+    assert int(np.argmin(options)) == int(np.argmin(reference))

@@ -101,7 +101,10 @@ def _plan_lines(data: dict[str, Any]) -> list[str]:
         )
     elif data["best_candidate"]:
         best = data["best_candidate"]
-        lines.append(f"keep      all {data['N']} {noun} (best candidate: k = {best['k']}, NetBenefit ${best['net']:+.4f})")
+        against = ""
+        if data.get("lookahead") and best["net"] > 0:  # the single-step term is against never compacting, not against waiting
+            against = " against never compacting" + ("; waiting is cheaper still, see ahead below" if data["rule"] == "wait" else "")
+        lines.append(f"keep      all {data['N']} {noun} (best candidate: k = {best['k']}, NetBenefit ${best['net']:+.4f}{against})")
     lines.append(
         f"context   {data['context_tokens']:,} / {window:,} tokens ({100 * data['context_tokens'] / window:.1f} %,"
         f" from {data['context_source']}); forced above {data['force_threshold_tokens']:,}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,21 @@ def _levels(prices: Prices) -> list[Prices]:
     return [prices, *(prices.at(start + 1) for start in prices.tier_starts)]
 
 
+_RATE_NAMES = ("p_input", "p_cache", "p_out", "p_write", "p_write_5m", "p_write_1h")
+
+
+@lru_cache(maxsize=32)
+def _level_table(prices: Prices) -> tuple[Floats, tuple[Floats, ...]]:
+    """The tier thresholds (float64, shape (T,)) and, per rate of :class:`Rates`, its value at each level
+    of :func:`_levels` (float64, shape (T + 1,)), read-only: made once per prices."""
+    levels = _levels(prices)
+    starts = np.asarray(prices.tier_starts, dtype=np.float64)
+    columns = tuple(np.asarray([getattr(p, name) for p in levels], dtype=np.float64) for name in _RATE_NAMES)
+    for array in (starts, *columns):
+        array.setflags(write=False)
+    return starts, columns
+
+
 def rates_at(prices: Prices, prompt_tokens: Any) -> Rates:
     """The rates every token of a request pays, by the size of its prompt (DESIGN §8).
 
@@ -65,14 +81,9 @@ def rates_at(prices: Prices, prompt_tokens: Any) -> Rates:
     """
     if not prices.tiers:
         return Rates(prices.p_input, prices.p_cache, prices.p_out, prices.p_write, prices.p_write_5m, prices.p_write_1h)
-    index = np.searchsorted(np.asarray(prices.tier_starts, dtype=np.float64), np.asarray(prompt_tokens, dtype=np.float64),
-                            side="left")
-    levels = _levels(prices)
-
-    def pick(name: str) -> Floats:
-        return np.asarray([getattr(p, name) for p in levels], dtype=np.float64)[index]
-
-    return Rates(pick("p_input"), pick("p_cache"), pick("p_out"), pick("p_write"), pick("p_write_5m"), pick("p_write_1h"))
+    starts, columns = _level_table(prices)
+    index = np.searchsorted(starts, np.asarray(prompt_tokens, dtype=np.float64), side="left")
+    return Rates(*(column[index] for column in columns))
 
 
 def next_cliff(prices: Prices, context_tokens: float, growth_tokens: float) -> dict[str, Any] | None:
