@@ -13,12 +13,15 @@ fake clock 30 s later than the call before: the conversation at a call point of 
 given at the call before, and the call adds one model round. The framework's own work is not
 timed, only the adapter's.
 
-Two settings: ``default`` (the model's 200k window; every text, tool argument and tool output
+Three settings: ``default`` (the model's 200k window; every text, tool argument and tool output
 cut to 8,000 characters): past a few dozen messages every such call compacts, as the planner says
 it should at that size; and ``keeps``, the same conversations cut to 1,200 characters, a 1M
 window and a cache read priced at 0.0003 $/MTok (``p_cache``), under which compacting does not
 pay at any size measured: every call plans with the same look-ahead (its grid and horizon do not
-depend on the prices) and keeps. The overhead of calls that do not compact is read from ``keeps``. Both plan with
+depend on the prices) and keeps; and ``tiered``, the conversations and cache price of ``keeps`` with a model whose whole request pays more
+above 200,000 prompt tokens within its 1,048,576-token window (``TIERED_MODEL``, Gemini 2.5 Pro), so
+that the look-ahead prices the cliff. The overhead of calls that do not compact is read from ``keeps``
+and ``tiered``. All plan with
 clearing old tool results priced (``clear_tool_results``, on by default: the look-ahead weighs
 clearing at every depth, DESIGN §9), as the adapters plan with an archive.
 
@@ -71,6 +74,8 @@ CALL_SECONDS = 30.0
 #: Per-call overhead the adapters must stay under on calls that do not compact, ms.
 TARGET_MS = 5.0
 MODEL = "claude-sonnet-4"
+#: The ``tiered`` settings' model: its whole request pays more above 200,000 prompt tokens, within its 1,048,576-token window.
+TIERED_MODEL = "gemini-2.5-pro"
 
 
 # --- the recorded agent -------------------------------------------------------------------------
@@ -205,7 +210,8 @@ class _Clock:
 def _langchain_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[list[Any]], bool], Any]:
     from dp_compact.adapters.langchain import DpCompactMiddleware
 
-    middleware = DpCompactMiddleware(MODEL, archive=ArchiveStore(archive), clock=_Clock(), **settings)
+    settings = dict(settings)
+    middleware = DpCompactMiddleware(settings.pop("model", MODEL), archive=ArchiveStore(archive), clock=_Clock(), **settings)
 
     def call(messages: list[Any]) -> bool:
         return middleware.before_model({"messages": messages}, None) is not None  # type: ignore[arg-type]
@@ -215,7 +221,8 @@ def _langchain_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[
 def _pydantic_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[list[Any]], bool], Any]:
     from dp_compact.adapters.pydantic_ai import DpCompactProcessor
 
-    processor = DpCompactProcessor(MODEL, archive=ArchiveStore(archive), clock=_Clock(), **settings)
+    settings = dict(settings)
+    processor = DpCompactProcessor(settings.pop("model", MODEL), archive=ArchiveStore(archive), clock=_Clock(), **settings)
 
     def call(messages: list[Any]) -> bool:
         return processor(messages) is not messages
@@ -226,6 +233,7 @@ def _pydantic_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[l
 PROFILES: dict[str, tuple[int, dict[str, Any]]] = {
     "default": (MAX_OUTPUT_CHARS, {}),
     "keeps": (1_200, {"max_context_tokens": 1_000_000, "p_cache": 0.0003}),
+    "tiered": (1_200, {"model": TIERED_MODEL, "p_cache": 0.0003}),
 }
 
 def _langchain_full_hook(archive: Path, settings: dict[str, Any]) -> tuple[Callable[[list[Any]], bool], Any]:
@@ -234,7 +242,8 @@ def _langchain_full_hook(archive: Path, settings: dict[str, Any]) -> tuple[Calla
     from dp_compact.adapters.langchain import DpCompactMiddleware, _usages, to_openai
     from dp_compact.adapters.live import live_session
 
-    middleware = DpCompactMiddleware(MODEL, archive=ArchiveStore(archive), clock=_Clock(), **settings)
+    settings = dict(settings)
+    middleware = DpCompactMiddleware(settings.pop("model", MODEL), archive=ArchiveStore(archive), clock=_Clock(), **settings)
 
     def call(messages: list[Any]) -> bool:
         session = live_session([to_openai(m) for m in messages], _usages(messages), session_id="langchain", facts=middleware.facts)

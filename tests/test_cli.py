@@ -205,3 +205,13 @@ def test_a_kept_plan_says_its_candidates_net_benefit_is_against_never_compacting
     assert "NetBenefit $+4.8600 against never compacting; waiting is cheaper still, see ahead below" in line
     losing = {**waiting, "best_candidate": {**data["best_candidate"], "net": -0.5}}
     assert "against" not in next(x for x in render_plan(losing).splitlines() if x.startswith("keep "))
+
+
+def test_a_replay_table_says_what_its_policies_are():
+    from dp_compact.cli.render import policy_legend
+
+    legend = policy_legend(["oracle", "dp", "seed", "claude-code", "codex"])
+    assert legend.startswith("policies  oracle: the cheapest schedule in hindsight; dp: dp-compact; seed: ")
+    assert legend.endswith("claude-code, codex: those tools' fixed rules")
+    assert policy_legend(["recorded", "codex"]).endswith("codex: that tool's fixed rule")
+    assert policy_legend(["claude-code", "codex"]) is None  # fixed rules alone: their names say it

@@ -416,6 +416,27 @@ def verdict(policies: list[dict[str, Any]]) -> str | None:
     return text
 
 
+#: What each policy of a replay is, in a few words (the legend under the table).
+POLICY_WORDS = {
+    "oracle": "the cheapest schedule in hindsight",
+    "dp": "dp-compact",
+    "seed": "the planner dp-compact started from (DP_MODEL=seed: user-turn cuts only)",
+    "never": "never compacts",
+    "recorded": "what the tool did",
+}
+
+
+def policy_legend(policies: list[str]) -> str | None:
+    """One line saying what the policies of a replay table are, or None when it holds only fixed rules."""
+    said = [f"{name}: {POLICY_WORDS[name]}" for name in policies if name in POLICY_WORDS]
+    if not said:
+        return None
+    rules = [name for name in policies if name not in POLICY_WORDS]
+    if rules:
+        said.append(f"{', '.join(rules)}: " + ("that tool's fixed rule" if len(rules) == 1 else "those tools' fixed rules"))
+    return "policies  " + "; ".join(said)
+
+
 def render_session(data: dict[str, Any]) -> str:
     """A session replay (``SessionReplay.to_dict()``) as a header and the policy table."""
     s = data["session"]
@@ -436,6 +457,8 @@ def render_session(data: dict[str, Any]) -> str:
         lines.append(f"best fixed policy: ${best:.4f}")
     if (said := verdict(data["policies"])) is not None:
         lines.append(said)
+    if (legend := policy_legend([row["policy"] for row in data["policies"]])) is not None:
+        lines.append(legend)
     if data.get("by_detector"):
         lines += ["", render_detectors(data["by_detector"])]
     if data.get("receipts") is not None:

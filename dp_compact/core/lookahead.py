@@ -123,7 +123,7 @@ BLOCK_DIVISOR = 16
 BLOCK_GROWTH_SHARE = 0.25
 #: Values the backward induction prepares at once (blocks x actions x grid sizes): the costs of
 #: that many blocks' own calls are computed together, before the blocks are visited one by one.
-VALUES_CHUNK_SIZES = 1 << 15
+VALUES_CHUNK_SIZES = 1 << 13
 
 Floats = npt.NDArray[np.float64]
 
@@ -672,7 +672,8 @@ def _values(
                 np.multiply(ahead, going[lo + at], out=ahead)
                 total = costs[at]
                 np.add(total, ahead.reshape(rows, width), out=total)
-                total[0, allowed[lo + at - lo_block]:] = np.inf
+                if (keep_up_to := allowed[lo + at - lo_block]) < width:
+                    total[0, keep_up_to:] = np.inf
                 value = np.minimum.reduce(total, axis=0, out=values[at])  # the best of keeping and of compacting to each share
                 xp = points
             np.less(values, costs[:, 0], out=compact_at[lo - lo_block:stop - lo_block])  # compacting is best where it is below keeping
