@@ -176,13 +176,13 @@ def test_prepared_session_is_immutable():
 
 def test_prepare_places_the_usage_records_once_per_plan(monkeypatch):
     calls = []
-    real = estimation.call_message_counts
+    real = estimation._placed_counts
 
-    def counting(messages, usage):
-        calls.append(len(usage))
-        return real(messages, usage)
+    def counting(messages, usage_lines):
+        calls.append(len(usage_lines))
+        return real(messages, usage_lines)
 
-    monkeypatch.setattr(estimation, "call_message_counts", counting)
+    monkeypatch.setattr(estimation, "_placed_counts", counting)
     result = plan_session(read_session(_with_usage()), load_settings(), use_cache=False)
     assert len(calls) == 1 and result.estimates.context_source == "usage"
 

@@ -119,9 +119,10 @@ def hit_share_from_usage(usage: Sequence[Usage], call_seconds: npt.NDArray[np.fl
     if call_seconds is not None and ttl_s is not None and np.size(call_seconds) == prompts.size:
         gaps = np.diff(np.asarray(call_seconds, dtype=np.float64))
         counted &= ~(gaps > ttl_s)  # NaN compares False: an unknown gap counts as warm
-    if held[counted].sum() <= 0:
+    held_total = held[counted].sum()
+    if held_total <= 0:
         return FULL_HITS
-    found, could = float(reads[1:][counted].sum()), float(held[counted].sum())
+    found, could = float(reads[1:][counted].sum()), float(held_total)
     share = min(max(found / could, MIN_HIT_SHARE), 1.0)
     if found >= could:  # the provider read all it held (and, where a call's own prefix was cached too, more)
         return HitShare(share, f"measured from the session's usage records: over {int(counted.sum())} calls they read"

@@ -204,8 +204,9 @@ def plan_ahead(
         common["notes"] = tuple(common.get("notes", ())) + (round_note,)
     values = np.full(cuts.shape, np.inf)
     values[allowed] = priced
-    best = int(allowed[ahead.best]) if np.isfinite(ahead.compact_usd).any() else int(allowed[np.flatnonzero(eligible)[-1]])
-    compact_value = float(ahead.compact_usd[ahead.best]) if np.isfinite(ahead.compact_usd).any() else float("inf")
+    cheapest, priced_now = ahead.best, bool(np.isfinite(ahead.compact_usd).any())
+    best = int(allowed[cheapest]) if priced_now else int(allowed[np.flatnonzero(eligible)[-1]])
+    compact_value = float(ahead.compact_usd[cheapest]) if priced_now else float("inf")
     can_keep = bool(np.isfinite(ahead.keep_usd))  # not when the next call's growth passes the threshold
     info: dict[str, float | None] = {
         "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if np.isfinite(compact_value) else None,
@@ -333,7 +334,8 @@ def _binds(bound: dict[str, Any], ahead: LookAhead, tails: npt.NDArray[np.int64]
         return facts
     index = int(np.argmin(free))
     facts["free_best_tail_tokens"] = int(tails[index])
-    bounded = float(ahead.compact_usd[ahead.best]) if ahead.best is not None else float("inf")
+    cheapest = ahead.best
+    bounded = float(ahead.compact_usd[cheapest]) if cheapest is not None else float("inf")
     if bound["yielded"]:
         facts["binds"] = True
         facts["note"] = (f"no cut keeps {bound['min_tokens']:,} tokens verbatim (DP_MIN_VERBATIM_TOKENS) and the context must be"

@@ -105,10 +105,11 @@ def _usage_finish(state: _UsageState) -> UsageColumns | None:
     ints, estimated, codes, names, plain = state
     if not plain[0]:
         return None
-    columns = [_frozen(c, np.int64) for c in ints]
-    if any(c.size and int(np.abs(c).max()) >= _LARGEST for c in columns):  # sums could leave int64
+    # every int column holds one value per record: one read-only (fields, U) block, whose rows are the columns
+    block = _frozen(b"".join(map(bytes, ints)), np.int64).reshape(len(ints), len(estimated))
+    if block.size and int(np.abs(block).max()) >= _LARGEST:  # sums could leave int64
         return None
-    return UsageColumns(*columns, split_estimated=_frozen(estimated, np.bool_), convention=_frozen(codes, np.int64),
+    return UsageColumns(*block, split_estimated=_frozen(estimated, np.bool_), convention=_frozen(codes, np.int64),
                         conventions=tuple(names))
 
 

@@ -202,8 +202,12 @@ def _placed_counts(messages: Sequence[Message], usage_lines: npt.NDArray[np.int6
     where = np.searchsorted(lines, usage_lines, side="right") - 1
     counts = np.full(len(usage_lines), -1, dtype=np.int64)
     placed = np.flatnonzero(where >= 0)
-    _, first = np.unique(where[placed], return_index=True)  # each response claimed by the first call that lands on it
-    claims = placed[first]
+    landed = where[placed]
+    if landed.size < 2 or bool((landed[1:] > landed[:-1]).all()):  # each call on a later response: each claims its own
+        claims = placed
+    else:
+        _, first = np.unique(landed, return_index=True)  # each response claimed by the first call that lands on it
+        claims = placed[first]
     counts[claims] = assistant[where[claims]]
     return counts
 
@@ -270,8 +274,8 @@ def place_calls(session: Session) -> CallPlacement:
     lines = columns.line[live]
     sent = np.full(len(usage), -1, dtype=np.int64)
     lined = np.flatnonzero(lines > 0)
-    if lined.size:
-        sent[lined] = call_message_counts(session.messages, usage if lined.size == len(usage) else [usage[i] for i in lined.tolist()])
+    if lined.size:  # call_message_counts of the records with a line, from their lines as the column holds them
+        sent[lined] = _placed_counts(session.messages, lines[lined])
     return CallPlacement(usage, sent)
 
 
@@ -391,6 +395,8 @@ def _conventions_note(session: Session) -> str:
     columns = usage_columns(session.usage)
     if columns is None:
         found = {u.convention for u in session.usage if u.line >= first_line and u.convention}
+    elif len(columns.conventions) < 2:  # the live records' conventions are among those met: fewer than two
+        return ""
     else:
         found = {name for c in set(columns.convention[columns.line >= first_line].tolist()) if (name := columns.conventions[c])}
     if len(found) < 2:
@@ -604,12 +610,24 @@ def prompt_growths(
     """
     if sent.size < 2:
         return 0, 0
+    tokens, reported = np.asarray(message_tokens), np.asarray(prompts)
+    first, last = int(sent[0]), int(sent[-1])
+    if ((compacted is None or not np.asarray(compacted, dtype=bool)[1:].any()) and tokens.ndim == 1
+            and 0 <= min(first, last) and max(first, last) <= tokens.size and tokens.dtype == reported.dtype == np.int64):
+        # every step kept: the growths from call to call add up to the last call's less the first's (int64 sums, exact)
+        images = 0 if image_tokens is None else _grown(np.asarray(image_tokens, dtype=np.int64), first, last)
+        return _grown(tokens, first, last) - images, int(reported[-1]) - int(reported[0]) - images
     kept = np.ones(sent.size - 1, dtype=bool) if compacted is None else ~np.asarray(compacted, dtype=bool)[1:]
     counted = np.concatenate(([0], np.cumsum(message_tokens)))[sent]
     images = 0
     if image_tokens is not None:
         images = int(np.diff(np.concatenate(([0], np.cumsum(np.asarray(image_tokens, dtype=np.int64))))[sent])[kept].sum())
     return int(np.diff(counted)[kept].sum()) - images, int(np.diff(prompts)[kept].sum()) - images
+
+
+def _grown(tokens: npt.NDArray[np.int64], first: int, last: int) -> int:
+    """Tokens of the messages ``[0, last)`` less those of ``[0, first)`` (``tokens``: int64 per message)."""
+    return int(tokens[:last].sum()) - int(tokens[:first].sum())
 
 
 def measured_token_ratio(
