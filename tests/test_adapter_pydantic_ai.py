@@ -155,3 +155,18 @@ def test_pydantic_ai_tool_loop_with_large_outputs_stays_under_the_window(caplog)
     assert all(plan.estimates.context_tokens < WINDOW for plan in processor.plans if plan.decision != "compact")
     assert all(r.output_tokens + processor.settings.v < WINDOW for r in processor.compactions)
     assert all("search(query=quarter" in r.summary for r in processor.compactions if r.cut > 1)
+
+
+@pytest.mark.parametrize(("given", "recorded", "priced"), [
+    ("gemini-2.5-pro", "function:respond:", "gemini-2.5-pro"),  # a FunctionModel's own name: no prices, the given one wins
+    ("gemini-2.5-pro", "claude-sonnet-4", "claude-sonnet-4"),  # a model a price list knows: what was really called
+    (None, "function:respond:", "function:respond:"),  # nothing given: the recorded name (priced by the default provider)
+])
+def test_pydantic_ai_prices_the_given_model_when_the_recorded_one_has_no_prices(given, recorded, priced):
+    processor = DpCompactProcessor(given, archive=None)
+    history = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")], model_name=recorded),
+               ModelRequest(parts=[UserPromptPart("more")])]
+    assert processor._facts(history).name == priced
+    processor(history)
+    if given == "gemini-2.5-pro" and priced == given:
+        assert processor.plans[-1].to_dict()["prices"]["max_context_tokens"] == 1_048_576  # Gemini 2.5 Pro's window, not the default's

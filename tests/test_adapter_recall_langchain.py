@@ -28,7 +28,8 @@ from dp_compact.pipeline.archive import ArchiveStore  # noqa: E402
 
 FILES = 12
 WINDOW = 32_000
-THREAD = "recall-1"
+#: A thread id with dots (a model name in it): its archives are filed under the whole id.
+THREAD = "recall-gemini-2.5-pro"
 
 
 def file_text(path: str) -> str:
@@ -107,6 +108,7 @@ def test_recall_agent_compacts_then_restores_the_dropped_file(agent_run):
     history = middleware.history(THREAD)  # the state may have compacted the tool results away again
     recalled = [m for m in history if isinstance(m, ToolMessage) and m.name == "dp_recall"][-1]
     assert first.archive_ref in str(recalled.content)
+    assert first.archive_ref.startswith(f"archive://{THREAD}/")  # the whole thread id, not cut at its last dot
     restored = [m for m in history if isinstance(m, ToolMessage) and m.name == "dp_restore"][-1]
     assert marker in str(restored.content) and "error" not in str(restored.content).split("\n", 1)[0]
     assert state["messages"][-1].content.startswith("Done")

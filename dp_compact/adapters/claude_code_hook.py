@@ -215,13 +215,14 @@ def archive_before_compaction(payload: Mapping[str, Any], settings: Settings, ar
     CompactionError, ArchiveError
         The summary or the archive failed (nothing archived).
     """
+    from dp_compact.pipeline.archive import archive_session_name
     from dp_compact.pipeline.compact import compact_session
 
     session = _session(payload) if session is None else with_payload_context(session, payload)
     if not session.messages:
         return HookOutcome("dp-compact: nothing to archive")
     archived_as = getattr(archive, "archived_as", None)
-    if archived_as is not None and (ref := archived_as(Path(session.path).stem, [m.raw for m in session.messages])) is not None:
+    if archived_as is not None and (ref := archived_as(archive_session_name(session.path), [m.raw for m in session.messages])) is not None:
         # the hook run again on the same conversation (a retried or repeated compaction): the archive it made holds it
         return HookOutcome(f"dp-compact: archived {len(session.messages)} messages as {ref} (already archived)", ref)
     after = Message(role="user", text=_AFTER, raw={"role": "user", "content": _AFTER})

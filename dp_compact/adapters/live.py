@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from dp_compact.adapters.transcript import LiveTranscript
@@ -48,6 +49,7 @@ __all__ = [
     "ModelFacts",
     "adapter_decision",
     "cleared_texts",
+    "known_model",
     "live_session",
     "output_pairs",
     "plan_forced",
@@ -67,6 +69,21 @@ class ModelFacts:
 
     name: str | None = None
     window: int | None = None
+
+
+@lru_cache(maxsize=256)
+def known_model(name: str) -> bool:
+    """True when prices are known for the model ``name`` (a built-in profile or genai-prices' bundled
+    data, :func:`~dp_compact.pricing.get_prices`), so that a name a framework records for a test or
+    function model (``function:...``) does not replace the one the user gave."""
+    from dp_compact.errors import UnknownProfileError
+    from dp_compact.pricing import get_prices
+
+    try:
+        get_prices(name)
+    except (UnknownProfileError, ValueError):
+        return False
+    return True
 
 
 def live_session(

@@ -59,7 +59,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError("pydantic_ai", "pydantic-ai", exc.name) from None
 
-from dp_compact.adapters.live import LiveClearing, LiveCompactor, LiveTranscript, ModelFacts, adapter_decision
+from dp_compact.adapters.live import LiveClearing, LiveCompactor, LiveTranscript, ModelFacts, adapter_decision, known_model
 from dp_compact.adapters.recall import DEFAULT_RESTORE_CHARS, RECALL_DESCRIPTION, RESTORE_DESCRIPTION, Recall, Scope
 from dp_compact.pipeline.compact import CompactionResult
 from dp_compact.conversation import Usage
@@ -197,7 +197,8 @@ class DpCompactProcessor(LiveCompactor):
     Parameters
     ----------
     model : str, optional
-        Model name for prices and window when the responses name none (``ModelResponse.model_name`` wins).
+        Model name for prices and window when the responses name none, or name a model no price list knows
+        (``ModelResponse.model_name`` wins when its prices are known).
     session_id : str
         Name of the conversation in the archive.
     archive : Archiver or None or "default"
@@ -366,9 +367,12 @@ class DpCompactProcessor(LiveCompactor):
         return transcript
 
     def _facts(self, messages: Sequence[ModelMessage]) -> ModelFacts:
-        """The model: the latest response's ``model_name``, else the one given."""
-        name = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None) or self.model
-        return ModelFacts(name)
+        """The model: the latest response's ``model_name`` when prices are known for it, else the one given
+        (a ``FunctionModel`` or ``TestModel`` names itself ``function:...`` or ``test``), else that name."""
+        recorded = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None)
+        if recorded and (self.model is None or recorded == self.model or known_model(recorded)):
+            return ModelFacts(recorded)
+        return ModelFacts(self.model or recorded)
 
     def history(self, latest: Sequence[ModelMessage] = ()) -> list[ModelMessage]:
         """The full conversation as the runs made it, oldest first: the application's own record.

@@ -64,7 +64,7 @@ from dp_compact.pipeline.archive_index import (
     searchable_strings,
 )
 
-__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "DeferredArchiver", "Staged", "StagingArchiver", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
+__all__ = ["ARCHIVE_SCHEME", "MAX_SEARCH_LIMIT", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "ArchiveHit", "ArchiveStore", "DeferredArchiver", "Staged", "StagingArchiver", "TRANSCRIPT_SUFFIXES", "archive_session_name", "default_archive_root", "json_line", "preview_ref", "session_id_for", "split_fragment", "write_jsonl_atomic"]
 
 #: Scheme of archive references, ``archive://<session>/<id>`` (DESIGN §5.6).
 ARCHIVE_SCHEME = "archive://"
@@ -108,6 +108,25 @@ def default_archive_root() -> Path:
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("dp-compact")) / "archive"
+
+
+#: File suffixes of transcripts: a session path ending so names a file, whose archives are filed under
+#: its name without the suffix (:func:`archive_session_name`).
+TRANSCRIPT_SUFFIXES = frozenset({".jsonl", ".json", ".ndjson", ".traj"})
+
+
+def archive_session_name(path: str) -> str:
+    """The session name a conversation's archives are filed under (before :func:`session_id_for`):
+    a transcript file's name without its suffix (``runs/4f1c.jsonl`` → ``4f1c``: any path with a
+    directory, or a name ending in one of :data:`TRANSCRIPT_SUFFIXES`), else the name whole: an
+    adapter's thread or session id, dots and all (``bench-gemini-2.5-pro``).
+
+    >>> archive_session_name("runs/4f1c.jsonl"), archive_session_name("4f1c.jsonl"), archive_session_name("agent-2.5-pro")
+    ('4f1c', '4f1c', 'agent-2.5-pro')
+    """
+    text = path.replace("\\", "/")
+    name = Path(text)
+    return name.stem if "/" in text or name.suffix.lower() in TRANSCRIPT_SUFFIXES else text
 
 
 def session_id_for(name: str | os.PathLike[str]) -> str:

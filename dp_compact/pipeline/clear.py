@@ -38,7 +38,7 @@ from dp_compact.measure.clearing import (
     tool_result_layout,
 )
 from dp_compact.measure.tokens import count_message_tokens
-from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, preview_ref
+from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, archive_session_name, preview_ref
 from dp_compact.pipeline.convert import system_messages_for, to_api
 from dp_compact.pipeline.extract import identifiers, paths
 from dp_compact.pipeline.io import check_output, target_api, write_messages
@@ -227,7 +227,7 @@ def clear_session(
     api = target_api(session, to)
     depth = clear_depth(messages, keep=keep) if depth is None else min(max(depth, 0), len(messages))
     tokens = count_message_tokens(messages)
-    sized = preview_ref(Path(session.path).stem)
+    sized = preview_ref(archive_session_name(session.path))
     facts: ClearingFacts = clearing_facts_for(messages, tokens, ref=sized, min_chars=min_chars)
     at = facts.at(depth)
     indices = tuple(int(i) for i in facts.changed_message_indices[: at["changed_messages"]])
@@ -248,7 +248,7 @@ def clear_session(
     ref = None
     if not dry_run:
         originals = [messages[i] for i in indices]
-        ref = archiver.write(Path(session.path).stem, [m.raw for m in originals], _metadata(session, originals, indices, depth, at))
+        ref = archiver.write(archive_session_name(session.path), [m.raw for m in originals], _metadata(session, originals, indices, depth, at))
         cleared = clear_messages(messages, depth, ref, min_chars=min_chars, statement=_statement(session, settings, cleared))
         written = _written(session, cleared, api)
     notes = ("the system prompt is not written: Anthropic takes it as the request's `system` parameter",) if (

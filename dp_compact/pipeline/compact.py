@@ -18,7 +18,7 @@ from typing import Any
 
 from dp_compact.errors import CompactionError
 from dp_compact.pipeline.anchors import INSTRUCTION_CHARS, head_instructions, score_message, select_anchors
-from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, preview_ref
+from dp_compact.pipeline.archive import ArchiveStore, StagingArchiver, archive_session_name, preview_ref
 from dp_compact.pipeline.clear import ACTION_CLEAR, ClearResult, clear_session
 from dp_compact.pipeline.breaker import CircuitBreaker
 from dp_compact.pipeline.extract import (
@@ -339,7 +339,7 @@ def compact_session(
         )
         return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
 
-    summary_text, messages = assemble(None if archiver is None else preview_ref(Path(session.path).stem))
+    summary_text, messages = assemble(None if archiver is None else preview_ref(archive_session_name(session.path)))
     violations = validate_messages(messages, api)
     if violations:  # checked before anything is archived
         raise CompactionError(f"{session.path}: the compacted conversation would break {api} rules: {violations[0]}")
@@ -358,10 +358,10 @@ def compact_session(
     ref = None
     if archiver is not None and not dry_run:
         metadata = _metadata(session, head, body, anchors, {"head": head_tokens, "tail": tail_tokens})
-        ref = archiver.write(Path(session.path).stem, [m.raw for m in head], metadata)
+        ref = archiver.write(archive_session_name(session.path), [m.raw for m in head], metadata)
         summary_text, messages = assemble(ref)
     elif archiver is not None:  # a dry run states the archive section a real run writes, and is sized with it
-        summary_text, messages = assemble(preview_ref(Path(session.path).stem))
+        summary_text, messages = assemble(preview_ref(archive_session_name(session.path)))
     summary_tokens = int(count_text_tokens([summary_text])[0])
     return CompactionResult(
         decision="compact", cut=cut, k=len(tail), head_tokens=head_tokens, tail_tokens=tail_tokens,
