@@ -418,15 +418,16 @@ def look_ahead(
         edges = np.concatenate((reach - 1.0, reach))
         grid = _unique(np.concatenate((grid, edges[(edges > 0.0) & (edges < top)])))
     far_grid = _far_grid(top, v, s, prices, shares, whole_requests, float(compact_from_tokens)) if prices.tiers else None
-    later, compact_at, far = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, tails[mask] if mask.any() else tails,
+    present = tails[mask] if mask.any() else tails  # the tails the present may keep
+    later, compact_at, far = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, present,
                                      shares, whole_requests, float(compact_from_tokens), far_grid)
     r0 = rates_at(prices, v + x0)
     extra0 = _output_extra(prices, r0, forecast.output_tokens)
     read_write = (r0.p_cache * max(v + x0 - g, 0.0) + r0.p_write * min(g, v + x0)) / 1e6 + extra0
     beyond_usd = 0.0  # the calls past the horizon, at the cost per call of the cheapest repeating schedule
     if beyond > 0 and alive[1] > 0:
-        least = max(float(np.min(tails[mask])) if mask.any() else g, 1.0)
-        per_call = _cycle_cost_per_call(top, g, v, s, prices, forecast, least, limit_tokens, shares, whole_requests, float(compact_from_tokens))
+        per_call = _cycle_cost_per_call(top, g, v, s, prices, forecast, _least_tail(present, g), limit_tokens, shares, whole_requests,
+                                        float(compact_from_tokens))
         beyond_usd = per_call * beyond if np.isfinite(per_call) else 0.0
 
     def after(x: Floats | float) -> Floats:  # the calls after this one, if the session goes on
@@ -648,7 +649,7 @@ def _values(
     moves, last_moves = sizes * g, (sizes - 1.0) * g  # growth over each block, and before its last call, tokens
     going = going_ons.tolist()
     rights = [np.inf if going_on > 0 else None for going_on in going]  # beyond the grid: inf while the session may go on
-    least = max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)  # the present's smallest tail: one API round
+    least = _least_tail(x0_tails, g)
 
     def induct(points: Floats, lo_block: int, hi_block: int, value: Floats, xp: Floats) -> tuple[Floats, npt.NDArray[np.bool_]]:
         """Blocks lo_block..hi_block-1, backwards, valued on ``points``, from ``value`` on ``xp`` after the last."""
@@ -686,6 +687,12 @@ def _values(
     far_value, far_at = induct(far_grid, near, len(blocks), np.zeros_like(far_grid), far_grid)
     value, compact_at = induct(grid, 0, near, far_value, far_grid)
     return value, compact_at, (far_grid, far_at)
+
+
+def _least_tail(x0_tails: Floats, g: float) -> float:
+    """The least tail a future compaction keeps, tokens: the present's smallest (one API round, or
+    ``DP_MIN_VERBATIM_TOKENS``), else one call's growth; at least 1."""
+    return max(float(np.min(x0_tails)) if x0_tails.size else g, 1.0)
 
 
 def _call_costs(points: Floats, g: float, v: float, s: float, prices: Prices, forecast: Forecast, least: float,
