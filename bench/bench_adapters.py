@@ -131,7 +131,7 @@ class _Prompt:
         return prompt, cached
 
 
-def langchain_stream(rounds: Sequence[Any], n_messages: int, max_chars: int) -> tuple[list[Any], list[int]]:
+def langchain_stream(rounds: Sequence[Any], n_messages: int, max_chars: int, model: str = MODEL) -> tuple[list[Any], list[int]]:
     """LangChain messages of at least ``n_messages`` (plus two rounds), and the call points (index of each AIMessage)."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -156,7 +156,7 @@ def langchain_stream(rounds: Sequence[Any], n_messages: int, max_chars: int) -> 
     return messages, points
 
 
-def pydantic_stream(rounds: Sequence[Any], n_messages: int, max_chars: int) -> tuple[list[Any], list[int]]:
+def pydantic_stream(rounds: Sequence[Any], n_messages: int, max_chars: int, model: str = MODEL) -> tuple[list[Any], list[int]]:
     """pydantic-ai messages of at least ``n_messages`` (plus two rounds), and the call points (index of each ModelResponse)."""
     from pydantic_ai.messages import (
         ModelRequest,
@@ -185,7 +185,7 @@ def pydantic_stream(rounds: Sequence[Any], n_messages: int, max_chars: int) -> t
         points.append(len(messages))
         parts: list[Any] = [TextPart(text)] if text else []
         parts += [ToolCallPart(name, args, cid) for cid, name, args, _ in calls]
-        messages.append(ModelResponse(parts=parts or [TextPart("(done)")], model_name=MODEL,
+        messages.append(ModelResponse(parts=parts or [TextPart("(done)")], model_name=model,
                                       usage=RequestUsage(input_tokens=tokens, cache_read_tokens=cached, output_tokens=200)))
         prompt.add(text + json.dumps([a for _, _, a, _ in calls]))
         pending = [ToolReturnPart(name, out, cid) for cid, name, _, out in calls]
@@ -268,7 +268,7 @@ def measure(framework: str, rounds: Sequence[Any], size: int, repeat: int, profi
     """Time ``repeat`` appended calls at about ``size`` messages (module docstring), and ``repeat // 5 + 1`` first calls."""
     stream_of, hook_of = FRAMEWORKS[framework]
     max_chars, settings = PROFILES[profile]
-    messages, points = stream_of(rounds, size, max_chars)
+    messages, points = stream_of(rounds, size, max_chars, settings.get("model", MODEL))
     at = next((i for i, p in enumerate(points) if p >= size), len(points) - 2)
     targets = points[at: at + 3]  # three neighbouring call points, the first at N messages or just above
     keep: list[float] = []
