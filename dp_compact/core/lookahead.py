@@ -99,7 +99,8 @@ CLIFF_PATHS = 8
 #: induction over every single call with 1,024 sizes: every decision the same and the differences
 #: between the choices within 0.04 % of their values, as with 512 sizes and 64 cliff calls on one
 #: grid for every block (0.07 %), in 3.6 ms instead of 18 ms (median); the stated costs from now on
-#: are 10 % high on average (16 % before), from the coarse steps far ahead, not from the grid.
+#: are 10 % high on average (17 % with 512 sizes and 64 cliff calls), from the coarse steps far
+#: ahead, not from the grid.
 CLIFF_CALLS = 16
 #: Shares of the live context a future compaction may keep (besides one call's growth): a small
 #: menu is enough for the future; the present decision takes every feasible cut.
@@ -110,7 +111,7 @@ SURVIVAL_EPSILON = 1e-3
 MAX_HORIZON_CALLS = 5000
 #: ... or, when shorter, after this many fills of the window at the forecast growth (at least
 #: :data:`MIN_HORIZON_CALLS` calls): the calls past it are priced at the cost per call of the
-#: schedule from a context just compacted, over the horizon (the same for every present choice).
+#: cheapest repeating schedule (:func:`_cycle_cost_per_call`; the same for every present choice).
 #: On 80 random sessions of 800-8,000 tokens a call and 128k-400k windows (2026-12-06), against the
 #: survival horizon: every decision the same, the differences between the choices within 0.08 %
 #: of their values, 1.2 ms instead of 4.6 ms (median).
@@ -201,7 +202,8 @@ class LookAhead:
     horizon_calls : int
         Calls looked ahead.
     expected_calls : float
-        Expected calls from now on (the present one included), within the horizon.
+        Expected calls from now on (the present one included), up to where the session has ended
+        with probability 1 − :data:`SURVIVAL_EPSILON` (past a horizon cut to :data:`HORIZON_FILLS` too).
     next_compaction_calls : float or None
         When keeping now, the first future call at which the best schedule compacts (with the
         session still running); None when it never does within the horizon.
@@ -569,11 +571,16 @@ def _unclipped_blocks(most: int) -> tuple[tuple[tuple[int, int], ...], npt.NDArr
     short by it, and the call after each (int64, shape (n_blocks,))."""
     blocks, n = [], 1
     while n < MAX_HORIZON_CALLS:
-        b = min(max(1, n // BLOCK_DIVISOR), most)
+        b = _block_size(n, most)
         blocks.append((n, b))
         n += b
     ends = np.array([n + b for n, b in blocks], dtype=np.int64)
     return tuple(blocks), ends
+
+
+def _block_size(n: int, most: int) -> int:
+    """Calls of the time step starting at call ``n``: about ``n / BLOCK_DIVISOR``, at least 1, at most ``most``."""
+    return min(max(1, n // BLOCK_DIVISOR), most)
 
 
 @lru_cache(maxsize=64)
@@ -587,14 +594,11 @@ def _blocks(horizon: int, most: int) -> _Blocks:
     blocks = list(whole[:count])
     n = int(ends[count - 1]) if count else 1
     while n < horizon:  # past the longest horizon's blocks (a horizon beyond it), or the block cut short
-        b = min(max(1, n // BLOCK_DIVISOR), most, horizon - n)
+        b = min(_block_size(n, most), horizon - n)
         blocks.append((n, b))
         n += b
     out = _Blocks(blocks)
-    out.firsts = np.array([n for n, _ in blocks], dtype=np.int64)
-    out.sizes = np.array([b for _, b in blocks], dtype=np.int64)
-    out.firsts.setflags(write=False)
-    out.sizes.setflags(write=False)
+    out.firsts, out.sizes = _block_columns(blocks)
     return out
 
 
