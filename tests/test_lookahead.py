@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 from dp_compact.core.benefit import REFETCH_OUTPUT_TOKENS, compaction_request_cost
+from dp_compact.core import lookahead as la
 from dp_compact.core.lookahead import FUTURE_TAIL_SHARES, Forecast, continuation, look_ahead
 from dp_compact.core.planner import RULE_FIXED_POINT, RULE_LOOKAHEAD, RULE_WAIT, growth_per_call, plan
 from dp_compact.pricing import Prices
@@ -68,13 +69,14 @@ def test_values_equal_a_brute_force_over_every_schedule(context, calls, growth, 
     (40, 73_000, True),  # call 39 at 132,000: exactly the threshold, the second call of the block (38, 2)
     (40, 74_000, False),  # call 39 at 133,000: above it, though the block's first call (38) is not
 ])
-def test_values_a_block_may_not_outgrow_the_forced_threshold(calls, x0, kept_throughout):
+def test_values_a_block_may_not_outgrow_the_forced_threshold(calls, x0, kept_throughout, monkeypatch):
     """Keeping is not allowed once V + x *exceeds* the forced threshold (module docstring), at any call
     of a block, not only its first. Calls 32-39 are planned in blocks of two calls; the context grows
     by g = 1,000 a call from x0, and call n sends V + x0 + n·g (threshold 132,000). When no call
     exceeds it, the schedule that waits keeps every call; when the last one does, it must compact
     once, and every compaction here loses $1,000 (no tail it may keep reaches the last 64,000
     tokens, which hold that worth). The grid (127,000 / 127: 1,000 tokens a step) holds every context."""
+    monkeypatch.setattr(la, "GRID_POINTS", 128)
     v, s, g, limit, window = 20_000, 800, 1_000, 132_000, 147_000
     forecast = Forecast(growth_tokens=g, calls_so_far=10, survival_alpha=1.5, survival_scale=50.0, remaining_calls=calls,
                         loss_tail_tokens=np.array([63_999.0, 64_000.0]), loss_tail_usd=np.array([0.0, 1_000.0]))

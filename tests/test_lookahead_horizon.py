@@ -58,8 +58,7 @@ def test_the_calls_past_the_cut_are_priced_near_a_call_by_call_induction(context
     exact = _ahead(context, growth, calls, window)
     assert _options(cut) == pytest.approx(_options(exact), rel=0.10)
     assert int(np.argmin(_options(cut))) == int(np.argmin(_options(exact)))
-    monkeypatch.setattr(la, "BLOCK_DIVISOR", 16)
-    monkeypatch.setattr(la, "HORIZON_FILLS", 8)
+    monkeypatch.undo()
     monkeypatch.setattr(la, "_cycle_cost_per_call", lambda *args, **kwargs: 0.0)
     assert _ahead(context, growth, calls, window).keep_usd < 0.8 * exact.keep_usd
 

@@ -565,38 +565,53 @@ class _Blocks(tuple):  # type: ignore[type-arg]
     sizes: npt.NDArray[np.int64]
 
 
-@lru_cache(maxsize=16)
-def _unclipped_blocks(most: int) -> tuple[tuple[tuple[int, int], ...], npt.NDArray[np.int64]]:
-    """The blocks of :func:`_blocks` for the longest horizon (:data:`MAX_HORIZON_CALLS`), none cut
-    short by it, and the call after each (int64, shape (n_blocks,))."""
-    blocks, n = [], 1
+def _block_size(n: int, most: int, divisor: int) -> int:
+    """Calls of the time step starting at call ``n``: about ``n / divisor`` (:data:`BLOCK_DIVISOR`), at least 1, at most ``most``."""
+    return min(max(1, n // divisor), most)
+
+
+@lru_cache(maxsize=4)
+def _uncapped_blocks(divisor: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """First calls and sizes of the blocks of :func:`_blocks` with no cap on their size, until one
+    ends at or past :data:`MAX_HORIZON_CALLS`."""
+    firsts, sizes, n = [], [], 1
     while n < MAX_HORIZON_CALLS:
-        b = _block_size(n, most)
-        blocks.append((n, b))
+        b = _block_size(n, MAX_HORIZON_CALLS, divisor)
+        firsts.append(n)
+        sizes.append(b)
         n += b
-    ends = np.array([n + b for n, b in blocks], dtype=np.int64)
-    return tuple(blocks), ends
+    return np.array(firsts, dtype=np.int64), np.array(sizes, dtype=np.int64)
 
 
-def _block_size(n: int, most: int) -> int:
-    """Calls of the time step starting at call ``n``: about ``n / BLOCK_DIVISOR``, at least 1, at most ``most``."""
-    return min(max(1, n // BLOCK_DIVISOR), most)
-
-
-@lru_cache(maxsize=64)
 def _blocks(horizon: int, most: int) -> _Blocks:
     """``(first call, calls)`` of the time steps after call 0: single calls first, then blocks of
     about ``n / BLOCK_DIVISOR`` calls, at most ``most``, the last one ending at ``horizon`` (decisions
-    far ahead are made at coarser times). The blocks ending by ``horizon`` are those of the longest
-    horizon (:func:`_unclipped_blocks`), and one block is cut short to end there."""
-    whole, ends = _unclipped_blocks(most)
-    count = int(np.searchsorted(ends, horizon, side="right"))
-    blocks = list(whole[:count])
-    n = int(ends[count - 1]) if count else 1
-    while n < horizon:  # past the longest horizon's blocks (a horizon beyond it), or the block cut short
-        b = min(_block_size(n, most), horizon - n)
-        blocks.append((n, b))
-        n += b
+    far ahead are made at coarser times)."""
+    return _divided_blocks(horizon, most, BLOCK_DIVISOR)
+
+
+@lru_cache(maxsize=64)
+def _divided_blocks(horizon: int, most: int, divisor: int) -> _Blocks:
+    """:func:`_blocks` with blocks of about ``n / divisor`` calls. The sizes grow with n, so the
+    capped sequence is the uncapped one (:func:`_uncapped_blocks`, made once) up to its first block
+    of ``most`` calls or more, and steps of ``most`` calls from there."""
+    firsts, sizes = _uncapped_blocks(divisor)
+    capped = int(np.searchsorted(sizes, most, side="left"))  # sizes ascend: the blocks before are smaller than most
+    out_firsts, out_sizes = firsts[:capped].tolist(), sizes[:capped].tolist()
+    n = out_firsts[-1] + out_sizes[-1] if capped else 1
+    if capped == firsts.size and n < horizon:  # past the uncapped blocks (a horizon beyond MAX_HORIZON_CALLS)
+        while n < horizon and (b := _block_size(n, most, divisor)) < most:
+            out_firsts.append(n)
+            out_sizes.append(b)
+            n += b
+    if n < horizon:  # steps of most calls
+        steps = np.arange(n, horizon, most, dtype=np.int64).tolist()
+        out_firsts.extend(steps)
+        out_sizes.extend([most] * len(steps))
+    kept = int(np.searchsorted(out_firsts, horizon, side="left"))  # the blocks starting before the horizon
+    blocks = list(zip(out_firsts[:kept], out_sizes[:kept]))
+    if blocks and (last := blocks[-1])[0] + last[1] > horizon:  # the last one cut short to end there
+        blocks[-1] = (last[0], horizon - last[0])
     out = _Blocks(blocks)
     out.firsts, out.sizes = _block_columns(blocks)
     return out
@@ -649,48 +664,63 @@ def _values(
     """
     totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
     firsts, block_sizes = _block_columns(blocks)
+    # Each block's values are kept multiplied by the chance q of reaching its first call (U = q·W):
+    # U_b = min over actions of (q_b · the block's own costs + U_{b+1} interpolated), which spares the
+    # multiplication of every value ahead by the chance of going on. The blocks the session never
+    # reaches (a known length) come after the last one it reaches and are not visited.
+    reach = alive[firsts] if firsts.size else np.zeros(0)
+    reached = int(np.count_nonzero(reach > 0))  # alive is non-increasing: the reached blocks come first
     sizes = block_sizes.astype(np.float64)
     moves, last_moves = sizes * g, (sizes - 1.0) * g  # growth over each block, and before its last call, tokens
-    going = going_ons.tolist()
-    rights = [np.inf if going_on > 0 else None for going_on in going]  # beyond the grid: inf while the session may go on
+    keep_weights, ramp_weights = totals * reach, ramps * reach
+    rest_weights, ramp_after_weights = rests * reach, ramps_after * reach
+    rights = [np.inf if going_on > 0 else None for going_on in going_ons.tolist()]  # beyond the grid: inf while the session may go on
     least = _least_tail(x0_tails, g)
 
     def induct(points: Floats, lo_block: int, hi_block: int, value: Floats, xp: Floats) -> tuple[Floats, npt.NDArray[np.bool_]]:
-        """Blocks lo_block..hi_block-1, backwards, valued on ``points``, from ``value`` on ``xp`` after the last."""
+        """Blocks lo_block..hi_block-1, backwards, valued on ``points`` (times the chance of reaching
+        each), from ``value`` on ``xp`` after the last."""
         tails, first, after, keep_call, growth_read, growth_read_after = _call_costs(
             points, g, v, s, prices, forecast, least, tail_shares, whole_requests, compact_from)
         width, rows = points.size, tails.shape[0] + 1
         starts = np.concatenate((points, (s + tails).ravel()))  # the contexts a block starts from: kept, then compacted per share
         compact_at = np.zeros((hi_block - lo_block, width), dtype=bool)
-        chunk = max(1, VALUES_CHUNK_SIZES // (rows * width))
         # keeping is not allowed once a call of the block passes the limit: from the first such size on (the sizes ascend)
-        allowed = (width - np.count_nonzero(v + points + last_moves[lo_block:hi_block, None] > limit, axis=1)).tolist()
-        for stop in range(hi_block, lo_block, -chunk):
+        allowed = width - np.count_nonzero(v + points + last_moves[lo_block:hi_block, None] > limit, axis=1)
+        sizes_at = np.arange(width)
+        visit = min(hi_block, max(reached, lo_block))
+        if visit < hi_block:  # never reached: compacting is "best" only where keeping is not allowed (as with weights 0)
+            compact_at[visit - lo_block:] = (sizes_at >= allowed[visit - lo_block:, None]) & np.isfinite(first.min(axis=0))
+            value, xp = np.zeros_like(points), points
+        chunk = max(1, VALUES_CHUNK_SIZES // (rows * width))
+        for stop in range(visit, lo_block, -chunk):
             lo = max(stop - chunk, lo_block)
             costs = np.empty((stop - lo, rows, width))  # each block's own calls: keeping (row 0), compacting to each share
-            costs[:, 0] = totals[lo:stop, None] * keep_call + ramps[lo:stop, None] * np.asarray(growth_read)
-            costs[:, 1:] = (first + rests[lo:stop, None, None] * after) + ramps_after[lo:stop, None, None] * np.asarray(growth_read_after)
+            costs[:, 0] = keep_weights[lo:stop, None] * keep_call + ramp_weights[lo:stop, None] * np.asarray(growth_read)
+            costs[:, 1:] = (reach[lo:stop, None, None] * first + rest_weights[lo:stop, None, None] * after) \
+                + ramp_after_weights[lo:stop, None, None] * np.asarray(growth_read_after)
+            costs[:, 0][sizes_at >= allowed[lo - lo_block:stop - lo_block, None]] = np.inf
             targets = starts + moves[lo:stop, None]
             values = np.empty((stop - lo, width))
+            totals_at = costs.reshape(stop - lo, rows * width)
             for at in range(stop - lo - 1, -1, -1):
-                ahead = _interp(targets[at], xp, value, None, rights[lo + at])
-                np.multiply(ahead, going[lo + at], out=ahead)
-                total = costs[at]
-                np.add(total, ahead.reshape(rows, width), out=total)
-                if (keep_up_to := allowed[lo + at - lo_block]) < width:
-                    total[0, keep_up_to:] = np.inf
-                value = np.minimum.reduce(total, axis=0, out=values[at])  # the best of keeping and of compacting to each share
+                total = totals_at[at]
+                total += _interp(targets[at], xp, value, None, rights[lo + at])
+                value = np.minimum.reduce(total.reshape(rows, width), axis=0, out=values[at])  # the best of keeping and of compacting to each share
                 xp = points
             np.less(values, costs[:, 0], out=compact_at[lo - lo_block:stop - lo_block])  # compacting is best where it is below keeping
         return value, compact_at
 
+    def per_chance(value: Floats) -> Floats:  # W_1 from U_1
+        return value / reach[0] if reached else np.zeros_like(value)
+
     near = len(blocks) if far_grid is None else int(np.searchsorted(firsts, CLIFF_CALLS))
     if near == 0 or near == len(blocks) or far_grid is None:  # one grid for every block
         value, compact_at = induct(grid, 0, len(blocks), np.zeros_like(grid), grid)
-        return value, compact_at, None
+        return per_chance(value), compact_at, None
     far_value, far_at = induct(far_grid, near, len(blocks), np.zeros_like(far_grid), far_grid)
     value, compact_at = induct(grid, 0, near, far_value, far_grid)
-    return value, compact_at, (far_grid, far_at)
+    return per_chance(value), compact_at, (far_grid, far_at)
 
 
 def _least_tail(x0_tails: Floats, g: float) -> float:
