@@ -215,3 +215,13 @@ def test_a_replay_table_says_what_its_policies_are():
     assert legend.endswith("claude-code, codex: those tools' fixed rules")
     assert policy_legend(["recorded", "codex"]).endswith("codex: that tool's fixed rule")
     assert policy_legend(["claude-code", "codex"]) is None  # fixed rules alone: their names say it
+
+
+def test_a_replay_table_shows_no_summary_size_for_a_policy_that_never_compacted():
+    """S is the size of the summaries a policy wrote: a dash where it wrote none, the number where it did."""
+    out = runner.invoke(app, ["replay", str(EXAMPLE)]).stdout
+    header = next(x for x in out.splitlines() if x.startswith("policy "))
+    rows = {x.split()[0]: x for x in out.splitlines() if x.split() and x.split()[0] in ("never", "dp")}
+    s_end = header.index(" S ") + 1  # the S column is right-aligned: its last character
+    assert rows["never"][s_end] == "-" and rows["never"][s_end - 1] == " "
+    assert rows["dp"][s_end - 2:s_end + 1].strip().isdigit()

@@ -334,14 +334,16 @@ def _ratio(value: float | None) -> str:
 
 
 def render_policy_table(rows: list[dict[str, Any]]) -> str:
-    """One line per policy: $ per term, S, counts (compactions, of them forced on an overflow; refetches;
-    overflows; hard truncations; clearings of old tool results), peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
+    """One line per policy: $ per term, S (``-`` for a policy that wrote no summary), counts (compactions,
+    of them forced on an overflow; refetches; overflows; hard truncations; clearings of old tool results),
+    peak and mean context (tokens), ratios to the best fixed rule and the oracle."""
     lines = [_HEADER]
     for r in rows:
+        summary = f"{r['summary_tokens']:,}" if r['compactions'] else "-"
         lines.append(
             f"{r['policy']:<20} {r['total_usd']:>10.4f} {r['cache_read_usd']:>9.4f} {r['input_usd']:>9.4f}"
             f" {r['write_usd']:>9.4f} {r['output_usd']:>9.4f} {r['compaction_usd']:>9.4f} {r['loss_usd']:>9.4f}"
-            f" {r['summary_tokens']:>6,} {r['compactions']:>11} {r.get('forced', 0):>6} {r['refetches']:>9}"
+            f" {summary:>6} {r['compactions']:>11} {r.get('forced', 0):>6} {r['refetches']:>9}"
             f" {r['overflows']:>9} {r['truncations']:>9} {r.get('clearings', 0):>9} {r['peak_context_tokens']:>9,} {r['mean_context_tokens']:>9,.0f}"
             f" {_ratio(r['vs_best_fixed']):>13} {_ratio(r['vs_oracle']):>9}"
         )
