@@ -15,6 +15,7 @@ Preparation reads no file but the token cache (``use_cache``); reading a session
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -400,7 +401,7 @@ def plan_timing(session: Session, now_s: float | None = None, source: str = "tra
     if known.size == 0:
         return Timing(None, hazard=hazard, source=source, imminent=imminent)
     last = float(known.max())
-    gaps = tuple(np.diff(known)[-RECENT_GAPS:].tolist())
+    gaps = tuple((known[1:] - known[:-1])[-RECENT_GAPS:].tolist())  # known: shape (K,)
     return Timing(max((last if now_s is None else float(now_s)) - last, 0.0), hazard=hazard, source=source, imminent=imminent,
                   recent_gaps_s=gaps)
 
@@ -416,9 +417,9 @@ def plan_prepared(prepared: PreparedSession, *, timing: Timing | None = None) ->
     if timing is None:  # "now" is the transcript's last record, as `plan` takes it: plan, compact and curve agree
         now = last_record_seconds(session.path) if session.path else None
         timing = plan_timing(session, now, TRANSCRIPT_NOW if now is not None else "transcript")
-    result = plan(session, prepared.message_tokens, prepared.settings, prepared.prices, arrays=message_arrays(session.messages),
-                  v_tokens=prepared.v_tokens, placement=prepared.placement, timing=timing, cache_hit=plan_hit_share(prepared))
-    return replace(result, notes=prepared.notes + result.notes, v_source=prepared.v_source)
+    return plan(session, prepared.message_tokens, prepared.settings, prepared.prices, arrays=message_arrays(session.messages),
+                v_tokens=prepared.v_tokens, placement=prepared.placement, timing=timing, cache_hit=plan_hit_share(prepared),
+                lead_notes=prepared.notes, v_source=prepared.v_source)
 
 
 def plan_hit_share(prepared: PreparedSession) -> HitShare:
@@ -490,7 +491,9 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     notes.append(window_note(window, source))
     prices = replace(base, **overrides)  # type: ignore[arg-type]
     share, share_note = write_lifetime_mix(session, prices)
-    prices = prices.with_write_share(share)
+    if not (prices.later == () and type(share) is type(prices.write_1h_share) is float and share == prices.write_1h_share
+            and math.copysign(1.0, share) == math.copysign(1.0, prices.write_1h_share)):  # else with_write_share: an equal copy
+        prices = prices.with_write_share(share)
     notes.extend(share_note)
     if prices.p_cache > prices.p_input:
         raise SettingsError("DP_P_CACHE", prices.p_cache, f"a cache read must not cost more than input ({prices.p_input} $/MTok)")
@@ -506,11 +509,15 @@ def _first_call_day(session: Session) -> date | None:
         seconds = session_call_seconds(session)
     except OverflowError:  # a number no float holds, maybe after the first known time: read them in order
         return first_call_day(session)
-    known = np.flatnonzero(seconds == seconds)  # not NaN
-    if known.size == 0:
-        return None
+    if seconds.size and seconds[0] == seconds[0]:  # the first call's time is known (not NaN): no search
+        first = seconds[0]
+    else:
+        known = np.flatnonzero(seconds == seconds)  # not NaN
+        if known.size == 0:
+            return None
+        first = seconds[known[0]]
     try:
-        return datetime.fromtimestamp(float(seconds[known[0]]), UTC).date()
+        return datetime.fromtimestamp(float(first), UTC).date()
     except (OverflowError, OSError, ValueError):  # a time no calendar holds: not evidence
         return None
 
@@ -542,7 +549,7 @@ def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, 
         return stated, (f"cache writes at {prices.with_write_share(stated).p_write:.2f} $/MTok: {stated:.0%} 1-hour entries, as"
                         f" dp-compact stated them when it rewrote the file (the conversation's own usage records); the cache lives"
                         f" {'1 hour' if stated >= 0.5 else '5 minutes'} after its last use",)
-    life = {"30m": "30-minute", "1h": "1-hour"}.get(prices.with_write_share(0.0).write_lifetime, "5-minute")
+    life = {"30m": "30-minute", "1h": "1-hour"}.get(prices.write_lifetime_at(0.0), "5-minute")
     return 0.0, (f"cache writes at {prices.p_write_5m:.2f} $/MTok, {life} entries: the provider's default"
                  " (the session records no write lifetime)",)
 

@@ -172,8 +172,8 @@ class Prices:
     write_ttl_s: float = 300.0
 
     def __post_init__(self) -> None:
-        for field_name in ("p_input", "p_cache", "p_out", "p_cache_write", "p_cache_write_1h"):
-            value = getattr(self, field_name)
+        for field_name, value in (("p_input", self.p_input), ("p_cache", self.p_cache), ("p_out", self.p_out),
+                                  ("p_cache_write", self.p_cache_write), ("p_cache_write_1h", self.p_cache_write_1h)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{self.name}: {field_name}={value!r} must be a finite price >= 0 $/MTok")
         if self.max_context_tokens <= 0:
@@ -210,16 +210,25 @@ class Prices:
         """Seconds a cache entry lives after its last use at this write mix (DESIGN §8): 1 hour
         when most writes are 1-hour entries, else 5 minutes (Anthropic's default lifetime; OpenAI's
         in-memory prompt cache also keeps a prefix at least 5 minutes after its last use)."""
-        return CACHE_TTL_1H_S if self.write_1h_share >= 0.5 else self.write_ttl_s
+        return self._ttl_at(self.write_1h_share)
+
+    def _ttl_at(self, share: float) -> float:
+        """:attr:`cache_ttl_s` at the write mix ``share`` (share of 1-hour writes), seconds."""
+        return CACHE_TTL_1H_S if share >= 0.5 else self.write_ttl_s
 
     @property
     def write_lifetime(self) -> str:
         """``"1h"``, ``"30m"`` or ``"5m"``: the lifetime of :attr:`cache_ttl_s`."""
-        return {CACHE_TTL_1H_S: "1h", OPENAI_WRITE_TTL_S: "30m"}.get(self.cache_ttl_s, "5m")
+        return self.write_lifetime_at(self.write_1h_share)
+
+    def write_lifetime_at(self, share: float) -> str:
+        """:attr:`write_lifetime` at the write mix ``share`` (share of 1-hour writes, in [0, 1]): that of
+        ``with_write_share(share)``, without making those prices."""
+        return {CACHE_TTL_1H_S: "1h", OPENAI_WRITE_TTL_S: "30m"}.get(self._ttl_at(share), "5m")
 
     def with_write_share(self, share: float) -> Prices:
         """The same prices with ``write_1h_share = share`` (also in the prices that take over later)."""
-        later = tuple((day, replace(p, write_1h_share=share)) for day, p in self.later)
+        later = tuple((day, replace(p, write_1h_share=share)) for day, p in self.later) if self.later else ()
         return replace(self, write_1h_share=share, later=later)
 
     def at(self, prompt_tokens: float) -> Prices:

@@ -21,7 +21,7 @@ import numpy as np
 from dp_compact.conversation import Message, Session, Usage, message_kind
 from dp_compact.measure.memo import extended, starts_with
 from dp_compact.sessions import openai_chat
-from dp_compact.sessions.common import dumps, shrunk_recorded
+from dp_compact.sessions.common import json_size, shrunk_recorded
 from dp_compact.sessions.source import Record
 
 __all__ = ["BULK_COUNT_MESSAGES", "LiveTranscript", "Wires"]
@@ -166,7 +166,7 @@ class LiveTranscript:
                 self.raws.append(raw)
                 self.payloads.append(payload)
                 self.origins.append(index)
-                records.append(Record(line, raw, len(dumps(raw).encode())))
+                records.append(Record(line, raw, json_size(raw)))
                 if raw.get("role") == "assistant":
                     self._call_times.append(at)
                 if used is not None:  # as live_session places it: on each dict of the message
@@ -181,14 +181,13 @@ class LiveTranscript:
         self._usage_seen = extended(self._usage_seen, self._usage[len(self._usage_seen):])
         self._times_seen = extended(self._times_seen, self._call_times[len(self._times_seen):])
         extra: dict[str, Any] = {"usage": self._usage_seen, "call_times": self._times_seen}
-        session = self._read.session()
         if facts is not None and facts.name:
             extra["model"] = facts.name
         if facts is not None and facts.window:
             extra["context_window"] = facts.window
-        if system_text and not session.system_text:
+        if system_text:
             extra["system_text"] = system_text
-        return replace(session, **extra)
+        return self._read.session(extra)  # the reader's session with these fields, made at once
 
     def token_parts(self, session: Session, settings: Any) -> Any:
         """:func:`~dp_compact.measure.tokens.message_token_parts` of ``session.messages`` (a session of this
@@ -242,7 +241,8 @@ class _ReadSession:
 
     def __init__(self, reader: openai_chat.LiveReader) -> None:
         self._reader = reader
-        self._session: Session | None = None
+        self._base: Session | None = None  # the reader's session as last read whole
+        self._changes: dict[str, Any] = {}  # the fields of the reader's session now that differ from self._base's (appends since)
         self._key: tuple[int, ...] = ()
         self._done = 0  # reader messages in self._session
         self._times = 0  # reader call times in self._session
@@ -253,32 +253,50 @@ class _ReadSession:
         self._marks = False  # some message without calls reads as an action of a text-action run
         self._stated = False  # some tool result states what a shrink or clearing of its file recorded
 
-    def session(self) -> Session:
-        """The session ``reader.session()`` returns now (equal to it: the same messages, counts and fields)."""
+    @property
+    def _session(self) -> Session | None:
+        """The session ``reader.session()`` returned at the last :meth:`session` (equal to it); None before the first."""
+        if self._base is None or not self._changes:
+            return self._base
+        return replace(self._base, **self._changes)
+
+    def _field(self, name: str) -> Any:
+        """Field ``name`` of :attr:`_session`, without making that session."""
+        changes = self._changes
+        return changes[name] if name in changes else getattr(self._base, name)
+
+    def session(self, extra: dict[str, Any] | None = None) -> Session:
+        """The session ``reader.session()`` returns now (equal to it: the same messages, counts and fields), with the
+        fields ``extra`` (field name: value) replaced: ``replace(reader.session(), **extra)``, made as one session."""
         state = self._reader._reader  # the reader's pass: messages, live start, markers, system messages, call times
         messages = state.messages
         new = messages[self._done:]
         self._observe(new, self._done - state.live_start)
         key = (state.live_start, state.compactions, len(state.system_raw), len(state.records))
-        previous = self._session
-        plain = (previous is not None and key == self._key and not self._early and self._made == len(self._calls)
+        plain = (self._base is not None and key == self._key and not self._early and self._made == len(self._calls)
                  and not self._stated and (self._has_calls or not self._marks) and "summary" not in map(message_kind, new))
-        if plain:
+        if plain:  # the last session with the messages read since appended: its changed fields (Session has no __post_init__)
             added = tuple(new)
             kinds = list(map(message_kind, added))
-            since = previous.messages_since_compaction
-            session = replace(previous, messages=extended(previous.messages, added), history=extended(previous.history, added),
-                              user_turns=previous.user_turns + kinds.count("prompt"),
-                              llm_calls=previous.llm_calls + kinds.count("assistant"),
-                              messages_since_compaction=None if since is None else since + len(added),
-                              call_times=extended(previous.call_times, state.times[self._times:]))
+            since = self._field("messages_since_compaction")
+            self._changes = {
+                "messages": extended(self._field("messages"), added), "history": extended(self._field("history"), added),
+                "user_turns": self._field("user_turns") + kinds.count("prompt"),
+                "llm_calls": self._field("llm_calls") + kinds.count("assistant"),
+                "messages_since_compaction": None if since is None else since + len(added),
+                "call_times": extended(self._field("call_times"), state.times[self._times:]),
+            }
         else:
-            session = self._reader.session()
+            self._base, self._changes = self._reader.session(), {}
             if key != self._key:  # another live part: its first linking pass again
                 self._key, self._calls, self._made, self._early = key, set(), 0, False
                 self._link(messages[state.live_start:])
-        self._session, self._done, self._times = session, len(messages), len(state.times)
-        return session
+        self._done, self._times = len(messages), len(state.times)
+        if not extra:
+            return self._session  # type: ignore[return-value]
+        if "system_text" in extra and self._field("system_text"):  # a system text given stands in only for none read
+            extra = {name: value for name, value in extra.items() if name != "system_text"}
+        return replace(self._base, **{**self._changes, **extra})  # type: ignore[arg-type]
 
     def _observe(self, new: Sequence[Message], offset: int) -> None:
         """Take in the messages ``new`` read since the last call (``offset``: the index of the first in the live part)."""

@@ -132,13 +132,17 @@ class BenefitTerms:
     net: Array
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            getattr(self, f.name).setflags(write=False)
+        for name in _TERMS_FIELDS:
+            getattr(self, name).setflags(write=False)
 
     def at(self, index: int) -> dict[str, float]:
         """The five terms and ``net`` at position ``index``, in $."""
         names = ("savings", "cache_miss", "compact_cost", "info_loss", "quality", "net")
         return {name: float(getattr(self, name)[index]) for name in names}
+
+
+#: The fields of :class:`BenefitTerms`, in order (every one an array made read-only).
+_TERMS_FIELDS = tuple(f.name for f in fields(BenefitTerms))
 
 
 #: The five terms of DESIGN §2 in order, as plans and figures label them:
@@ -245,7 +249,8 @@ def net_benefit(
     cache_miss = (s + k_tokens) * (prices.p_write - prices.p_cache) / 1e6
     compact_cost = compaction_request_cost(v + h_tokens, 0.0, s, prices) / 1e6
     loss = inputs.beta * (1.0 - inputs.retained) * inputs.remaining_calls * inputs.avg_tokens * prices.p_input / 1e6
-    info_loss = np.full(tail.shape, loss, dtype=np.float64)
+    info_loss = np.empty(tail.shape, dtype=np.float64)
+    info_loss.fill(loss)
     if head_recall_cost is not None:
         info_loss = info_loss + head_recall_cost
     total = v + float(inputs.total_tokens)

@@ -109,8 +109,8 @@ def _arrays_finish(state: _ArraysState) -> MessageArrays:
     """The :class:`MessageArrays` of a :func:`_arrays_extend` state."""
     roles, plain_user, turns, call_index, _ = state
     role_array = np.frombuffer(bytes(roles), dtype=np.int8).copy()
-    turn_index = np.cumsum(np.frombuffer(bytes(turns), dtype=np.bool_), dtype=np.int64)
-    round_index = np.cumsum(role_array == ROLE_ASSISTANT, dtype=np.int64)
+    turn_index = np.frombuffer(bytes(turns), dtype=np.bool_).cumsum(dtype=np.int64)
+    round_index = (role_array == ROLE_ASSISTANT).cumsum(dtype=np.int64)
     user_plain = np.frombuffer(bytes(plain_user), dtype=np.bool_).copy()
     return MessageArrays(role_array, np.array(call_index, dtype=np.int64), turn_index, round_index, user_plain)
 
@@ -178,12 +178,10 @@ def feasible_cut_mask(arrays: MessageArrays, *, user_turns_only: bool = False) -
     starts = arrays.plain_user if user_turns_only else arrays.roles != ROLE_TOOL
     mask[:n] = starts
     # A result at j answering a call at c forbids every cut in (c, j]: difference array + cumsum.
-    results = np.flatnonzero(arrays.call_index >= 0)
-    if results.size:
-        blocked = np.zeros(n + 2, dtype=np.int64)
-        np.add.at(blocked, arrays.call_index[results] + 1, 1)
-        np.add.at(blocked, results + 1, -1)
-        mask &= np.cumsum(blocked[: n + 1]) == 0
+    results = (arrays.call_index >= 0).nonzero()[0]
+    if results.size:  # +1 after each call answered, -1 after each result (both in [1, n]): n + 2 counts
+        blocked = np.bincount(arrays.call_index[results] + 1, minlength=n + 2) - np.bincount(results + 1, minlength=n + 2)
+        mask &= blocked[: n + 1].cumsum() == 0
     mask[0] = False
     mask[n] = False
     return mask

@@ -117,7 +117,8 @@ def hit_share_from_usage(usage: Sequence[Usage], call_seconds: npt.NDArray[np.fl
     held = np.minimum(prompts[:-1], prompts[1:])
     counted = prompts[1:] >= prompts[:-1]  # a shrinking prompt is a compaction: the cache held only its prefix
     if call_seconds is not None and ttl_s is not None and np.size(call_seconds) == prompts.size:
-        gaps = np.diff(np.asarray(call_seconds, dtype=np.float64))
+        seconds = np.asarray(call_seconds, dtype=np.float64)
+        gaps = seconds[1:] - seconds[:-1] if seconds.ndim == 1 else np.diff(seconds)
         counted &= ~(gaps > ttl_s)  # NaN compares False: an unknown gap counts as warm
     held_total = held[counted].sum()
     if held_total <= 0:

@@ -33,6 +33,7 @@ from dp_compact.core.decision import (
 )
 from dp_compact.measure.estimation import CallPlacement, Estimates, estimate
 from dp_compact.measure.clearing import clearable_saved_tokens
+from dp_compact.measure.memo import keep_newest
 from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
 from dp_compact.core.timing import Timing
 from dp_compact.pricing import Prices
@@ -56,6 +57,24 @@ __all__ = [
     "plan",
     "summary_tokens",
 ]
+
+
+#: ``Settings.model_dump()`` of the settings planned with lately, by ``id``: ``(settings, dump)`` (the settings held,
+#: so that an id names one object). Settings are frozen, so a dump never goes stale; a plan copies it.
+_DUMPS: dict[int, tuple[Settings, dict[str, Any]]] = {}
+#: Settings whose dumps are kept (an adapter plans with one; the seed planner makes one per plan).
+DUMPS_KEPT = 8
+
+
+def _settings_dump(settings: Settings) -> dict[str, Any]:
+    """``settings.model_dump()``, made once per settings object (shared: the caller copies it, never changes it)."""
+    kept = _DUMPS.get(id(settings))
+    if kept is not None and kept[0] is settings:
+        return kept[1]
+    dump = settings.model_dump()
+    _DUMPS[id(settings)] = (settings, dump)
+    keep_newest(_DUMPS, DUMPS_KEPT)
+    return dump
 
 
 def min_keep(n_messages: int, ratio: float, earlier_messages: int = 0) -> int:
@@ -137,6 +156,8 @@ def plan(
     timing: Timing | None = None,
     cache_hit: HitShare | None = None,
     clear_saved: npt.NDArray[np.int64] | None = None,
+    lead_notes: tuple[str, ...] = (),
+    v_source: str = "",
 ) -> Plan:
     """Decide whether to compact ``session`` now and at which feasible cut (DESIGN §2, §7).
 
@@ -177,6 +198,10 @@ def plan(
         :func:`~dp_compact.measure.clearing.clearable_saved_tokens` of the messages. Used by the
         look-ahead planner with ``DP_CLEAR_TOOL_RESULTS`` on (the default): the plan may then
         decide ``"clear"``.
+    lead_notes : tuple[str, ...], optional
+        Notes the plan's ``notes`` open with (the caller's, e.g. :attr:`~dp_compact.prepare.PreparedSession.notes`).
+    v_source : str, optional
+        Where V comes from, as the plan's ``v_source`` records it (:data:`~dp_compact.measure.estimation.V_SOURCES`; "" unknown).
 
     Returns
     -------
@@ -223,7 +248,7 @@ def plan(
         priced = served_prices(prices, cache_hit.share)  # what the meter charges for a cached token
     else:
         priced = prices
-    prefix = np.concatenate(([0], np.cumsum(tokens)))
+    prefix = np.concatenate(([0], tokens.cumsum()))  # tokens: shape (n,), checked above
     total = int(prefix[-1])
     v = settings.v if v_tokens is None else int(v_tokens)
     est = estimate(session, settings, total_tokens=total, message_tokens=tokens, v_tokens=v, placement=placement)
@@ -233,9 +258,10 @@ def plan(
         least = round_keep(session)
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
-        prices=prices, settings={**settings.model_dump(), "v": v}, path=session.path, format=session.format,
+        prices=prices, settings={**_settings_dump(settings), "v": v}, path=session.path, format=session.format,
         skipped_lines=session.skipped_lines, skipped_line_numbers=session.skipped_line_numbers,
         planner="seed" if settings.model == "seed" else settings.planner,  # DP_PLANNER=seed set the model above
+        notes=tuple(lead_notes), v_source=v_source,
     )
     if n == 0:
         return Plan("keep", RULE_EMPTY, "the session has no messages: nothing to compact", 0, 0, tail_tokens=0,
@@ -246,7 +272,7 @@ def plan(
         arrays = message_arrays(session.messages)
     elif arrays.n != n:
         raise ValueError(f"arrays describe {arrays.n} messages, the session has {n}")
-    cuts = np.flatnonzero(feasible_cut_mask(arrays, user_turns_only=settings.model == "seed")).astype(np.int64)
+    cuts = feasible_cut_mask(arrays, user_turns_only=settings.model == "seed").nonzero()[0].astype(np.int64)  # the mask is 1-D
     inputs = BenefitInputs(
         v_tokens=v, s_tokens=settings.s, m_tokens=prices.max_context_tokens, total_tokens=total,
         remaining_calls=est.remaining_calls, avg_tokens=est.avg_tokens, compactions=est.compactions,
@@ -256,10 +282,10 @@ def plan(
     if settings.model == "recall":
         ages = _ages(arrays, settings.recall_age, est.calls_per_turn)
         per_message = recall_costs(tokens, ages, prices=priced, inputs=inputs, q0=settings.recall_q0, tau=settings.recall_tau)
-        head_recall = np.concatenate(([0.0], np.cumsum(per_message)))[cuts]
+        head_recall = np.concatenate(([0.0], per_message.cumsum()))[cuts]
     terms = net_benefit(cuts, total - prefix[cuts], prices=priced, inputs=inputs, head_recall_cost=head_recall)
     keep = n - cuts
-    common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=_notes(est, prices.max_context_tokens) + hit_notes)
+    common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=common["notes"] + _notes(est, prices.max_context_tokens) + hit_notes)
     if settings.planner == "lookahead" and settings.model == "recall":
         if not settings.clear_tool_results:
             clear_saved = None

@@ -171,7 +171,7 @@ class Timing:
         """Share of :attr:`recent_gaps_s` longer than the TTL (unknown gaps left out), 0 without any."""
         gaps = np.asarray(self.recent_gaps_s, dtype=np.float64)
         gaps = gaps[np.isfinite(gaps)]
-        return float(np.mean(gaps > self.ttl(prices))) if gaps.size else 0.0
+        return float((gaps > self.ttl(prices)).mean()) if gaps.size else 0.0
 
     def ttl(self, prices: Prices) -> float:
         """The TTL in force, seconds: as given, else the prices' (``Prices.cache_ttl_s``, the
@@ -243,7 +243,7 @@ def lifetime_costs(gaps_s: npt.NDArray[np.float64], prompt_tokens: npt.NDArray[n
     for name, ttl, p_write in (("5m", CACHE_TTL_5M_S, rates.p_write_5m), ("1h", CACHE_TTL_1H_S, rates.p_write_1h)):
         cold = gaps > ttl  # NaN compares False: unknown times count as warm
         read = np.where(cold, 0.0, warm_read)
-        out[f"usd_{name}"] = float(np.sum(read * rates.p_cache + (now - read) * p_write) / 1e6)
+        out[f"usd_{name}"] = float((read * rates.p_cache + (now - read) * p_write).sum() / 1e6)
         out[f"cold_{name}"] = int(cold.sum())
     better = "1h" if out["usd_1h"] < out["usd_5m"] else "5m"
     out.update(better=better, saves_usd=abs(out["usd_5m"] - out["usd_1h"]), current=prices.write_lifetime)
@@ -287,7 +287,8 @@ def session_lifetime_costs(session: Session, prices: Prices) -> dict[str, Any] |
     n = min(times.size, prompts.size)
     if n < 2 or not np.isfinite(times[-n:]).any():
         return None
-    return lifetime_costs(np.diff(times[-n:]), prompts[-n:], prices)
+    last = times[-n:]  # shape (n,)
+    return lifetime_costs(last[1:] - last[:-1], prompts[-n:], prices)
 
 
 def timing_facts(session: Session, timing: Timing | None, prices: Prices, turn_end: bool, cold_now: bool,

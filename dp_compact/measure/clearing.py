@@ -350,7 +350,7 @@ def clearable_saved_tokens(
                                                            _clearable_finish))
     counts, cleared, chars = memo(messages)
     saved = np.zeros(tokens.size, np.int64)
-    held = np.flatnonzero(counts)
+    held = counts.nonzero()[0]  # counts: int64, shape (N,)
     if held.size == 0:
         return saved
     held_tokens, held_chars, whole = tokens[held], cleared[held], np.maximum(chars[held], 1)

@@ -195,13 +195,14 @@ def _placed_counts(messages: Sequence[Message], usage_lines: npt.NDArray[np.int6
         indices = np.flatnonzero(np.fromiter(map(eq, map(_ROLE, messages), repeat("assistant")), dtype=bool, count=n)).astype(np.int64)
         at = np.fromiter(map(_LINE, messages), np.int64, n)[indices]
     else:
-        indices = np.flatnonzero(columns.assistant).astype(np.int64)
+        indices = columns.assistant.nonzero()[0].astype(np.int64)
         at = columns.line[indices]
-    order = np.argsort(at, kind="stable")
+    order = at.argsort(kind="stable")
     assistant, lines = indices[order], at[order]
     where = np.searchsorted(lines, usage_lines, side="right") - 1
-    counts = np.full(len(usage_lines), -1, dtype=np.int64)
-    placed = np.flatnonzero(where >= 0)
+    counts = np.empty(len(usage_lines), dtype=np.int64)
+    counts.fill(-1)
+    placed = (where >= 0).nonzero()[0]
     landed = where[placed]
     if landed.size < 2 or bool((landed[1:] > landed[:-1]).all()):  # each call on a later response: each claims its own
         claims = placed
@@ -240,7 +241,7 @@ class CallPlacement:
     @property
     def placed(self) -> npt.NDArray[np.intp]:
         """Indices (into ``usage``) of the calls placed on a message, ascending."""
-        return np.flatnonzero(self.sent >= 0)
+        return (self.sent >= 0).nonzero()[0]  # sent: shape (len(usage),)
 
 
 def place_calls(session: Session) -> CallPlacement:
@@ -272,8 +273,9 @@ def place_calls(session: Session) -> CallPlacement:
     live = columns.line >= first_line
     usage = tuple(session.usage) if live.all() else tuple(compress(session.usage, live.tolist()))
     lines = columns.line[live]
-    sent = np.full(len(usage), -1, dtype=np.int64)
-    lined = np.flatnonzero(lines > 0)
+    sent = np.empty(len(usage), dtype=np.int64)
+    sent.fill(-1)
+    lined = (lines > 0).nonzero()[0]
     if lined.size:  # call_message_counts of the records with a line, from their lines as the column holds them
         sent[lined] = _placed_counts(session.messages, lines[lined])
     return CallPlacement(usage, sent)
@@ -303,7 +305,7 @@ def measured_prefix(
         not take such a measurement.
     """
     placement = place_calls(session) if placement is None else placement
-    for index in placement.placed.tolist():
+    for index in map(int, placement.placed):  # usually the first placed call: no list of them all
         if placement.usage[index].prompt_tokens > 0:
             carried = int(np.asarray(message_tokens, dtype=np.int64)[: int(placement.sent[index])].sum())
             return int(placement.usage[index].prompt_tokens) - carried
@@ -575,6 +577,8 @@ def first_calls_after(call_lines: npt.NDArray[np.int64], compaction_lines: Seque
     array([False, False,  True, False])
     """
     marked = np.zeros(call_lines.shape, dtype=bool)
+    if not len(compaction_lines):  # none recorded (a live conversation): no call follows one
+        return marked
     after = np.searchsorted(call_lines, np.asarray(compaction_lines, dtype=np.int64), side="left")
     marked[after[(after > 0) & (after < marked.size)]] = True
     return marked

@@ -45,6 +45,7 @@ def keep_newest(kept: dict[Any, Any], most: int) -> None:
         except (KeyError, RuntimeError, StopIteration):
             break
 
+
 def extended(items: tuple[Any, ...], added: Sequence[Any]) -> tuple[Any, ...]:
     """``items + tuple(added)``, remembered as an extension of ``items``: an :class:`AppendMemo` given it
     resumes the pass it keeps for ``items`` without comparing their items (the last
@@ -57,7 +58,8 @@ def extended(items: tuple[Any, ...], added: Sequence[Any]) -> tuple[Any, ...]:
     out = items + tuple(added)
     if out is not items:
         _EXTENSIONS[id(out)] = (out, items)
-        keep_newest(_EXTENSIONS, EXTENSIONS_KEPT)
+        if len(_EXTENSIONS) > EXTENSIONS_KEPT:
+            keep_newest(_EXTENSIONS, EXTENSIONS_KEPT)
     return out
 
 
@@ -113,6 +115,9 @@ class AppendMemo(Generic[S, R]):
     def __call__(self, items: Sequence[Any]) -> R:
         """``finish`` of the state after every item of ``items`` (a pass resumed after the longest kept
         prefix of the same objects)."""
+        kept = self._kept
+        if kept and kept[0][0] is items and kept[0][2]:  # the sequence asked for last (a plan reads it several times)
+            return kept[0][2][0]
         entry = self._entry(items)
         done = entry[2]
         if not done:

@@ -54,6 +54,7 @@ __all__ = [
     "summary_usage",
     "count_images",
     "dumps",
+    "json_size",
     "is_summary_text",
     "recorded_history",
     "link_tool_results",
@@ -81,6 +82,21 @@ def dumps(value: object) -> str:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def json_size(value: object) -> int:
+    """``len(dumps(value).encode())``, bytes: the size of ``value`` as compact UTF-8 JSON (a record's size),
+    without decoding orjson's bytes to text and encoding them again.
+
+    >>> json_size({"a": "é"}) == len(dumps({"a": "é"}).encode())
+    True
+    """
+    if isinstance(value, str):
+        return len(value.encode())
+    try:
+        return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:
+        return len(dumps(value).encode())
 
 
 def _is_image(block: dict[str, Any]) -> bool:
