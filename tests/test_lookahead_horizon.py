@@ -87,3 +87,25 @@ def test_cycle_cost_per_call_is_the_cheapest_repeating_schedule_call_by_call(gro
             kept = sum(float(np.interp(S + t + k * growth, points, keep_call)) for k in range(1, calls))
             best = min(best, (first[r, j] + kept) / calls)
     assert fast == pytest.approx(best, rel=0.02)
+
+
+@pytest.mark.parametrize(("context", "growth", "calls", "window"),
+                         CASES + [(400_000, 300.0, 900, 1_000_000), (150_000, 1_200.0, 30, 1_000_000)])
+def test_the_far_blocks_on_a_coarser_grid_decide_as_every_block_on_the_fine_grid(context, growth, calls, window, monkeypatch):
+    """Without price tiers the blocks from call FAR_CALLS on are valued on FAR_GRID_POINTS sizes: the
+    decision is the one every block on GRID_POINTS makes, and the differences between the options are
+    within 0.2 % of their cost (the stated costs themselves move by up to 10 %: the far future is coarse
+    either way, see test_the_calls_past_the_cut_are_priced_near_a_call_by_call_induction)."""
+    assert la.FAR_GRID_POINTS < la.GRID_POINTS
+    spied = []
+    far_grid = la._far_grid
+    monkeypatch.setattr(la, "_far_grid", lambda *args, **kwargs: spied.append(far_grid(*args, **kwargs)) or spied[-1])
+    coarse = _ahead(context, growth, calls, window)
+    assert spied and spied[-1].size == la.FAR_GRID_POINTS  # no tier, no trigger: evenly spaced sizes alone
+    assert coarse.horizon_calls > la.FAR_CALLS  # blocks start past FAR_CALLS: the coarser grid values them
+    monkeypatch.setattr(la, "FAR_CALLS", 10**9)
+    fine = _ahead(context, growth, calls, window)
+    mine, theirs = _options(coarse), _options(fine)
+    assert int(np.argmin(mine)) == int(np.argmin(theirs))
+    assert np.max(np.abs((mine - mine.min()) - (theirs - theirs.min()))) <= 2e-3 * theirs.min()
+    assert mine == pytest.approx(theirs, rel=0.10)

@@ -42,8 +42,9 @@ The model (units: tokens, $/MTok; values in $):
   summary request) finds the cache cold with the session's own recent share of gaps beyond the
   TTL (:attr:`Forecast.cold_share`; 0 for a timeless forecast).
 
-The values are computed on a grid of context sizes (:data:`GRID_POINTS`; with price tiers, both
-sides of each price cliff, and a coarser grid for the blocks after the first :data:`CLIFF_CALLS`
+The values are computed on a grid of context sizes (:data:`GRID_POINTS`, and a coarser grid of
+:data:`FAR_GRID_POINTS` for the blocks from call :data:`FAR_CALLS` on; with price tiers, both
+sides of each price cliff, and the coarser grid for the blocks after the first :data:`CLIFF_CALLS`
 calls; a tier that starts at or above the window is no tier: no prompt above it is sent), backwards from a
 horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_EPSILON` (at most
 :data:`MAX_HORIZON_CALLS` calls), interpolating linearly between grid points. The first
@@ -69,6 +70,8 @@ __all__ = [
     "BLOCK_GROWTH_SHARE",
     "CLIFF_CALLS",
     "CLIFF_PATHS",
+    "FAR_CALLS",
+    "FAR_GRID_POINTS",
     "FUTURE_TAIL_SHARES",
     "GRID_POINTS",
     "GRID_POINTS_TIERED",
@@ -102,6 +105,18 @@ CLIFF_PATHS = 8
 #: are 10 % high on average (17 % with 512 sizes and 64 cliff calls), from the coarse steps far
 #: ahead, not from the grid.
 CLIFF_CALLS = 16
+#: Without price tiers, the blocks from this call on are valued on :data:`FAR_GRID_POINTS` evenly
+#: spaced sizes (and both sides of ``compact_from_tokens``, :func:`_far_grid`), the nearer ones on
+#: :data:`GRID_POINTS`: the far future reaches the present only through the values where the near
+#: blocks end, and is planned at coarse times already. On 500 random sessions (128k-1M windows,
+#: 50-8,000 tokens a call, with and without a price tier and a cold share; 2026-12-06) against a
+#: backward induction over every single call: the same decision in 497 (495 with every block on
+#: GRID_POINTS; the others within 0.004 % of the best), the differences between the choices within
+#: 0.19 % of their values, and the replay of every shared session the same to the cent. A LangChain
+#: agent at 1,000 messages with a 1M window (119 blocks, 74 of them far) runs 18 % fewer
+#: instructions per call.
+FAR_CALLS = 64
+FAR_GRID_POINTS = 32
 #: Shares of the live context a future compaction may keep (besides one call's growth): a small
 #: menu is enough for the future; the present decision takes every feasible cut.
 FUTURE_TAIL_SHARES = (0.05, 0.15, 0.3, 0.5)
@@ -419,10 +434,12 @@ def look_ahead(
         reach = float(compact_from_tokens) - v - g * np.arange(min(horizon, CLIFF_CALLS), dtype=np.float64)
         edges = np.concatenate((reach - 1.0, reach))
         grid = _unique(np.concatenate((grid, edges[(edges > 0.0) & (edges < top)])))
-    far_grid = _far_grid(top, v, s, prices, shares, whole_requests, float(compact_from_tokens)) if prices.tiers else None
+    # the blocks from call far_from on are valued on a coarser grid (:func:`_far_grid`)
+    far_from, far_points = (CLIFF_CALLS, GRID_POINTS_TIERED) if prices.tiers else (FAR_CALLS, FAR_GRID_POINTS)
+    far_grid = _far_grid(top, v, s, prices, shares, whole_requests, float(compact_from_tokens), far_points)
     present = tails[mask] if mask.any() else tails  # the tails the present may keep
     later, compact_at, far = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, present,
-                                     shares, whole_requests, float(compact_from_tokens), far_grid)
+                                     shares, whole_requests, float(compact_from_tokens), far_grid, far_from)
     r0 = rates_at(prices, v + x0)
     extra0 = _output_extra(prices, r0, forecast.output_tokens)
     read_write = (r0.p_cache * max(v + x0 - g, 0.0) + r0.p_write * min(g, v + x0)) / 1e6 + extra0
@@ -609,7 +626,7 @@ def _divided_blocks(horizon: int, most: int, divisor: int) -> _Blocks:
         out_firsts.extend(steps)
         out_sizes.extend([most] * len(steps))
     kept = int(np.searchsorted(out_firsts, horizon, side="left"))  # the blocks starting before the horizon
-    blocks = list(zip(out_firsts[:kept], out_sizes[:kept]))
+    blocks = list(zip(out_firsts[:kept], out_sizes[:kept], strict=True))
     if blocks and (last := blocks[-1])[0] + last[1] > horizon:  # the last one cut short to end there
         blocks[-1] = (last[0], horizon - last[0])
     out = _Blocks(blocks)
@@ -651,14 +668,14 @@ def _block_weights(alive: Floats, blocks: Sequence[tuple[int, int]]) -> tuple[Fl
 def _values(
     grid: Floats, alive: Floats, blocks: Sequence[tuple[int, int]], g: float, v: float, s: float, prices: Prices,
     forecast: Forecast, limit: float, x0_tails: Floats, tail_shares: Sequence[float] = FUTURE_TAIL_SHARES,
-    whole_requests: bool = False, compact_from: float = 0.0, far_grid: Floats | None = None,
+    whole_requests: bool = False, compact_from: float = 0.0, far_grid: Floats | None = None, far_from: int = 0,
 ) -> tuple[Floats, npt.NDArray[np.bool_], tuple[Floats, npt.NDArray[np.bool_]] | None]:
     """W_1 on ``grid`` by backward induction over the blocks, and per block where compacting is best
     (``tail_shares``, ``whole_requests``, ``compact_from``: :func:`look_ahead`'s ``future_tail_shares``,
     ``whole_requests`` and ``compact_from_tokens``).
 
-    ``far_grid`` (price tiers, :func:`_far_grid`): the blocks that start at or after call
-    :data:`CLIFF_CALLS` are valued on it instead, and the nearer blocks on ``grid`` from there.
+    ``far_grid`` (:func:`_far_grid`): the blocks that start at or after call ``far_from`` are valued
+    on it instead, and the nearer blocks on ``grid`` from there.
     Returns ``(value, compact_at, far)``: ``compact_at`` (bool, shape (blocks valued on ``grid``, grid
     size)), and ``far`` = ``(far_grid, its compact_at)`` for the other blocks, None without.
     """
@@ -714,7 +731,7 @@ def _values(
     def per_chance(value: Floats) -> Floats:  # W_1 from U_1
         return value / reach[0] if reached else np.zeros_like(value)
 
-    near = len(blocks) if far_grid is None else int(np.searchsorted(firsts, CLIFF_CALLS))
+    near = len(blocks) if far_grid is None else int(np.searchsorted(firsts, far_from))
     if near == 0 or near == len(blocks) or far_grid is None:  # one grid for every block
         value, compact_at = induct(grid, 0, len(blocks), np.zeros_like(grid), grid)
         return per_chance(value), compact_at, None
@@ -781,13 +798,14 @@ def _cycle_cost_per_call(top: float, g: float, v: float, s: float, prices: Price
 
 
 def _far_grid(top: float, v: float, s: float, prices: Prices, shares: Sequence[float] = FUTURE_TAIL_SHARES,
-              whole_requests: bool = False, compact_from: float = 0.0) -> Floats:
-    """The value grid of the blocks from call :data:`CLIFF_CALLS` on, with price tiers: :data:`GRID_POINTS_TIERED`
-    evenly spaced sizes and both sides of each size where a call made there passes a tier's start (kept:
-    ``V + x``; a summary request keeping a share: ``V + (1 − share)·x``, or ``V + x`` whole; the call after
-    it: ``V + S + share·x``) or reaches ``compact_from`` (tokens, V included). The present's paths and the
-    cliffs several calls away (:func:`_grid`) only matter to the nearer blocks."""
-    grid = np.linspace(0.0, top, GRID_POINTS_TIERED)
+              whole_requests: bool = False, compact_from: float = 0.0, points: int = GRID_POINTS_TIERED) -> Floats:
+    """The value grid of the later blocks (from call :data:`CLIFF_CALLS` on with price tiers, from
+    :data:`FAR_CALLS` without): ``points`` evenly spaced sizes (:data:`GRID_POINTS_TIERED`, or
+    :data:`FAR_GRID_POINTS` without tiers) and both sides of each size where a call made there passes a
+    tier's start (kept: ``V + x``; a summary request keeping a share: ``V + (1 − share)·x``, or ``V + x``
+    whole; the call after it: ``V + S + share·x``) or reaches ``compact_from`` (tokens, V included). The
+    present's paths and the cliffs several calls away (:func:`_grid`) only matter to the nearer blocks."""
+    grid = np.linspace(0.0, top, points)
     edges = []
     for start in prices.tier_starts:
         x = float(start) - v
