@@ -42,10 +42,10 @@ The model (units: tokens, $/MTok; values in $):
   summary request) finds the cache cold with the session's own recent share of gaps beyond the
   TTL (:attr:`Forecast.cold_share`; 0 for a timeless forecast).
 
-The values are computed on a grid of context sizes (:data:`GRID_POINTS`, and a coarser grid of
-:data:`FAR_GRID_POINTS` for the blocks from call :data:`FAR_CALLS` on; with price tiers, both
-sides of each price cliff, and the coarser grid for the blocks after the first :data:`CLIFF_CALLS`
-calls; a tier that starts at or above the window is no tier: no prompt above it is sent), backwards from a
+The values are computed on a grid of context sizes (:data:`GRID_POINTS`; with price tiers, both
+sides of each price cliff, and a coarser grid for the blocks after the first :data:`CLIFF_CALLS`
+calls; a coarser one still, :data:`FAR_GRID_POINTS` sizes, for the blocks from call
+:data:`FAR_CALLS` on; a tier that starts at or above the window is no tier: no prompt above it is sent), backwards from a
 horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_EPSILON` (at most
 :data:`MAX_HORIZON_CALLS` calls), interpolating linearly between grid points. The first
 :data:`BLOCK_DIVISOR` future calls are single steps; later a step covers a block of about
@@ -105,16 +105,17 @@ CLIFF_PATHS = 8
 #: are 10 % high on average (17 % with 512 sizes and 64 cliff calls), from the coarse steps far
 #: ahead, not from the grid.
 CLIFF_CALLS = 16
-#: Without price tiers, the blocks from this call on are valued on :data:`FAR_GRID_POINTS` evenly
-#: spaced sizes (and both sides of ``compact_from_tokens``, :func:`_far_grid`), the nearer ones on
-#: :data:`GRID_POINTS`: the far future reaches the present only through the values where the near
+#: The blocks from this call on are valued on :data:`FAR_GRID_POINTS` evenly spaced sizes (and both
+#: sides of each price cliff and of ``compact_from_tokens``, :func:`_far_grid`), the nearer ones on
+#: the finer grids above: the far future reaches the present only through the values where the near
 #: blocks end, and is planned at coarse times already. On 500 random sessions (128k-1M windows,
 #: 50-8,000 tokens a call, with and without a price tier and a cold share; 2026-12-06) against a
-#: backward induction over every single call: the same decision in 497 (495 with every block on
-#: GRID_POINTS; the others within 0.004 % of the best), the differences between the choices within
-#: 0.19 % of their values, and the replay of every shared session the same to the cent. A LangChain
-#: agent at 1,000 messages with a 1M window (119 blocks, 74 of them far) runs 18 % fewer
-#: instructions per call.
+#: backward induction over every single call: the same decision in 497 (495 with every block on the
+#: finer grids; the others within 0.004 % of the best), the differences between the choices within
+#: 0.19 % of their values; on 300 sessions with a price tier (1M window, tier at 200,000): 300 against
+#: 296, within 0.07 % (0.45 %); the replay of every shared session the same to the cent. A LangChain
+#: agent at 1,000 messages with a 1M window (119 blocks, 74 of them far) runs 18 % fewer instructions
+#: per call, 13 % with Gemini 2.5 Pro's tier.
 FAR_CALLS = 64
 FAR_GRID_POINTS = 32
 #: Shares of the live context a future compaction may keep (besides one call's growth): a small
@@ -434,12 +435,13 @@ def look_ahead(
         reach = float(compact_from_tokens) - v - g * np.arange(min(horizon, CLIFF_CALLS), dtype=np.float64)
         edges = np.concatenate((reach - 1.0, reach))
         grid = _unique(np.concatenate((grid, edges[(edges > 0.0) & (edges < top)])))
-    # the blocks from call far_from on are valued on a coarser grid (:func:`_far_grid`)
-    far_from, far_points = (CLIFF_CALLS, GRID_POINTS_TIERED) if prices.tiers else (FAR_CALLS, FAR_GRID_POINTS)
-    far_grid = _far_grid(top, v, s, prices, shares, whole_requests, float(compact_from_tokens), far_points)
+    # the later blocks are valued on coarser grids (:func:`_far_grid`): with tiers from CLIFF_CALLS, and all from FAR_CALLS
+    later_grids = [(_far_grid(top, v, s, prices, shares, whole_requests, float(compact_from_tokens), points), start)
+                   for points, start in ([(GRID_POINTS_TIERED, CLIFF_CALLS)] if prices.tiers else [])
+                   + [(FAR_GRID_POINTS, max(FAR_CALLS, CLIFF_CALLS if prices.tiers else 0))]]
     present = tails[mask] if mask.any() else tails  # the tails the present may keep
     later, compact_at, far = _values(grid, alive, blocks, g, v, s, prices, forecast, limit_tokens, present,
-                                     shares, whole_requests, float(compact_from_tokens), far_grid, far_from)
+                                     shares, whole_requests, float(compact_from_tokens), later_grids)
     r0 = rates_at(prices, v + x0)
     extra0 = _output_extra(prices, r0, forecast.output_tokens)
     read_write = (r0.p_cache * max(v + x0 - g, 0.0) + r0.p_write * min(g, v + x0)) / 1e6 + extra0
@@ -668,16 +670,17 @@ def _block_weights(alive: Floats, blocks: Sequence[tuple[int, int]]) -> tuple[Fl
 def _values(
     grid: Floats, alive: Floats, blocks: Sequence[tuple[int, int]], g: float, v: float, s: float, prices: Prices,
     forecast: Forecast, limit: float, x0_tails: Floats, tail_shares: Sequence[float] = FUTURE_TAIL_SHARES,
-    whole_requests: bool = False, compact_from: float = 0.0, far_grid: Floats | None = None, far_from: int = 0,
-) -> tuple[Floats, npt.NDArray[np.bool_], tuple[Floats, npt.NDArray[np.bool_]] | None]:
+    whole_requests: bool = False, compact_from: float = 0.0, later_grids: Sequence[tuple[Floats, int]] = (),
+) -> tuple[Floats, npt.NDArray[np.bool_], tuple[tuple[Floats, npt.NDArray[np.bool_]], ...]]:
     """W_1 on ``grid`` by backward induction over the blocks, and per block where compacting is best
     (``tail_shares``, ``whole_requests``, ``compact_from``: :func:`look_ahead`'s ``future_tail_shares``,
     ``whole_requests`` and ``compact_from_tokens``).
 
-    ``far_grid`` (:func:`_far_grid`): the blocks that start at or after call ``far_from`` are valued
-    on it instead, and the nearer blocks on ``grid`` from there.
-    Returns ``(value, compact_at, far)``: ``compact_at`` (bool, shape (blocks valued on ``grid``, grid
-    size)), and ``far`` = ``(far_grid, its compact_at)`` for the other blocks, None without.
+    ``later_grids`` (:func:`_far_grid`): ``(grid, first call)`` pairs, by first call: the blocks that
+    start at or after a pair's call (and before the next pair's) are valued on its grid, the nearer
+    blocks on ``grid``, each stage from the values of the one after it.
+    Returns ``(value, compact_at, later)``: ``compact_at`` (bool, shape (blocks valued on ``grid``, grid
+    size)), and ``later`` = ``(grid, its compact_at)`` per later stage that holds blocks.
     """
     totals, ramps, rests, ramps_after, going_ons = _block_weights(alive, blocks)
     firsts, block_sizes = _block_columns(blocks)
@@ -731,13 +734,16 @@ def _values(
     def per_chance(value: Floats) -> Floats:  # W_1 from U_1
         return value / reach[0] if reached else np.zeros_like(value)
 
-    near = len(blocks) if far_grid is None else int(np.searchsorted(firsts, far_from))
-    if near == 0 or near == len(blocks) or far_grid is None:  # one grid for every block
-        value, compact_at = induct(grid, 0, len(blocks), np.zeros_like(grid), grid)
-        return per_chance(value), compact_at, None
-    far_value, far_at = induct(far_grid, near, len(blocks), np.zeros_like(far_grid), far_grid)
-    value, compact_at = induct(grid, 0, near, far_value, far_grid)
-    return per_chance(value), compact_at, (far_grid, far_at)
+    grids = [grid] + [points for points, _ in later_grids]
+    bounds = [0] + [int(np.searchsorted(firsts, start)) for _, start in later_grids] + [len(blocks)]
+    value, xp, stages = np.zeros_like(grids[-1]), grids[-1], []
+    for points, lo, hi in reversed(list(zip(grids, bounds[:-1], bounds[1:], strict=True))):
+        if hi > lo or lo == 0:  # a stage without blocks passes the values on
+            value, at = induct(points, lo, hi, value, xp) if hi > lo else (np.zeros_like(points), np.zeros((0, points.size), dtype=bool))
+            xp = points
+            stages.append((points, at))
+    stages.reverse()
+    return per_chance(value), stages[0][1], tuple(stages[1:])
 
 
 def _least_tail(x0_tails: Floats, g: float) -> float:
@@ -821,15 +827,15 @@ def _far_grid(top: float, v: float, s: float, prices: Prices, shares: Sequence[f
 
 def _first_compaction(
     compact_at: npt.NDArray[np.bool_], blocks: Sequence[tuple[int, int]], grid: Floats, x0: float, g: float,
-    far: tuple[Floats, npt.NDArray[np.bool_]] | None = None,
+    later: Sequence[tuple[Floats, npt.NDArray[np.bool_]]] = (),
 ) -> float | None:
     """The first call at which the best schedule compacts after keeping now (the context grows by g a call);
-    ``compact_at`` and ``far`` as :func:`_values` returns them."""
+    ``compact_at`` and ``later`` as :func:`_values` returns them."""
     if not blocks:
         return None
     firsts = _block_columns(blocks)[0].astype(np.float64)
     done = 0
-    for points, at_points in [(grid, compact_at)] if far is None else [(grid, compact_at), far]:
+    for points, at_points in [(grid, compact_at), *later]:
         rows = at_points.shape[0]
         calls = firsts[done:done + rows]
         contexts = x0 + g * calls
