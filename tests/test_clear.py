@@ -192,6 +192,9 @@ def test_clear_every_shared_transcript_validates_and_restores(tmp_path, path):
         archived = store.restore(result.archive_ref)
         assert archived == [json.loads(json.dumps(session.messages[i].raw)) for i in result.cleared_message_indices]
         assert result.tokens_after < result.tokens_before
+        facts = result.to_dict()  # the report adds up: what was there, less what was removed, plus the placeholders as written
+        assert facts["tokens_before"] - facts["tokens_removed"] + facts["placeholder_tokens"] == facts["tokens_after"]
+        assert facts["tokens_saved"] == facts["tokens_before"] - facts["tokens_after"]
     has_long = any(len(r.text) >= CLEAR_MIN_CHARS for m in session.messages for r in m.tool_results)
     assert cleared_any == has_long
 
@@ -205,6 +208,7 @@ def test_cli_compact_action_clear_json_names_the_action_and_the_archive(tmp_path
     assert data["action"] == "clear" and data["decision"] == "clear" and data["written"]
     assert data["depth"] == 110 and data["kept_messages"] == 20
     assert data["tokens_removed"] > data["placeholder_tokens"] > 0
+    assert data["tokens_before"] - data["tokens_removed"] + data["placeholder_tokens"] == data["tokens_after"]
     assert data["archive_ref"].startswith("archive://session/")
     assert CliRunner().invoke(app, ["validate", str(output), "--api", "anthropic"]).exit_code == 0
     first = data["cleared_message_indices"][0]

@@ -255,7 +255,11 @@ def clear_session(
         api == "anthropic" and (session.system_messages or session.system_text)) else ()
     verb = "would clear" if dry_run else "cleared"
     why = f"{verb} {at['cleared_results']} tool result(s) in {len(indices)} message(s) before message {depth}"
-    return ClearResult(decision=ACTION_CLEAR, explanation=why, tokens_after=int(count_message_tokens(cleared).sum()),
+    after = int(count_message_tokens(cleared).sum())
+    # the placeholders as written (the real archive key and statement), so that before − removed + added = after
+    base["facts"] = {**at, "placeholder_tokens": after - (base["tokens_before"] - int(at["removed_tokens"])),
+                     "saved_tokens": base["tokens_before"] - after}
+    return ClearResult(decision=ACTION_CLEAR, explanation=why, tokens_after=after,
                        archive_ref=ref, notes=notes, messages=tuple(written), cleared=cleared, **base)
 
 
