@@ -166,9 +166,9 @@ def shrink(
 @app.command()
 def validate(
     file: Annotated[Path, typer.Argument(help="Messages file: JSONL, a JSON array or {\"messages\": [...]}.")],
-    api: Annotated[Api, typer.Option("--api", help="Rules to check.")],
+    api: Annotated[Api, typer.Option("--api", help="Whose rules to check (required): the API the file will be sent to.")],
 ) -> None:
-    """Check FILE against the API's structural rules: prints OK (exit 0) or the violations (exit 1)."""
+    """Check FILE against one API's structural rules (--api, required): prints OK (exit 0) or the violations (exit 1)."""
     from dp_compact.pipeline.io import validate_file
 
     violations = validate_file(file, api)
