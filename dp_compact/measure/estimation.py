@@ -486,8 +486,10 @@ def current_context(
         return CurrentContext(estimated, "estimate", appended, "; ".join(filter(None, (note, mixed))))
     style = {"openai": f", OpenAI-style usage: input includes {last.cache_read_tokens:,} cached",
              "anthropic": ", Anthropic-style usage: input + cache reads + cache writes"}.get(last.convention, "")
-    note = (f"current context = the last call's prompt ({last.prompt_tokens:,} tokens, line {last.line}{style})"
-            f" + {appended:,} tokens of the {len(session.messages) - n} messages appended after it (its response and tool results)")
+    after = len(session.messages) - n
+    appended_what = "the message appended after it (its response)" if after == 1 else \
+        f"the {after} messages appended after it (its response and tool results)"
+    note = f"current context = the last call's prompt ({last.prompt_tokens:,} tokens, line {last.line}{style}) + {appended:,} tokens of {appended_what}"
     return CurrentContext(last.prompt_tokens + appended, "usage", appended, "; ".join(filter(None, (note, mixed))))
 
 
