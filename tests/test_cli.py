@@ -225,3 +225,14 @@ def test_a_replay_table_shows_no_summary_size_for_a_policy_that_never_compacted(
     s_end = header.index(" S ") + 1  # the S column is right-aligned: its last character
     assert rows["never"][s_end] == "-" and rows["never"][s_end - 1] == " "
     assert rows["dp"][s_end - 2:s_end + 1].strip().isdigit()
+
+
+def test_the_ahead_line_says_what_compacting_now_saves_or_costs_without_a_signed_saving():
+    data = json.loads(runner.invoke(app, ["plan", str(EXAMPLE), "--json"]).stdout)
+    from dp_compact.cli.render import render_plan
+
+    ahead = next(x for x in render_plan(data).splitlines() if x.startswith("ahead "))
+    assert f"(compacting now saves ${data['lookahead']['saves_usd']:.4f})" in ahead
+    worse = {**data, "lookahead": {**data["lookahead"], "saves_usd": -0.0219}}
+    ahead = next(x for x in render_plan(worse).splitlines() if x.startswith("ahead "))
+    assert "(compacting now costs $0.0219 more)" in ahead and "$-" not in ahead and "$+" not in ahead

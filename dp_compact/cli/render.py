@@ -127,7 +127,8 @@ def _ahead_line(ahead: dict[str, Any]) -> str:
     elif ahead["compact_usd"] is None:
         saves = "set aside by the rule of one round" if ahead.get("loss_rule") else "compacting is not possible now"
     else:
-        saves = f"compacting now saves ${ahead['saves_usd']:+.4f}"
+        gain = ahead['saves_usd']
+        saves = f"compacting now saves ${gain:.4f}" if gain >= 0 else f"compacting now costs ${-gain:.4f} more"
     where = "the provider's compaction" if ahead.get("native") else "compact at the best cut"
     again = " (where the same rule applies)" if ahead.get("loss_rule") else ""
     return (
