@@ -105,3 +105,15 @@ def test_real_session_plans_with_the_prefix_its_first_call_measures_as_replay_ch
         assert replay_file(path, settings, ["never"], use_cache=False).params.v_tokens == plan.settings["v"]
     given = plan_session(session, load_settings(v=12_345), use_cache=False)
     assert (given.settings["v"], given.v_source) == (12_345, "setting")
+
+
+@pytest.mark.skipif(not (SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl").exists(), reason="../shared/sessions is absent")
+def test_a_compaction_after_the_rule_of_one_round_says_which_cut_it_takes_instead():
+    """cc_posthog_dashboard_compact: the cut keeping only the last API round (one message) saves less
+    than it loses and is set aside; the plan compacts at the next cut, and its explanation says so."""
+    session = read_session(SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl")
+    plan = plan_session(session, load_settings(), use_cache=False)
+    assert plan.decision == "compact" and plan.lookahead["loss_rule"]
+    assert plan.k > plan.min_keep
+    assert any("the last API round" in note for note in plan.notes)
+    assert f"this one keeps the last {plan.k} messages ({plan.tail_tokens:,} tokens)" in plan.explanation

@@ -278,6 +278,9 @@ def plan_ahead(
                 " compaction drops until then" if when is not None else f"it would carry the {head:,} tokens this compaction drops")
         why = (f"compacting now saves ${ahead.keep_usd - compact_value:.4f} over the best schedule that waits ({wait});"
                f" the session is expected to go on for about {ahead.expected_calls:.0f} calls")
+        if round_note is not None:  # the cheapest cut kept only the last API round and was set aside: say which one is taken
+            why += (f"; the cut keeping only the last API round was set aside (its saving is not above its loss: see the notes),"
+                    f" this one keeps the last {int(n - cuts[best])} messages ({tail:,} tokens)")
         if ahead.resume_usd is not None:
             why += (f"; it also beats waiting to decide when the person returns (${ahead.resume_usd - compact_value:.4f} more,"
                     f" the cache {ahead.cold_chance:.0%} likely to have expired by then): the summary request reads the head"
