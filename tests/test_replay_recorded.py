@@ -89,7 +89,8 @@ def test_recorded_policy_sends_the_recorded_prompts_and_charges_the_recorded_com
     assert costs.call_usd.sum() + sum(costs.compaction_usd) == pytest.approx(costs.result.total_usd)
     assert replay(rec, Recorded(), ReplayParams(prices, 1000, 100)) == costs.result  # the meter hands it over
     # the measured hit share: recorded reads 0 + 1,200 + 1,000 of the 0 + 1,200 + 1,000 held -> 1; half of them -> 0.5
-    assert measured_hit_share(rec, ReplayParams(prices, 1000, 100))[0] == 1.0
+    share, note = measured_hit_share(rec, ReplayParams(prices, 1000, 100))
+    assert share == 1.0 and "served all of the cached prefix" in note and "%" not in note  # never "100.0 % (more of fewer)"
     half = _recording(recorded=(np.array([1200, 2300, -1, 3500]), np.array([0, 600, -1, 500])), cuts=(cut,))
     share, note = measured_hit_share(half, ReplayParams(prices, 1000, 100))
     assert share == 0.5 and "50.0 %" in note

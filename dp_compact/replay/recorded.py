@@ -187,9 +187,14 @@ def measured_hit_share(rec: Recording, params: ReplayParams) -> tuple[float, str
         return 1.0, ""
     share = float(min(found.sum() / held.sum(), 1.0))
     share = max(share, 0.01)
-    note = (f"the provider served {share * 100:.1f} % of the cached prefix from its cache ({int(found.sum()):,} of"
-            f" {int(held.sum()):,} tokens, its usage records): every policy reads that share of its cached prefix"
-            " and writes the rest")
+    read, cached = int(found.sum()), int(held.sum())
+    if read >= cached:  # the records read at least what the meter's cache held (more: a prefix the meter does not see)
+        note = (f"the provider served all of the cached prefix from its cache (its usage records read {read:,} tokens from"
+                f" the cache, the meter's cache held {cached:,}): every policy reads its whole cached prefix")
+    else:
+        note = (f"the provider served {share * 100:.1f} % of the cached prefix from its cache ({read:,} of"
+                f" {cached:,} tokens, its usage records): every policy reads that share of its cached prefix"
+                " and writes the rest")
     return share, note
 
 
