@@ -447,7 +447,7 @@ def render_session(data: dict[str, Any]) -> str:
     timed = f", {s['timed_calls']} timed" if data["cache_ttl_s"] is not None else ""
     best = data["best_fixed_usd"]
     lines = [
-        f"session   {s['path']}  ({s['format']}; {s['messages']} messages, {s['calls']} calls{timed}; {source};"
+        f"session   {s['path']}  ({s['format']}; {s['messages']} messages in the whole recording, {s['calls']} calls{timed}; {source};"
         f" {s['uses']} {'use' if s['uses'] == 1 else 'uses'} of earlier messages)",
         _prices_line(data),
         _ttl_line(data),
