@@ -15,7 +15,6 @@ Preparation reads no file but the token cache (``use_cache``); reading a session
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -491,9 +490,7 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
     notes.append(window_note(window, source))
     prices = replace(base, **overrides)  # type: ignore[arg-type]
     share, share_note = write_lifetime_mix(session, prices)
-    if not (prices.later == () and type(share) is type(prices.write_1h_share) is float and share == prices.write_1h_share
-            and math.copysign(1.0, share) == math.copysign(1.0, prices.write_1h_share)):  # else with_write_share: an equal copy
-        prices = prices.with_write_share(share)
+    prices = prices.with_write_share(share)
     notes.extend(share_note)
     if prices.p_cache > prices.p_input:
         raise SettingsError("DP_P_CACHE", prices.p_cache, f"a cache read must not cost more than input ({prices.p_input} $/MTok)")

@@ -227,7 +227,12 @@ class Prices:
         return {CACHE_TTL_1H_S: "1h", OPENAI_WRITE_TTL_S: "30m"}.get(self._ttl_at(share), "5m")
 
     def with_write_share(self, share: float) -> Prices:
-        """The same prices with ``write_1h_share = share`` (also in the prices that take over later)."""
+        """The same prices with ``write_1h_share = share`` (also in the prices that take over later);
+        these prices themselves when that changes nothing (the same float, sign included, and none later)."""
+        current = self.write_1h_share
+        if not self.later and type(share) is type(current) is float and share == current \
+                and math.copysign(1.0, share) == math.copysign(1.0, current):
+            return self
         later = tuple((day, replace(p, write_1h_share=share)) for day, p in self.later) if self.later else ()
         return replace(self, write_1h_share=share, later=later)
 

@@ -734,14 +734,17 @@ def _values(
     def per_chance(value: Floats) -> Floats:  # W_1 from U_1
         return value / reach[0] if reached else np.zeros_like(value)
 
+    if not len(blocks):  # the session ends now: nothing ahead
+        return np.zeros_like(grid), np.zeros((0, grid.size), dtype=bool), ()
     grids = [grid] + [points for points, _ in later_grids]
     bounds = [0] + [int(np.searchsorted(firsts, start)) for _, start in later_grids] + [len(blocks)]
     value, xp, stages = np.zeros_like(grids[-1]), grids[-1], []
     for points, lo, hi in reversed(list(zip(grids, bounds[:-1], bounds[1:], strict=True))):
-        if hi > lo or lo == 0:  # a stage without blocks passes the values on
-            value, at = induct(points, lo, hi, value, xp) if hi > lo else (np.zeros_like(points), np.zeros((0, points.size), dtype=bool))
-            xp = points
-            stages.append((points, at))
+        if hi == lo:  # a later stage without blocks passes the values on (the first holds call 1's block)
+            continue
+        value, at = induct(points, lo, hi, value, xp)
+        xp = points
+        stages.append((points, at))
     stages.reverse()
     return per_chance(value), stages[0][1], tuple(stages[1:])
 

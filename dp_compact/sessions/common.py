@@ -76,12 +76,17 @@ def dumps(value: object) -> str:
     >>> dumps({"n": 2**64 + 1})
     '{"n":18446744073709551617}'
     """
+    return value if isinstance(value, str) else _json_bytes(value).decode()
+
+
+def _json_bytes(value: object) -> bytes:
+    """:func:`dumps` of ``value`` as UTF-8 bytes (orjson's own output, not decoded and encoded again)."""
     if isinstance(value, str):
-        return value
+        return value.encode()
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 
 
 def json_size(value: object) -> int:
@@ -91,12 +96,7 @@ def json_size(value: object) -> int:
     >>> json_size({"a": "é"}) == len(dumps({"a": "é"}).encode())
     True
     """
-    if isinstance(value, str):
-        return len(value.encode())
-    try:
-        return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
-    except TypeError:
-        return len(dumps(value).encode())
+    return len(_json_bytes(value))
 
 
 def _is_image(block: dict[str, Any]) -> bool:
