@@ -106,7 +106,7 @@ def _case(tiers: bool, window: int, v: int, g: float, calls: int, known: bool, c
         horizon = la._horizon(calls, forecast.survival_alpha, forecast.survival_scale)
         alive = la.continuation(calls, forecast.survival_alpha, forecast.survival_scale, horizon + 1)
     top = max(max(window, limit) - v, s + g)
-    blocks = la._blocks(horizon, max(int(la.BLOCK_GROWTH_SHARE * top / g), 1))
+    blocks = la._blocks(horizon, max(int(la.BLOCK_GROWTH_SHARE * top / g) // (1 + calls % 3), 1))  # as the room or a cycle caps them
     x0 = 0.5 * window
     grid = la._grid(top, v, g, min(horizon, la.CLIFF_CALLS), prices, np.array([x0, s + least, s + 3 * least]))
     tails = np.array([least, 2 * least, 0.3 * x0])
