@@ -34,11 +34,12 @@ def _options(ahead) -> np.ndarray:
 
 @pytest.mark.parametrize(("context", "growth", "calls", "window"), CASES)
 def test_the_cut_horizon_decides_as_the_whole_survival_horizon(context, growth, calls, window, monkeypatch):
-    """Cut to HORIZON_FILLS fills of the window, the look-ahead makes the decision the whole survival
-    horizon makes, the differences between its choices within 0.1 % of their cost, and states the
-    same expected number of calls."""
+    """Cut to HORIZON_FILLS fills of the window or HORIZON_CYCLES cycles of the cheapest repeating
+    schedule, the look-ahead makes the decision the whole survival horizon makes, the differences
+    between its choices within 0.1 % of their cost, and states the same expected number of calls."""
     cut = _ahead(context, growth, calls, window)
     monkeypatch.setattr(la, "HORIZON_FILLS", 10**9)
+    monkeypatch.setattr(la, "HORIZON_CYCLES", 10**9)
     whole = _ahead(context, growth, calls, window)
     assert cut.horizon_calls < whole.horizon_calls  # the cut applies in every case
     assert cut.expected_calls == pytest.approx(whole.expected_calls)
@@ -54,6 +55,7 @@ def test_the_calls_past_the_cut_are_priced_near_a_call_by_call_induction(context
     same; without the price of the calls past the cut they would be far lower."""
     cut = _ahead(context, growth, calls, window)
     monkeypatch.setattr(la, "HORIZON_FILLS", 10**9)
+    monkeypatch.setattr(la, "HORIZON_CYCLES", 10**9)
     monkeypatch.setattr(la, "BLOCK_DIVISOR", 10**9)
     exact = _ahead(context, growth, calls, window)
     assert _options(cut) == pytest.approx(_options(exact), rel=0.10)

@@ -94,8 +94,10 @@ def model_facts(model: Any) -> ModelFacts:
 
 def usage_of(message: BaseMessage) -> Usage | None:
     """The :class:`Usage` of an ``AIMessage`` from its ``usage_metadata`` (tokens), else None."""
+    if not isinstance(message, AIMessage):  # before the attribute: another message has none, and looking costs microseconds
+        return None
     meta = getattr(message, "usage_metadata", None)
-    if not isinstance(message, AIMessage) or not meta or not meta.get("input_tokens"):
+    if not meta or not meta.get("input_tokens"):
         return None
     details = meta.get("input_token_details") or {}
     return Usage(

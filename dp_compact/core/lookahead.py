@@ -80,6 +80,7 @@ __all__ = [
     "FUTURE_TAIL_SHARES",
     "GRID_POINTS",
     "GRID_POINTS_TIERED",
+    "HORIZON_CYCLES",
     "HORIZON_FILLS",
     "MAX_HORIZON_CALLS",
     "MIN_HORIZON_CALLS",
@@ -138,6 +139,14 @@ MAX_HORIZON_CALLS = 5000
 #: of their values, 1.2 ms instead of 4.6 ms (median).
 HORIZON_FILLS = 8
 MIN_HORIZON_CALLS = 64
+#: ... or, when shorter still, after this many cycles of the cheapest repeating schedule
+#: (:func:`_cheapest_cycle`): past its first compactions the best schedule no longer depends on the
+#: present choice. On 200 random sessions (as for :data:`CYCLE_CAPPED_BLOCKS`; 2026-12-07) against a
+#: call-by-call induction over the horizon of :data:`HORIZON_FILLS` alone: the same decision in all
+#: 200, the differences between the choices within 0.20 % of their values, the stated cost of the best
+#: choice 3.8 % high at the median (5.9 % without the cut), 90 blocks on average instead of 125; with
+#: a price tier, 100 of 100 (99).
+HORIZON_CYCLES = 16
 #: Time steps after the first calls cover about n / BLOCK_DIVISOR calls each (n: calls ahead)...
 BLOCK_DIVISOR = 8
 #: ... and grow the context by at most this share of the room under the forced threshold, so
@@ -432,17 +441,18 @@ def look_ahead(
     top = max((limit_tokens if window_tokens is None else max(window_tokens, limit_tokens)) - v, s + g)
     prices = _sendable_tiers(prices, v + top)
     expected_calls = float(alive[:-1].sum())
-    beyond = 0.0  # the chance-weighted calls past a horizon cut to HORIZON_FILLS fills of the window
-    if forecast.remaining_calls is None:
-        cut = max(int(np.ceil(HORIZON_FILLS * top / g)), MIN_HORIZON_CALLS)
-        if cut < horizon:
-            beyond = float(alive[cut:horizon].sum())
-            horizon, alive = cut, alive[:cut + 1]
     x0 = max(float(context_tokens) - v, 0.0)
     tails = np.maximum(x0 - heads, 0.0)
     present = tails[mask] if mask.any() else tails  # the tails the present may keep
     per_call, cycle_calls = _cheapest_cycle(top, g, v, s, prices, forecast, _least_tail(present, g), limit_tokens, shares,
                                             whole_requests, float(compact_from_tokens))
+    beyond = 0.0  # the chance-weighted calls past a horizon cut to HORIZON_FILLS fills of the window or HORIZON_CYCLES cycles
+    if forecast.remaining_calls is None:
+        cut = int(np.ceil(min(HORIZON_FILLS * top / g, HORIZON_CYCLES * cycle_calls)))  # cycle_calls may be inf
+        cut = max(cut, MIN_HORIZON_CALLS)
+        if cut < horizon:
+            beyond = float(alive[cut:horizon].sum())
+            horizon, alive = cut, alive[:cut + 1]
     most = BLOCK_GROWTH_SHARE * top / g
     if np.isfinite(cycle_calls):  # blocks short enough to follow the cheapest cycle, but not too many
         most = min(most, max(CYCLE_BLOCK_SHARE * cycle_calls, horizon / CYCLE_CAPPED_BLOCKS))

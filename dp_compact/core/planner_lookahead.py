@@ -58,9 +58,12 @@ def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> fl
     >>> growth_per_call([1000, 1500, 1600, 800, 2000], 0, 5)
     500.0
     """
-    recent = np.diff(np.asarray(prompts[-GROWTH_WINDOW_CALLS - 1:], dtype=np.float64))
-    grown = recent[recent >= 0]
-    return max(_median(grown), 1.0) if grown.size else max(total_tokens / max(calls, 1), 1.0)
+    last = prompts[-GROWTH_WINDOW_CALLS - 1:]  # a few values: Python floats do numpy's float64 arithmetic, without arrays
+    values = [float(p) for p in (last.tolist() if isinstance(last, np.ndarray) else last)]
+    grown = sorted(step for step in (b - a for a, b in zip(values, values[1:], strict=False)) if step >= 0)
+    if not grown:
+        return max(total_tokens / max(calls, 1), 1.0)
+    return max((grown[(len(grown) - 1) // 2] + grown[len(grown) // 2]) / 2, 1.0)  # the median, as _median takes it
 
 
 def _median(values: npt.NDArray[np.float64]) -> float:

@@ -169,9 +169,11 @@ class Timing:
 
     def cold_share(self, prices: Prices) -> float:
         """Share of :attr:`recent_gaps_s` longer than the TTL (unknown gaps left out), 0 without any."""
-        gaps = np.asarray(self.recent_gaps_s, dtype=np.float64)
-        gaps = gaps[np.isfinite(gaps)]
-        return float((gaps > self.ttl(prices)).mean()) if gaps.size else 0.0
+        gaps = [float(gap) for gap in self.recent_gaps_s if math.isfinite(gap)]  # a few gaps: no arrays
+        if not gaps:
+            return 0.0
+        ttl = self.ttl(prices)
+        return sum(1 for gap in gaps if gap > ttl) / len(gaps)
 
     def ttl(self, prices: Prices) -> float:
         """The TTL in force, seconds: as given, else the prices' (``Prices.cache_ttl_s``, the
