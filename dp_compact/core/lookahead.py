@@ -50,7 +50,7 @@ horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_E
 :data:`MAX_HORIZON_CALLS` calls), interpolating linearly between grid points. The first
 :data:`BLOCK_DIVISOR` future calls are single steps; later a step covers a block of about
 ``n / BLOCK_DIVISOR`` calls, deciding at its first call (the far future is planned coarsely), and,
-as far as :data:`CYCLE_CAPPED_BLOCKS` allows, no longer than a quarter of the cycle of the cheapest
+as far as :data:`CYCLE_CAPPED_BLOCKS` allows, no longer than half the cycle of the cheapest
 repeating schedule (:data:`CYCLE_BLOCK_SHARE`), so that a far block does not keep through compactions
 the best schedule would make.
 """
@@ -141,12 +141,8 @@ HORIZON_FILLS = 8
 MIN_HORIZON_CALLS = 64
 #: ... or, when shorter still, after this many cycles of the cheapest repeating schedule
 #: (:func:`_cheapest_cycle`): past its first compactions the best schedule no longer depends on the
-#: present choice. On 200 random sessions (as for :data:`CYCLE_CAPPED_BLOCKS`; 2026-12-07) against a
-#: call-by-call induction over the horizon of :data:`HORIZON_FILLS` alone: the same decision in all
-#: 200, the differences between the choices within 0.20 % of their values, the stated cost of the best
-#: choice 3.8 % high at the median (5.9 % without the cut), 90 blocks on average instead of 125; with
-#: a price tier, 100 of 100 (99).
-HORIZON_CYCLES = 16
+#: present choice (measured with the blocks below: :data:`CYCLE_CAPPED_BLOCKS`).
+HORIZON_CYCLES = 8
 #: Time steps after the first calls cover about n / BLOCK_DIVISOR calls each (n: calls ahead)...
 BLOCK_DIVISOR = 8
 #: ... and grow the context by at most this share of the room under the forced threshold, so
@@ -155,15 +151,17 @@ BLOCK_GROWTH_SHARE = 0.25
 #: ... and last at most this share of the cycle of the cheapest repeating schedule (compact at X, keep
 #: until the context is back at X: :func:`_cheapest_cycle`), so that the far future can compact as
 #: often as the best schedule does (a block decides once, at its first call)...
-CYCLE_BLOCK_SHARE = 0.25
+CYCLE_BLOCK_SHARE = 0.5
 #: ... but at least ``horizon / CYCLE_CAPPED_BLOCKS`` calls, which bounds the work when the cycle is short.
 #: On 200 random sessions (128k-1M windows, 50-8,000 tokens a call, with and without a price tier and a
-#: cold share; 2026-12-07) against a backward induction over every single call: the same decision in
-#: 200 (199 with blocks of n / 16 calls capped by the room alone), the differences between the choices
-#: within 0.19 % of their values, the stated cost of the best choice 5.9 % high at the median (90th
-#: percentile 41 %) instead of 12 % (64 %); on 100 with a price tier (1M window, tier at 200,000): 99 of
-#: 100 (100), the stated cost 19 % high (73 %) instead of 34 % (106 %). 125 blocks on average, 173 at most
-#: (108 and 123 before); a LangChain agent with a 1M window, 73 instead of 119.
+#: cold share; 2026-12-07) against a backward induction over every single call of the horizon of
+#: :data:`HORIZON_FILLS` alone: the same decision in all 200 (199 with blocks of n / 16 calls bounded by
+#: the room alone and no horizon in cycles), the differences between the choices within 0.30 % of their
+#: values (0.19 %), the stated cost of the best choice 4.5 % high at the median, 49 % at the 90th
+#: percentile (12 % and 64 %), 44 blocks on average (108); on 100 with a price tier (1M window, tier at
+#: 200,000): 100 of 100 (100), the stated cost 23 % high at the median, 73 % at the 90th percentile (34 %
+#: and 106 %). On the 15 shared conversations 38 blocks at the median instead of 119, and the replay of
+#: every shared session within a cent.
 CYCLE_CAPPED_BLOCKS = 96
 #: Values the backward induction prepares at once (blocks x actions x grid sizes): the costs of
 #: that many blocks' own calls are computed together, before the blocks are visited one by one.
