@@ -101,6 +101,7 @@ def test_the_far_blocks_on_a_coarser_grid_decide_as_every_block_on_the_fine_grid
     within 0.2 % of their cost (the stated costs themselves move by up to 10 %: the far future is coarse
     either way, see test_the_calls_past_the_cut_are_priced_near_a_call_by_call_induction)."""
     assert la.FAR_GRID_POINTS < la.GRID_POINTS
+    monkeypatch.setattr(la, "HORIZON_CYCLES", 10**9)  # horizons of fills: far blocks in every case
     spied = []
     far_grid = la._far_grid
     monkeypatch.setattr(la, "_far_grid", lambda *args, **kwargs: spied.append(far_grid(*args, **kwargs)) or spied[-1])
