@@ -50,7 +50,7 @@ horizon where the session has ended with probability ≥ 1 − :data:`SURVIVAL_E
 :data:`MAX_HORIZON_CALLS` calls), interpolating linearly between grid points. The first
 :data:`BLOCK_DIVISOR` future calls are single steps; later a step covers a block of about
 ``n / BLOCK_DIVISOR`` calls, deciding at its first call (the far future is planned coarsely), and,
-as far as :data:`CYCLE_CAPPED_BLOCKS` allows, no longer than half the cycle of the cheapest
+as far as :data:`CYCLE_CAPPED_BLOCKS` allows, no longer than a quarter of the cycle of the cheapest
 repeating schedule (:data:`CYCLE_BLOCK_SHARE`), so that a far block does not keep through compactions
 the best schedule would make.
 """
@@ -103,14 +103,12 @@ CLIFF_PATHS = 8
 #: ... and also holds both sides of where keeping reaches a cliff within this many calls (the value
 #: function jumps there; two points per call and threshold). Only the blocks starting within these
 #: calls are valued on that grid; the later ones on :data:`GRID_POINTS_TIERED` evenly spaced sizes
-#: and both sides of where a call passes a cliff (:func:`_far_grid`). Measured on 24 random tiered
-#: cases (1M window, a tier at 200,000, 500-8,000 tokens a call; 2026-12-06) against a backward
-#: induction over every single call with 1,024 sizes: every decision the same and the differences
-#: between the choices within 0.04 % of their values, as with 512 sizes and 64 cliff calls on one
-#: grid for every block (0.07 %), in 3.6 ms instead of 18 ms (median); the stated costs from now on
-#: are 10 % high on average (17 % with 512 sizes and 64 cliff calls), from the coarse steps far
-#: ahead, not from the grid.
-CLIFF_CALLS = 16
+#: and both sides of where a call passes a cliff (:func:`_far_grid`). On 700 random tiered sessions
+#: (1M window, a tier at 200,000, 50-8,000 tokens a call; 2026-12-07) against a backward induction
+#: over every single call: the decision of 696 (699 with 16 calls and the blocks of n / 16 calls
+#: before :data:`CYCLE_BLOCK_SHARE`), the others within 0.06 % of the best; a third fewer
+#: instructions than with 16 calls.
+CLIFF_CALLS = 8
 #: The blocks from this call on are valued on :data:`FAR_GRID_POINTS` evenly spaced sizes (and both
 #: sides of each price cliff and of ``compact_from_tokens``, :func:`_far_grid`), the nearer ones on
 #: the finer grids above: the far future reaches the present only through the values where the near
@@ -151,17 +149,18 @@ BLOCK_GROWTH_SHARE = 0.25
 #: ... and last at most this share of the cycle of the cheapest repeating schedule (compact at X, keep
 #: until the context is back at X: :func:`_cheapest_cycle`), so that the far future can compact as
 #: often as the best schedule does (a block decides once, at its first call)...
-CYCLE_BLOCK_SHARE = 0.5
+CYCLE_BLOCK_SHARE = 0.25
 #: ... but at least ``horizon / CYCLE_CAPPED_BLOCKS`` calls, which bounds the work when the cycle is short.
-#: On 200 random sessions (128k-1M windows, 50-8,000 tokens a call, with and without a price tier and a
+#: On 500 random sessions (128k-1M windows, 50-8,000 tokens a call, with and without a price tier and a
 #: cold share; 2026-12-07) against a backward induction over every single call of the horizon of
-#: :data:`HORIZON_FILLS` alone: the same decision in all 200 (199 with blocks of n / 16 calls bounded by
-#: the room alone and no horizon in cycles), the differences between the choices within 0.30 % of their
-#: values (0.19 %), the stated cost of the best choice 4.5 % high at the median, 49 % at the 90th
-#: percentile (12 % and 64 %), 44 blocks on average (108); on 100 with a price tier (1M window, tier at
-#: 200,000): 100 of 100 (100), the stated cost 23 % high at the median, 73 % at the 90th percentile (34 %
-#: and 106 %). On the 15 shared conversations 38 blocks at the median instead of 119, and the replay of
-#: every shared session within a cent.
+#: :data:`HORIZON_FILLS` alone: the same decision in 497 (497 with blocks of n / 16 calls bounded by the
+#: room alone, no horizon in cycles and :data:`CLIFF_CALLS` 16), the others within 0.007 % of the best
+#: (0.004 %), the differences between the choices within 0.35 % of their values (0.19 %), the stated cost
+#: of the best choice 4.1-4.5 % high at the median, 48 % at the 90th percentile (11-12 % and 65 %), 56
+#: blocks on average (108). With a price tier (700 sessions, 1M window, tier at 200,000) the stated cost
+#: is 17-22 % high at the median (32-34 %). On the 15 shared conversations 52 blocks at the median instead
+#: of 119; the replay of the shared sessions moved by at most 2 cents in total (gemini_cli_stream_figma,
+#: whose tier the near grid prices: +$0.016 under the verbatim detector, -$0.008 under the strict one).
 CYCLE_CAPPED_BLOCKS = 96
 #: Values the backward induction prepares at once (blocks x actions x grid sizes): the costs of
 #: that many blocks' own calls are computed together, before the blocks are visited one by one.
