@@ -9,12 +9,19 @@ never a traceback, never a box.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import typer
-from typer.core import TyperGroup
+#: Columns of help and usage text when the output is not a terminal (a pipe, a file, a pager): Rich's
+#: default of 80 cut the longer option names and their environment variables short.
+HELP_COLUMNS = 120
+if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+    os.environ["COLUMNS"] = str(HELP_COLUMNS)
+
+import typer  # noqa: E402 - after the columns, which Rich reads when Typer's help is first drawn
+from typer.core import TyperGroup  # noqa: E402
 
 from dp_compact.errors import DpCompactError
 

@@ -424,7 +424,7 @@ POLICY_WORDS = {
     "oracle": "the cheapest schedule in hindsight",
     "dp": "dp-compact",
     "seed": "the planner dp-compact started from (DP_MODEL=seed: user-turn cuts only)",
-    "never": "never compacts",
+    "never": "compacts only when a prompt would not fit the window",
     "recorded": "what the tool did",
 }
 
