@@ -281,8 +281,6 @@ def count_text_tokens(texts: Sequence[str]) -> npt.NDArray[np.int64]:
     if not texts:
         return np.zeros(0, dtype=np.int64)
     encode = _encoding().encode_ordinary
-    if len(texts) < _THREADED_FROM and not owners:  # an adapter's appended messages: counted here, at once
-        return np.array([len(encode(text)) for text in texts], dtype=np.int64)
     counts = np.zeros(len(texts), dtype=np.int64)
     for start in range(0, len(texts), _COUNT_BATCH):  # the token lists of one batch at a time: memory stays flat
         batch = list(texts[start : start + _COUNT_BATCH])
