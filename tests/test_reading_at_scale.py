@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dp_compact.measure import tokens
 from dp_compact.conversation import Message
 from dp_compact.measure.documents import _document_of, find_documents
-from dp_compact.errors import MalformedLineError
+from dp_compact.errors import MalformedLineError, UnknownFormatError
 from dp_compact.measure.images import _image_of, find_blocks, find_images
 from dp_compact.io import bulk_allocation
 from dp_compact.sessions import read_session
@@ -108,6 +108,32 @@ def test_a_bad_record_after_the_sniffed_ones_is_an_error_naming_its_line(tmp_pat
     with pytest.raises(MalformedLineError) as caught:
         read_session(path)
     assert caught.value.line == SNIFF_RECORDS + 11
+
+
+@pytest.mark.parametrize(("count", "bad"), [(4, 2), (40, 30), (40, 0)])
+def test_a_bad_record_among_the_sniffed_ones_is_an_error_naming_its_line_and_rule(tmp_path, count, bad):
+    """A message list with one record of another role is read as one (not refused as a whole): the
+    record is an error naming its line and the rule it breaks, and --lenient skips it; the file is
+    not modified."""
+    lines = _anthropic_lines(count)
+    lines[bad] = orjson.dumps({"role": "robot", "content": "hi"})
+    path = tmp_path / "one_bad.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    before = path.read_bytes()
+    with pytest.raises(MalformedLineError) as caught:
+        read_session(path)
+    assert caught.value.line == bad + 1 and "role must be 'user' or 'assistant', not 'robot'" in str(caught.value)
+    session = read_session(path, lenient=True)
+    assert session.format == "anthropic" and len(session.messages) == count - 1
+    assert session.skipped_line_numbers == (bad + 1,) and path.read_bytes() == before
+
+
+def test_a_file_of_mostly_other_records_is_still_refused(tmp_path):
+    lines = _anthropic_lines(2) + [orjson.dumps({"seq": i, "kind": "log"}) for i in range(3)]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(UnknownFormatError):
+        read_session(path)
 
 
 def test_an_openai_trait_after_the_sniffed_records_still_selects_openai(tmp_path):

@@ -244,11 +244,38 @@ def _items(source: Source, limit: int | None = None) -> Sequence[Record] | None:
     return None
 
 
+#: Share of the first records (``SNIFF_RECORDS``) that must be Anthropic messages (or all but one of
+#: them) for a file no other reader takes to be read as one: the others are then errors naming their
+#: line and rule (skipped with ``--lenient``), not a refusal of the whole file.
+SNIFF_SHARE = 0.9
+
+
 def sniff(source: Source) -> bool:
-    """True when each of the first records (``SNIFF_RECORDS``) is an Anthropic message (the
-    reader checks the rest)."""
+    """True when the first records (``SNIFF_RECORDS``) are Anthropic messages: all of them, or at least
+    two and all but :data:`SNIFF_SHARE` of them or one (this reader is tried last; it checks every record).
+
+    >>> from dp_compact.sessions.source import Source
+    >>> odd = [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}, {"role": "assistant", "content": "c"}]
+    >>> sniff(Source("x.json", None, odd)), sniff(Source("x.json", None, odd[1:2]))
+    (True, False)
+    """
     items = _items(source, SNIFF_RECORDS)
-    return bool(items) and all(_is_anthropic_message(r.value) for r in items)
+    if not items:
+        return False
+    found = sum(1 for r in items if _is_anthropic_message(r.value))
+    return found == len(items) or (found >= 2 and len(items) - found <= max(1.0, (1.0 - SNIFF_SHARE) * len(items)))
+
+
+def _not_a_message(value: Any) -> str:
+    """Why ``value`` is not an Anthropic message (the first rule it breaks)."""
+    if not isinstance(value, dict):
+        return f"a message must be an object, not {type(value).__name__}"
+    if value.get("role") not in ("user", "assistant"):
+        return f"role must be 'user' or 'assistant', not {value.get('role')!r}"
+    if not isinstance(value.get("content"), (str, list)):
+        return "content must be a string or a list of blocks"
+    keys = [key for key in ("tool_calls", "tool_call_id", "type") if key in value]
+    return f"not an Anthropic message ({{role: user|assistant, content: string or blocks}}): it has {', '.join(map(repr, keys))}"
 
 
 def _usage(obj: dict[str, Any], line: int) -> Usage | None:
@@ -375,7 +402,7 @@ class _Reader:
         """Read one record (a ``{role, content}`` message); ValueError when it is not one, or its usage is malformed."""
         value = record.value
         if not _is_anthropic_message(value):
-            raise ValueError("not an Anthropic message ({role: user|assistant, content: string or blocks})")
+            raise ValueError(_not_a_message(value))
         messages = self.messages
         message = anthropic_message(value, record.line, record.nbytes, 1)
         if messages and _answers(messages[-1], self.previous_value, message, value):  # Cline: linked by position
