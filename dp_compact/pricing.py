@@ -233,7 +233,7 @@ class Prices:
         if not self.later and type(share) is type(current) is float and share == current \
                 and math.copysign(1.0, share) == math.copysign(1.0, current):
             return self
-        later = tuple((day, replace(p, write_1h_share=share)) for day, p in self.later) if self.later else ()
+        later = tuple((day, replace(p, write_1h_share=share)) for day, p in self.later)
         return replace(self, write_1h_share=share, later=later)
 
     def at(self, prompt_tokens: float) -> Prices:

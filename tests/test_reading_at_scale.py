@@ -128,6 +128,28 @@ def test_a_bad_record_among_the_sniffed_ones_is_an_error_naming_its_line_and_rul
     assert session.skipped_line_numbers == (bad + 1,) and path.read_bytes() == before
 
 
+def test_a_real_message_list_with_one_odd_record_names_it(tmp_path):
+    """Cline's API history (../shared) with one record's role changed: an error naming that line, and
+    --lenient reads every other message."""
+    from tests.conftest import SESSIONS
+
+    real = SESSIONS / "anthropic_messages" / "cline_api_history_cardgame.jsonl"
+    if not real.is_file():
+        pytest.skip("../shared/sessions/anthropic_messages is absent")
+    lines = real.read_bytes().splitlines()
+    record = orjson.loads(lines[6])
+    record["role"] = "narrator"
+    lines[6] = orjson.dumps(record)
+    path = tmp_path / real.name
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(MalformedLineError) as caught:
+        read_session(path)
+    assert caught.value.line == 7 and "not 'narrator'" in str(caught.value)
+    whole, lenient = read_session(real), read_session(path, lenient=True)
+    assert lenient.format == whole.format == "anthropic" and lenient.skipped_line_numbers == (7,)
+    assert len(lenient.messages) < len(whole.messages)
+
+
 def test_a_file_of_mostly_other_records_is_still_refused(tmp_path):
     lines = _anthropic_lines(2) + [orjson.dumps({"seq": i, "kind": "log"}) for i in range(3)]
     path = tmp_path / "log.jsonl"

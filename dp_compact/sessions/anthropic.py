@@ -126,12 +126,17 @@ def message_from_anthropic(obj: dict[str, Any], *, line: int = 0, nbytes: int = 
     return anthropic_message(obj, line, nbytes, lines)
 
 
+#: The rules a message's role and content break, as the errors say them (:func:`anthropic_message`, the reader).
+_ROLE_RULE = "role must be 'user' or 'assistant', not {!r}"
+_CONTENT_RULE = "content must be a string or a list of blocks"
+
+
 def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -> Message:
     """:func:`message_from_anthropic` with its arguments given in order, for the readers that make
     one per line (a keyword argument costs a call about a tenth more)."""
     role, content = obj.get("role"), obj.get("content")
     if role not in ("user", "assistant"):
-        raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
+        raise ValueError(_ROLE_RULE.format(role))
     # a {role, content} source whose blocks are all seen here keeps its shape without a search of
     # its JSON text for image and document markers (shape_if_kept; None when not keeping shapes).
     shape = shape_if_kept(content) if type(obj) is dict and len(obj) == 2 and type(content) in (str, list) else None
@@ -141,7 +146,7 @@ def anthropic_message(obj: dict[str, Any], line: int, nbytes: int, lines: int) -
     if content is None:
         content = []
     if not isinstance(content, list):
-        raise ValueError("content must be a string or a list of blocks")
+        raise ValueError(_CONTENT_RULE)
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
@@ -271,9 +276,9 @@ def _not_a_message(value: Any) -> str:
     if not isinstance(value, dict):
         return f"a message must be an object, not {type(value).__name__}"
     if value.get("role") not in ("user", "assistant"):
-        return f"role must be 'user' or 'assistant', not {value.get('role')!r}"
+        return _ROLE_RULE.format(value.get("role"))
     if not isinstance(value.get("content"), (str, list)):
-        return "content must be a string or a list of blocks"
+        return _CONTENT_RULE
     keys = [key for key in ("tool_calls", "tool_call_id", "type") if key in value]
     return f"not an Anthropic message ({{role: user|assistant, content: string or blocks}}): it has {', '.join(map(repr, keys))}"
 
