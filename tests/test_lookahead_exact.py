@@ -136,21 +136,25 @@ def test_values_do_not_depend_on_how_many_blocks_are_prepared_at_once(chunk, mon
     assert _close(value, want_value) and _same(compact_at, want_at)
 
 
-def _reference_blocks(horizon: int, most: int) -> tuple[tuple[int, int], ...]:
-    """The time steps after call 0, one at a time: single calls, then about n / BLOCK_DIVISOR calls, at most ``most``."""
+def _reference_blocks(horizon: int, most: int, least: int = 1) -> tuple[tuple[int, int], ...]:
+    """The time steps after call 0, one at a time: single calls, then about n / BLOCK_DIVISOR calls, at most
+    ``most``, from call BLOCK_DIVISOR on at least ``least`` (as far as ``most`` allows)."""
     blocks, n = [], 1
     while n < horizon:
-        b = min(max(1, n // la.BLOCK_DIVISOR), most, horizon - n)
+        b = max(1, n // la.BLOCK_DIVISOR)
+        if n >= la.BLOCK_DIVISOR:
+            b = max(b, least)
+        b = min(b, most, horizon - n)
         blocks.append((n, b))
         n += b
     return tuple(blocks)
 
 
 @hypothesis_settings(max_examples=300, deadline=None)
-@given(st.integers(-1, 2 * la.MAX_HORIZON_CALLS), st.integers(1, 3 * la.MAX_HORIZON_CALLS))
-def test_blocks_equal_the_step_by_step_loop(horizon, most):
-    blocks = la._blocks(horizon, most)
-    assert tuple(blocks) == _reference_blocks(horizon, most)
+@given(st.integers(-1, 2 * la.MAX_HORIZON_CALLS), st.integers(1, 3 * la.MAX_HORIZON_CALLS), st.integers(1, 400))
+def test_blocks_equal_the_step_by_step_loop(horizon, most, least):
+    blocks = la._blocks(horizon, most, least)
+    assert tuple(blocks) == _reference_blocks(horizon, most, least)
     firsts, sizes = la._block_columns(blocks)
     assert firsts.tolist() == [n for n, _ in blocks] and sizes.tolist() == [b for _, b in blocks]
     assert la._block_columns(tuple(blocks))[0].tolist() == firsts.tolist()

@@ -47,15 +47,16 @@ _RATE_NAMES = ("p_input", "p_cache", "p_out", "p_write", "p_write_5m", "p_write_
 
 
 @lru_cache(maxsize=32)
-def _level_table(prices: Prices) -> tuple[Floats, tuple[Floats, ...]]:
-    """The tier thresholds (float64, shape (T,)) and, per rate of :class:`Rates`, its value at each level
-    of :func:`_levels` (float64, shape (T + 1,)), read-only: made once per prices."""
+def _level_table(prices: Prices) -> tuple[Floats, Floats]:
+    """The tier thresholds (float64, shape (T,)) and the rates of :class:`Rates` at each level of
+    :func:`_levels` (float64, shape (6, T + 1), one row per rate in the order of the fields), read-only:
+    made once per prices."""
     levels = _levels(prices)
     starts = np.asarray(prices.tier_starts, dtype=np.float64)
-    columns = tuple(np.asarray([getattr(p, name) for p in levels], dtype=np.float64) for name in _RATE_NAMES)
-    for array in (starts, *columns):
+    table = np.asarray([[getattr(p, name) for p in levels] for name in _RATE_NAMES], dtype=np.float64)
+    for array in (starts, table):
         array.setflags(write=False)
-    return starts, columns
+    return starts, table
 
 
 def rates_at(prices: Prices, prompt_tokens: Any) -> Rates:
@@ -81,9 +82,9 @@ def rates_at(prices: Prices, prompt_tokens: Any) -> Rates:
     """
     if not prices.tiers:
         return Rates(prices.p_input, prices.p_cache, prices.p_out, prices.p_write, prices.p_write_5m, prices.p_write_1h)
-    starts, columns = _level_table(prices)
+    starts, table = _level_table(prices)
     index = np.searchsorted(starts, np.asarray(prompt_tokens, dtype=np.float64), side="left")
-    return Rates(*(column[index] for column in columns))
+    return Rates(*table.take(index, axis=1))  # one gather for the six rates: a row each
 
 
 def next_cliff(prices: Prices, context_tokens: float, growth_tokens: float) -> dict[str, Any] | None:
