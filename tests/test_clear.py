@@ -199,6 +199,28 @@ def test_clear_every_shared_transcript_validates_and_restores(tmp_path, path):
     assert cleared_any == has_long
 
 
+@pytest.mark.parametrize("name", ["codex/codex_meridianops_windows.jsonl", "claude_code/cc_fundwise.jsonl"])
+def test_a_dry_run_writes_the_placeholders_a_real_run_writes_but_for_the_archive_id(tmp_path, name):
+    """The dry run's placeholders carry the statement a real run's first one carries, and differ from a real
+    run's only in the archive id: by at most two cl100k tokens each (the id's random hex digits)."""
+    from dp_compact.settings import Settings
+
+    path = SESSIONS / name
+    need(path)
+    session, settings = read_session(path), Settings()
+    dry = clear_session(session, dry_run=True, settings=settings)
+    real = clear_session(session, archiver=ArchiveStore(tmp_path / "archive"), settings=settings)
+    assert dry.decision == real.decision == "clear" and dry.cleared_message_indices == real.cleared_message_indices
+    placeholders = dry.facts["cleared_results"]
+    assert abs(real.facts["placeholder_tokens"] - dry.facts["placeholder_tokens"]) <= 2 * placeholders
+    first = [r.text for r in dry.cleared[dry.cleared_message_indices[0]].tool_results if is_cleared_text(r.text)][0]
+    assert "conversation when shrunk" in first
+    texts = [r.text.replace(real.archive_ref, "REF") for i in real.cleared_message_indices for r in real.cleared[i].tool_results]
+    ref = next(r.text for r in dry.cleared[dry.cleared_message_indices[0]].tool_results if is_cleared_text(r.text))
+    preview = re.search(r"archive://[^#\]\s]+", ref).group(0)
+    assert texts == [r.text.replace(preview, "REF") for i in dry.cleared_message_indices for r in dry.cleared[i].tool_results]
+
+
 def test_cli_compact_action_clear_json_names_the_action_and_the_archive(tmp_path, monkeypatch):
     monkeypatch.setenv("DP_ARCHIVE_DIR", str(tmp_path / "archive"))
     output = tmp_path / "out.jsonl"

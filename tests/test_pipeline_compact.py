@@ -70,7 +70,7 @@ def test_compact_dry_run_states_the_archive_section_a_real_run_writes(tmp_path: 
 
     source, store = _session(tmp_path), ArchiveStore(tmp_path / "archive")
     dry = compact_file(source, load_settings(), output=tmp_path / "dry.jsonl", keep=4, dry_run=True, archiver=store)
-    assert not (tmp_path / "archive").exists() and "00000000T000000000000Z-00000000" in dry.summary
+    assert not (tmp_path / "archive").exists() and "00000000T000000000000Z-00ff00ff" in dry.summary
     real = compact_file(source, load_settings(), output=tmp_path / "real.jsonl", keep=4, archiver=store)
     assert real.archive_ref in real.summary and abs(real.summary_tokens - dry.summary_tokens) <= 8  # the random part of an id, twice
     bare = compact_file(source, load_settings(), output=tmp_path / "bare.jsonl", keep=4, dry_run=True)

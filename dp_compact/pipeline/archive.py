@@ -190,15 +190,18 @@ def split_fragment(ref: str) -> tuple[str, int | None]:
 
 
 def preview_ref(session_id: str) -> str:
-    """The reference a dry run states in its summary: :meth:`ArchiveStore.write`'s for
-    ``session_id``, with an id of the same shape, all zeros (no archive has it), so that the
-    summary a dry run measures is the one a real run writes, to within a few tokens (the random
-    part of a real id takes 3 to 6).
+    """The reference a dry run states in its summary and placeholders: :meth:`ArchiveStore.write`'s
+    for ``session_id``, with an id of the same shape that no archive has
+    (:data:`~dp_compact.measure.clearing.PLACEHOLDER_ARCHIVE_ID`: zeros, and hex digits that take the
+    tokens random ones take most often), so that what a dry run measures is what a real run writes,
+    to within a token or two per reference.
 
     >>> preview_ref("cc_fundwise")
-    'archive://cc_fundwise/00000000T000000000000Z-00000000'
+    'archive://cc_fundwise/00000000T000000000000Z-00ff00ff'
     """
-    return f"{ARCHIVE_SCHEME}{session_id_for(session_id)}/00000000T000000000000Z-00000000"
+    from dp_compact.measure.clearing import PLACEHOLDER_ARCHIVE_ID
+
+    return f"{ARCHIVE_SCHEME}{session_id_for(session_id)}/{PLACEHOLDER_ARCHIVE_ID}"
 
 
 def _new_id(now: datetime) -> str:

@@ -245,11 +245,12 @@ def clear_session(
     violations = validate_messages(written, api)
     if violations:  # checked before anything is archived
         raise CompactionError(f"{session.path}: the cleared conversation would break {api} rules: {violations[0]}")
-    ref = None
+    ref, statement = None, _statement(session, settings, cleared)
     if not dry_run:
         originals = [messages[i] for i in indices]
         ref = archiver.write(archive_session_name(session.path), [m.raw for m in originals], _metadata(session, originals, indices, depth, at))
-        cleared = clear_messages(messages, depth, ref, min_chars=min_chars, statement=_statement(session, settings, cleared))
+    if ref is not None or statement:  # the placeholders as they are written: the archive's key, the statement (a dry run too)
+        cleared = clear_messages(messages, depth, sized if ref is None else ref, min_chars=min_chars, statement=statement)
         written = _written(session, cleared, api)
     notes = ("the system prompt is not written: Anthropic takes it as the request's `system` parameter",) if (
         api == "anthropic" and (session.system_messages or session.system_text)) else ()
