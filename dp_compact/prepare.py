@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from datetime import date
+from datetime import UTC, date, datetime
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +32,7 @@ from dp_compact.core.hits import FULL_HITS, HitShare, hit_share_from_usage
 from dp_compact.core.timing import RECENT_GAPS, IdleHazard, Timing, session_call_seconds
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.measure.columns import usage_columns
+from dp_compact.measure.memo import keep_newest
 from dp_compact.measure.estimation import (
     CallPlacement,
     Estimates,
@@ -432,6 +435,28 @@ def plan_hit_share(prepared: PreparedSession) -> HitShare:
     return hit_share_from_usage(session.usage, session_call_seconds(session), prepared.prices.cache_ttl_s)
 
 
+#: The prices :func:`choose_prices` made from a profile lately, with the settings' price overrides and a window:
+#: ``(base, settings, window, its source) -> (base, settings, prices)`` by the ids of the base prices and
+#: settings (both held, so that an id names one object) and the window with its type. Prices and
+#: settings are frozen, so the prices made are those ``replace`` makes again; an adapter's calls share them.
+_WINDOWED: dict[tuple[Any, ...], tuple[Prices, Settings, Prices]] = {}
+#: Entries of :data:`_WINDOWED` kept (an adapter plans with one model; a fleet run with a few).
+WINDOWED_KEPT = 8
+
+
+def _windowed(base: Prices, settings: Settings, overrides: dict[str, object], window: int, source: str) -> Prices:
+    """``replace(base, **overrides)``, where ``overrides`` are the settings' prices with ``window`` and
+    its ``source`` (:func:`choose_prices`): made once per base prices, settings and window."""
+    key = (id(base), id(settings), type(window), window, source)
+    kept = _WINDOWED.get(key)
+    if kept is not None and kept[0] is base and kept[1] is settings:
+        return kept[2]
+    prices = replace(base, **overrides)  # type: ignore[arg-type]
+    _WINDOWED[key] = (base, settings, prices)
+    keep_newest(_WINDOWED, WINDOWED_KEPT)
+    return prices
+
+
 def choose_prices(settings: Settings, session: Session | None = None) -> tuple[Prices, tuple[str, ...]]:
     """The prices and window in force, and notes on how they were chosen (DESIGN §3 precedence).
 
@@ -488,7 +513,7 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
         _check_window_known(session, base, window)
     overrides.update(max_context_tokens=window, window_source=source)
     notes.append(window_note(window, source))
-    prices = replace(base, **overrides)  # type: ignore[arg-type]
+    prices = _windowed(base, settings, overrides, window, source)
     share, share_note = write_lifetime_mix(session, prices)
     prices = prices.with_write_share(share)
     notes.extend(share_note)
@@ -500,8 +525,6 @@ def choose_prices(settings: Settings, session: Session | None = None) -> tuple[P
 def _first_call_day(session: Session) -> date | None:
     """:func:`~dp_compact.conversation.first_call_day` of ``session``, from its call times as
     :func:`~dp_compact.core.timing.session_call_seconds` reads them (once per time)."""
-    from datetime import UTC, datetime
-
     try:
         seconds = session_call_seconds(session)
     except OverflowError:  # a number no float holds, maybe after the first known time: read them in order
@@ -509,14 +532,21 @@ def _first_call_day(session: Session) -> date | None:
     if seconds.size and seconds[0] == seconds[0]:  # the first call's time is known (not NaN): no search
         first = seconds[0]
     else:
-        known = np.flatnonzero(seconds == seconds)  # not NaN
+        known = (seconds == seconds).nonzero()[0]  # not NaN (seconds: 1-D)
         if known.size == 0:
             return None
         first = seconds[known[0]]
     try:
-        return datetime.fromtimestamp(float(first), UTC).date()
+        return _utc_day(float(first))
     except (OverflowError, OSError, ValueError):  # a time no calendar holds: not evidence
         return None
+
+
+@lru_cache(maxsize=64)
+def _utc_day(seconds: float) -> date:
+    """The UTC calendar day of epoch ``seconds`` (a float; once per time: a live conversation's first
+    call stays its first). Raises as :meth:`datetime.fromtimestamp`."""
+    return datetime.fromtimestamp(seconds, UTC).date()
 
 
 def write_lifetime_mix(session: Session | None, prices: Prices) -> tuple[float, tuple[str, ...]]:

@@ -50,6 +50,7 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dp_compact.errors import UnknownProfileError
@@ -87,6 +88,14 @@ CACHE_TTL_1H_S = 3600.0
 #: OpenAI's priced cache writes (GPT-5.6 and later) live at least 30 minutes (DESIGN §8). Their
 #: 12-hour writes (GPT-6.1, 2.5 × input) are not in genai-prices' data, so no profile carries them.
 OPENAI_WRITE_TTL_S = 1800.0
+#: The prices of a tier made lately (:meth:`Prices.at`), by the id of the prices they were made from and the
+#: tier's index: ``(prices, tier prices)`` (the prices held, so that an id names one object). Prices are
+#: frozen, so the tier prices are those made again; a plan asks for each tier many times.
+_TIER_PRICES: dict[tuple[int, int], tuple[Prices, Prices]] = {}
+#: Entries of :data:`_TIER_PRICES` kept (the tiers of the few prices planned with lately).
+TIER_PRICES_KEPT = 32
+#: A tier's threshold (:attr:`Prices.tier_starts`).
+_START_TOKENS = attrgetter("start_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,12 +257,23 @@ class Prices:
     @property
     def tier_starts(self) -> tuple[int, ...]:
         """Thresholds of the tiers, tokens, ascending: a prompt above ``tier_starts[i]`` pays tier i."""
-        return tuple(t.start_tokens for t in self.tiers)
+        return tuple(map(_START_TOKENS, self.tiers))
 
     def _tier_prices(self, index: int) -> Prices:
+        """The prices of tier ``index`` (:meth:`at`), made once per prices and tier (:data:`_TIER_PRICES`)."""
+        kept = _TIER_PRICES.get((id(self), index))
+        if kept is not None and kept[0] is self:
+            return kept[1]
         tier = self.tiers[index]
-        return replace(self, p_input=tier.p_input, p_cache=tier.p_cache, p_out=tier.p_out, p_cache_write=tier.p_cache_write,
+        made = replace(self, p_input=tier.p_input, p_cache=tier.p_cache, p_out=tier.p_out, p_cache_write=tier.p_cache_write,
                        p_cache_write_1h=tier.p_cache_write_1h, tiers=(), later=())
+        _TIER_PRICES[(id(self), index)] = (self, made)
+        while len(_TIER_PRICES) > TIER_PRICES_KEPT:  # the oldest first
+            try:
+                del _TIER_PRICES[next(iter(_TIER_PRICES))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
+                break
+        return made
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready fields: the prices ($/MTok), window (tokens) and sources, the tiers, the prices

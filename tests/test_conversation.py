@@ -185,3 +185,30 @@ def test_the_maker_takes_only_frozen_slotted_dataclasses() -> None:
     for cls in (NoSlots, NotFrozen, dict):
         with pytest.raises(TypeError):
             _fast.maker(cls)
+
+
+def test_the_replacer_is_dataclasses_replace() -> None:
+    """dp_compact._fast.replacer: the object dataclasses.replace makes (type, every field, a bad name a TypeError),
+    and dataclasses.replace itself for a class the maker does not take or that has a __post_init__."""
+    usage = Usage(1000, 200, 30, 40, line=3, convention="openai")
+    replaced = _fast.replacer(Usage)
+    assert replaced is not replace and type(replaced(usage, line=9)) is Usage
+    for changes in ({}, {"line": 9}, {"prompt_tokens": 5, "convention": "anthropic", "cache_split_estimated": True}):
+        made, built = replaced(usage, **changes), replace(usage, **changes)
+        assert made == built and [getattr(made, f.name) for f in fields(Usage)] == [getattr(built, f.name) for f in fields(Usage)]
+    with pytest.raises(TypeError):
+        replaced(usage, unknown=3)
+
+    @dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        x: int
+
+        def __post_init__(self) -> None:
+            if self.x < 0:
+                raise ValueError("x < 0")
+
+    assert _fast.replacer(NoSlots) is replace and _fast.replacer(Checked) is replace and _fast.replacer(Message) is replace

@@ -385,16 +385,16 @@ class LiveCompactor:
         ArchiveError
             The archive could not be written (nothing is changed).
         """
+        prepared, timing, planned = self.plan_live(transcript, facts, system_text)
+        action, plan = adapter_decision(planned)
+        if action == "keep":  # most calls: nothing more to import or do
+            self.plans.append(plan)
+            return None
         import logging
 
         from dp_compact.errors import CompactionError
         from dp_compact.pipeline.compact import compact_session
 
-        prepared, timing, planned = self.plan_live(transcript, facts, system_text)
-        action, plan = adapter_decision(planned)
-        if action == "keep":
-            self.plans.append(plan)
-            return None
         if action == "clear" and clear_with is not None:
             self.plans.append(plan)
             clear_with(transcript, plan)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from dp_compact._fast import replacer
 from dp_compact.conversation import Message, Session, Usage, message_kind
 from dp_compact.measure.memo import extended, starts_with
 from dp_compact.sessions import openai_chat
@@ -29,6 +29,10 @@ __all__ = ["BULK_COUNT_MESSAGES", "LiveTranscript", "Wires"]
 #: Messages counted at once above which the persistent token cache is opened (a conversation seen
 #: whole, e.g. the first call of a resumed thread); fewer are counted directly (opening it costs more).
 BULK_COUNT_MESSAGES = 64
+
+
+#: :func:`dataclasses.replace` of a session and of a usage record, made once per call (:func:`~dp_compact._fast.replacer`).
+_replace_session, _replace_usage = replacer(Session), replacer(Usage)
 
 
 #: One framework message as chat-completions dicts, each with what the adapter maps it back by
@@ -170,7 +174,7 @@ class LiveTranscript:
                 if raw.get("role") == "assistant":
                     self._call_times.append(at)
                 if used is not None:  # as live_session places it: on each dict of the message
-                    self._usage.append(replace(used, line=line))
+                    self._usage.append(_replace_usage(used, line=line))
         self._reader.add(records)
 
     def session(self, facts: Any = None, system_text: str = "") -> Session:
@@ -258,7 +262,7 @@ class _ReadSession:
         """The session ``reader.session()`` returned at the last :meth:`session` (equal to it); None before the first."""
         if self._base is None or not self._changes:
             return self._base
-        return replace(self._base, **self._changes)
+        return _replace_session(self._base, **self._changes)
 
     def _field(self, name: str) -> Any:
         """Field ``name`` of :attr:`_session`, without making that session."""
@@ -296,7 +300,7 @@ class _ReadSession:
             return self._session  # type: ignore[return-value]
         if "system_text" in extra and self._field("system_text"):  # a system text given stands in only for none read
             extra = {name: value for name, value in extra.items() if name != "system_text"}
-        return replace(self._base, **{**self._changes, **extra})  # type: ignore[arg-type]
+        return _replace_session(self._base, **{**self._changes, **extra})  # type: ignore[arg-type]
 
     def _observe(self, new: Sequence[Message], offset: int) -> None:
         """Take in the messages ``new`` read since the last call (``offset``: the index of the first in the live part)."""

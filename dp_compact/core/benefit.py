@@ -239,7 +239,7 @@ def net_benefit(
     tail = np.asarray(tail_tokens, dtype=np.int64)
     if tail.shape != np.shape(cuts) or (head_recall_cost is not None and np.shape(head_recall_cost) != tail.shape):
         raise ValueError("cuts, tail_tokens and head_recall_cost must have the same shape")
-    if tail.size and (tail.min() < 0 or tail.max() > inputs.total_tokens):
+    if tail.size and (tail[tail.argmin()] < 0 or tail[tail.argmax()] > inputs.total_tokens):  # int64: least and largest entries
         raise ValueError("tail tokens must lie in [0, T]")
     head = inputs.total_tokens - tail
     k_tokens = tail.astype(np.float64)

@@ -111,7 +111,7 @@ def hit_share_from_usage(usage: Sequence[Usage], call_seconds: npt.NDArray[np.fl
         estimated = any(u.cache_split_estimated for u in usage)
     else:
         prompts, reads = columns.prompt_tokens.astype(np.float64), columns.cache_read_tokens.astype(np.float64)
-        estimated = bool(columns.split_estimated.any())
+        estimated = np.count_nonzero(columns.split_estimated) > 0
     if prompts.size < 2 or reads.sum() <= 0 or estimated:
         return FULL_HITS
     held = np.minimum(prompts[:-1], prompts[1:])
@@ -126,7 +126,7 @@ def hit_share_from_usage(usage: Sequence[Usage], call_seconds: npt.NDArray[np.fl
     found, could = float(reads[1:][counted].sum()), float(held_total)
     share = min(max(found / could, MIN_HIT_SHARE), 1.0)
     if found >= could:  # the provider read all it held (and, where a call's own prefix was cached too, more)
-        return HitShare(share, f"measured from the session's usage records: over {int(counted.sum())} calls they read"
+        return HitShare(share, f"measured from the session's usage records: over {np.count_nonzero(counted)} calls they read"
                                f" {int(found):,} tokens from the cache, at least the {int(could):,} it held")
     return HitShare(share, f"measured from the session's usage records: {int(found):,} tokens read from the cache of"
-                           f" {int(could):,} the cache held over {int(counted.sum())} calls")
+                           f" {int(could):,} the cache held over {np.count_nonzero(counted)} calls")

@@ -240,7 +240,7 @@ def plan(
         settings = settings.model_copy(update={"model": "seed"})
     if settings.model == "seed":  # the seed's ② has no cache-write price (DESIGN §2, seed 004)
         prices = replace(prices, p_cache_write=None)
-    if tokens.shape != (n,) or (n and tokens.min() < 0):
+    if tokens.shape != (n,) or (n and tokens[tokens.argmin()] < 0):  # int64: its least entry, as min gives it
         raise ValueError(f"message_tokens must have shape ({n},) and be non-negative")
     hit_notes: tuple[str, ...] = ()
     if cache_hit is not None and settings.model != "seed":

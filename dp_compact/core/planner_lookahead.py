@@ -10,15 +10,16 @@ from the growth per call (:func:`growth_per_call`) and the summary size it expec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from dp_compact._fast import replacer
 from dp_compact.core.benefit import REFETCH_OUTPUT_TOKENS, BenefitInputs, BenefitTerms, recall_costs
 from dp_compact.conversation import Session
 from dp_compact.core.decision import (NO_TERMS, RULE_CLEAR, RULE_FIXED_POINT, RULE_FORCE, RULE_LOOKAHEAD, RULE_NO_CUT,
@@ -32,6 +33,9 @@ from dp_compact.core.tiers import next_cliff
 from dp_compact.core.timing import Timing, at_turn_end, cache_state, timing_facts
 from dp_compact.pricing import Prices
 from dp_compact.settings import Settings
+
+#: :func:`dataclasses.replace` of the benefit inputs and of the look-ahead's values, once per plan (:func:`~dp_compact._fast.replacer`).
+_replace_inputs, _replace_ahead = replacer(BenefitInputs), replacer(LookAhead)
 
 __all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "clear_depths", "growth_per_call", "output_per_call", "plan_ahead",
            "rewritten_growth", "round_keep", "summary_tokens", "verbatim_bound"]
@@ -99,8 +103,10 @@ def rewritten_growth(session: Session, tokens: npt.NDArray[np.int64]) -> float |
 def output_per_call(session: Session) -> float:
     """Output tokens per call the look-ahead expects (for price tiers, DESIGN §8): the median of the
     last ``GROWTH_WINDOW_CALLS`` usage records' output, 0 without records."""
-    recent = np.asarray([u.output_tokens for u in session.usage[-GROWTH_WINDOW_CALLS:]], dtype=np.float64)
-    return _median(recent) if recent.size else 0.0
+    recent = sorted([float(u.output_tokens) for u in session.usage[-GROWTH_WINDOW_CALLS:]])  # a few values: no arrays
+    if not recent:
+        return 0.0
+    return (recent[(len(recent) - 1) // 2] + recent[len(recent) // 2]) / 2  # _median's float64 arithmetic, as Python floats do it
 
 
 def round_keep(session: Session) -> int:
@@ -148,14 +154,14 @@ def plan_ahead(
     known = est.remaining_calls if settings.e_fixed > 0 else None  # the user said how long it goes on
     expected_left = known if known is not None else (scale + calls) / (alpha - 1.0) if alpha > 1 else float("inf")
     carry = max(1.0, min(expected_left, max(context - v, 0) / g))  # calls a refetched message is carried
-    la_inputs = replace(inputs, remaining_calls=carry, s_tokens=s)
+    la_inputs = _replace_inputs(inputs, remaining_calls=carry, s_tokens=s)
     # a refetch priced as the replay charges it (DESIGN §6): a short output, the message written to the cache
     per_message = recall_costs(tokens, ages, prices=prices, inputs=la_inputs, q0=settings.recall_q0, tau=settings.recall_tau,
                                output_tokens=REFETCH_OUTPUT_TOKENS, fresh_usd_per_mtok=prices.p_write)
-    lost = np.concatenate(([0.0], np.cumsum(per_message)))
+    lost = np.concatenate(([0.0], per_message.cumsum()))
     # tails as the look-ahead counts them (the context less V and the head) when cutting at N, N−1, ..., 0
     from_end = np.maximum(context - v - prefix[::-1], 0).astype(np.float64)
-    worth = (lost[-1] - lost[::-1]).astype(np.float64)  # what those tails hold, $
+    worth = lost[-1] - lost[::-1]  # what those tails hold, $ (float64, as lost)
     forecast = Forecast(growth_tokens=g, calls_so_far=calls, survival_alpha=alpha, survival_scale=scale,
                         loss_tail_tokens=from_end, loss_tail_usd=worth, remaining_calls=known,
                         output_tokens=output_per_call(session) if prices.tiers else 0.0,
@@ -163,14 +169,15 @@ def plan_ahead(
     if settings.native in NATIVE_COMPACTIONS:
         native = native_compaction(settings.native, [m.role for m in session.messages], tokens, per_message)
         return _native_plan(native, session, context, forecast, settings, prices, common, timing)
-    allowed = np.flatnonzero(n - cuts >= common["min_keep"])
+    allowed = (n - cuts >= common["min_keep"]).nonzero()[0]  # cuts: shape (n_cuts,)
     if allowed.size == 0:
         why = f"no feasible cut keeps the last API round ({common['min_keep']} messages) and drops one"
         return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
                     best_candidate=None, context_after_tokens=context, **common)
     heads = prefix[cuts[allowed]]
-    eligible, bound = verbatim_bound(total - heads, settings.min_verbatim_tokens, forced=context > threshold)
-    if not eligible.any():
+    tails = total - heads
+    eligible, bound = verbatim_bound(tails, settings.min_verbatim_tokens, forced=context > threshold)
+    if not np.count_nonzero(eligible):
         why = (f"no feasible cut keeps {bound['min_tokens']:,} tokens verbatim (DP_MIN_VERBATIM_TOKENS) and drops a"
                f" message: the conversation holds {total:,} tokens")
         return Plan("keep", RULE_NO_CUT, why, n, 0, tail_tokens=total, head_tokens=0, terms=dict(NO_TERMS),
@@ -178,10 +185,11 @@ def plan_ahead(
     turn_end = at_turn_end(session)
     cold_now, cold_chance = cache_state(timing, prices, turn_end)
     depths = clear_depths(clear_saved, n, common["min_keep"]) if clear_saved is not None else np.zeros(0, np.int64)
-    saved_by_depth = np.cumsum(clear_saved[depths - 1]).astype(np.float64) if depths.size else np.zeros(0)
-    loss_by_depth = np.cumsum(per_message[depths - 1]) if depths.size else np.zeros(0)
+    saved_by_depth = clear_saved[depths - 1].cumsum().astype(np.float64) if depths.size else np.zeros(0)
+    loss_by_depth = per_message[depths - 1].cumsum() if depths.size else np.zeros(0)
     unchanged = float(prefix[depths[0] - 1]) if depths.size else 0.0
-    least_compacted = v + s + float(np.min((total - heads)[eligible]))
+    verbatim_tails = tails[eligible]  # int64: its least entry by argmin, as min gives it
+    least_compacted = v + s + float(verbatim_tails[verbatim_tails.argmin()])
     least_cleared = context - float(saved_by_depth[-1]) if depths.size else float("inf")
     if context + g > threshold and min(least_compacted, least_cleared) >= context:  # acting would not make it smaller
         why = (f"context {context:,} tokens {'is above' if context > threshold else 'nears'} the forced threshold"
@@ -198,26 +206,28 @@ def plan_ahead(
                        clear_saved_tokens=saved_by_depth, clear_kept_tokens=unchanged, clear_loss_usd=loss_by_depth)
     priced = ahead.compact_usd  # every cut's own value, for curves (``lookahead_usd``)
     round_note = None
-    if context + g <= threshold and np.isfinite(ahead.keep_usd):  # not when this or the next call must compact
+    if context + g <= threshold and math.isfinite(ahead.keep_usd):  # not when this or the next call must compact
         ahead, round_note = _one_round_rule(ahead, n - cuts[allowed] <= common["min_keep"], lost[cuts[allowed]])
-    common = {**common, "verbatim_bound": _binds(bound, ahead, total - heads)}
+    cheapest = ahead.best
+    common = {**common, "verbatim_bound": _binds(bound, ahead, tails, cheapest)}
     if common["verbatim_bound"]["binds"]:
         common["notes"] = tuple(common.get("notes", ())) + (common["verbatim_bound"]["note"],)
     if round_note:
         common["notes"] = tuple(common.get("notes", ())) + (round_note,)
-    values = np.full(cuts.shape, np.inf)
+    values = np.empty(cuts.shape)
+    values.fill(np.inf)
     values[allowed] = priced
-    cheapest, priced_now = ahead.best, bool(np.isfinite(ahead.compact_usd).any())
-    best = int(allowed[cheapest]) if priced_now else int(allowed[np.flatnonzero(eligible)[-1]])
+    priced_now = np.count_nonzero(np.isfinite(ahead.compact_usd)) > 0
+    best = int(allowed[cheapest]) if priced_now else int(allowed[eligible.nonzero()[0][-1]])
     compact_value = float(ahead.compact_usd[cheapest]) if priced_now else float("inf")
-    can_keep = bool(np.isfinite(ahead.keep_usd))  # not when the next call's growth passes the threshold
+    can_keep = math.isfinite(ahead.keep_usd)  # not when the next call's growth passes the threshold
     info: dict[str, float | None] = {
-        "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if np.isfinite(compact_value) else None,
-        "saves_usd": ahead.keep_usd - compact_value if can_keep and np.isfinite(compact_value) else None,
+        "keep_usd": ahead.keep_usd if can_keep else None, "compact_usd": compact_value if math.isfinite(compact_value) else None,
+        "saves_usd": ahead.keep_usd - compact_value if can_keep and math.isfinite(compact_value) else None,
         "next_compaction_calls": ahead.next_compaction_calls,
         "expected_calls": ahead.expected_calls, "horizon_calls": float(ahead.horizon_calls), "growth_tokens": g,
         "summary_tokens": float(s),
-        "resume_usd": ahead.resume_usd if ahead.resume_usd is not None and np.isfinite(ahead.resume_usd) else None,
+        "resume_usd": ahead.resume_usd if ahead.resume_usd is not None and math.isfinite(ahead.resume_usd) else None,
         "loss_usd": float(lost[cuts[best]]),  # the expected cost of the best cut's head (the recall term the rule of one round weighs)
         "loss_rule": round_note is not None,
     }
@@ -229,13 +239,13 @@ def plan_ahead(
         kept_after = max(context - v - float(saved_by_depth[chosen_clear]), 0.0)
         clearing = {"depth": depth, "cleared_messages": int(chosen_clear + 1), "saved_tokens": int(saved_by_depth[chosen_clear]),
                     "rewritten_tokens": int(max(kept_after - unchanged, 0.0)), "first_changed_message": int(depths[0] - 1),
-                    "loss_usd": float(loss_by_depth[chosen_clear]), "clear_usd": clear_value if np.isfinite(clear_value) else None,
-                    "saves_usd": ahead.keep_usd - clear_value if can_keep and np.isfinite(clear_value) else None}
+                    "loss_usd": float(loss_by_depth[chosen_clear]), "clear_usd": clear_value if math.isfinite(clear_value) else None,
+                    "saves_usd": ahead.keep_usd - clear_value if can_keep and math.isfinite(clear_value) else None}
         if settings.native == "anthropic-clear":  # what clear_tool_uses_20250919 is asked to keep (core.native_costs)
             clearing["native"] = {"action": "anthropic-clear", "keep_tool_uses": sum(len(m.tool_calls) for m in session.messages[depth:])}
-        info["clear_usd"] = clear_value if np.isfinite(clear_value) else None
+        info["clear_usd"] = clear_value if math.isfinite(clear_value) else None
     common = {**common, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
-              "tiers": _tier_facts(prices, context, g, ahead) if prices.tiers else None}
+              "tiers": _tier_facts(prices, context, g, ahead, cheapest) if prices.tiers else None}
     best_info = {"k": int(n - cuts[best]), "cut": int(cuts[best]), "net": float(terms.net[best]),
                  "saves_usd": info["saves_usd"]}
     forced = context > threshold or not can_keep
@@ -247,7 +257,8 @@ def plan_ahead(
                     best_candidate=best_info, lookahead=info, context_after_tokens=context, lookahead_usd=values, **common)
     clears = clearing is not None and clear_value < compact_value and (forced or clear_value < ahead.keep_usd)
     if clears and (forced or (ahead.resume_usd is None or clear_value <= ahead.resume_usd + 1e-9 * abs(ahead.resume_usd))):
-        return _clear_plan(clearing, ahead, context, window, forced, n, total, terms.at(best), best_info, info, values, common)
+        return _clear_plan(clearing, ahead, context, window, forced, n, total, terms.at(best), best_info, info, values, common,
+                           cheapest, chosen_clear)
     resume = _resume(ahead, min(compact_value, clear_value), allowed, cuts, n, depths) if not forced else None
     if resume is not None:
         why = resume + f"; context {context:,} tokens, {share}"
@@ -257,7 +268,7 @@ def plan_ahead(
         when = ahead.next_compaction_calls
         later = (f"the best schedule compacts in about {when:.0f} call{'s' if when != 1 else ''}" if when is not None
                  else f"the best schedule does not compact in the about {ahead.expected_calls:.0f} calls the session is expected to go on")
-        if np.isfinite(compact_value):
+        if math.isfinite(compact_value):
             why = (f"waiting is cheaper: compacting now would cost ${compact_value - ahead.keep_usd:.4f} more than the best"
                    f" schedule that waits ({later}); context {context:,} tokens, {share}")
         else:  # every cut the rule of one round left out (its note says why)
@@ -331,16 +342,16 @@ def verbatim_bound(tails: npt.NDArray[np.int64], min_tokens: int, *, forced: boo
     return eligible, {"min_tokens": int(min_tokens), "yielded": yielded}
 
 
-def _binds(bound: dict[str, Any], ahead: LookAhead, tails: npt.NDArray[np.int64]) -> dict[str, Any]:
+def _binds(bound: dict[str, Any], ahead: LookAhead, tails: npt.NDArray[np.int64], cheapest: int | None) -> dict[str, Any]:
     """Whether ``DP_MIN_VERBATIM_TOKENS`` changed the present's best cut, for the plan's ``verbatim_bound``:
-    the cut that would be best without it (its tail, tokens) and a note saying so when it binds."""
+    the cut that would be best without it (its tail, tokens) and a note saying so when it binds.
+    ``cheapest``: ``ahead.best``."""
     free = ahead.unbounded_usd
     facts: dict[str, Any] = {**bound, "binds": False, "free_best_tail_tokens": None, "note": None}
-    if free.size == 0 or not np.isfinite(free).any():
+    if free.size == 0 or not np.count_nonzero(np.isfinite(free)):
         return facts
-    index = int(np.argmin(free))
+    index = int(free.argmin())  # free: shape (n_cuts,), as np.argmin takes it
     facts["free_best_tail_tokens"] = int(tails[index])
-    cheapest = ahead.best
     bounded = float(ahead.compact_usd[cheapest]) if cheapest is not None else float("inf")
     if bound["yielded"]:
         facts["binds"] = True
@@ -392,7 +403,7 @@ def _one_round_rule(ahead: LookAhead, one_round: npt.NDArray[np.bool_], loss: np
     unbounded = ahead.unbounded_usd
     if unbounded.size:  # the cuts the verbatim bound leaves out, under the same rule (to say when the bound binds)
         unbounded = np.where(one_round & ~(ahead.keep_usd - unbounded > loss), np.inf, unbounded)
-    ahead = replace(ahead, compact_usd=np.where(weak, np.inf, ahead.compact_usd), unbounded_usd=unbounded)
+    ahead = _replace_ahead(ahead, compact_usd=np.where(weak, np.inf, ahead.compact_usd), unbounded_usd=unbounded)
     if best is None or not weak[best] or not saving[best] > 0:
         return ahead, None
     return ahead, (f"{what} would save ${saving[best]:.4f}, not more than the ${loss[best]:.4f}"
@@ -409,7 +420,7 @@ def clear_depths(saved: npt.NDArray[np.int64], n: int, min_keep: int, keep_resul
     >>> clear_depths(np.array([0, 500, 0, 900, 800, 700, 600, 0]), 8, 2).tolist()
     [2, 4]
     """
-    idx = np.flatnonzero(np.asarray(saved) > 0)
+    idx = (np.asarray(saved) > 0).ravel().nonzero()[0]  # np.flatnonzero
     idx = idx[:-keep_results] if keep_results > 0 else idx
     return (idx[idx < n - min_keep] + 1).astype(np.int64)
 
@@ -455,7 +466,7 @@ def _native_plan(native: NativeCompaction, session: Session, context: int, forec
     }
     notes = tuple(common.get("notes", ())) + ((round_note,) if round_note else ())
     common = {**common, "notes": notes, "timing": timing_facts(session, timing, prices, turn_end, cold_now, cold_chance),
-              "tiers": _tier_facts(prices, context, g, ahead) if prices.tiers else None}
+              "tiers": _tier_facts(prices, context, g, ahead, ahead.best) if prices.tiers else None}
     share = f"{context / window:.0%} of the {window:,}-token window"
     forced = context > threshold or not can_keep
     after = v + s + native.tail_tokens
@@ -495,8 +506,9 @@ def _native_plan(native: NativeCompaction, session: Session, context: int, forec
 
 def _clear_plan(clearing: dict[str, Any], ahead: LookAhead, context: int, window: int, forced: bool, n: int, total: int,
                 terms: dict[str, float], best_info: dict[str, Any], info: dict[str, Any], values: npt.NDArray[np.float64],
-                common: dict[str, Any]) -> Plan:
-    """The plan that clears old tool results (DESIGN §9), with its explanation."""
+                common: dict[str, Any], best: int | None, best_clear: int) -> Plan:
+    """The plan that clears old tool results (DESIGN §9), with its explanation; ``best`` and ``best_clear``:
+    ``ahead.best`` and ``ahead.best_clear``."""
     after = context - clearing["saved_tokens"]
     tiers = common.get("tiers")
     if tiers and tiers.get("next"):  # the action before the cliff is this clearing
@@ -507,9 +519,8 @@ def _clear_plan(clearing: dict[str, Any], ahead: LookAhead, context: int, window
                f" less than compacting at any cut")
     else:
         why = f"clearing old tool results now saves ${clearing['saves_usd']:.4f} over the best schedule that waits"
-        best = ahead.best
         if best is not None and np.isfinite(ahead.compact_usd[best]):
-            why += f" and ${float(ahead.compact_usd[best]) - float(ahead.clear_usd[ahead.best_clear]):.4f} over compacting at the best cut"
+            why += f" and ${float(ahead.compact_usd[best]) - float(ahead.clear_usd[best_clear]):.4f} over compacting at the best cut"
     why += (f": {clearing['cleared_messages']} tool message{'s' if clearing['cleared_messages'] != 1 else ''} before message"
             f" {clearing['depth']} lose {clearing['saved_tokens']:,} tokens to placeholders naming the archive (expected loss"
             f" ${clearing['loss_usd']:.4f}), no summary request, the cache rewritten from message"
@@ -519,14 +530,14 @@ def _clear_plan(clearing: dict[str, Any], ahead: LookAhead, context: int, window
                 lookahead=info, context_after_tokens=after, lookahead_usd=values, clearing=clearing, **common)
 
 
-def _tier_facts(prices: Prices, context: int, g: float, ahead: LookAhead) -> dict[str, Any]:
+def _tier_facts(prices: Prices, context: int, g: float, ahead: LookAhead, best: int | None) -> dict[str, Any]:
     """The next price cliff (:func:`~dp_compact.core.tiers.next_cliff`) and whether the best schedule
-    compacts before it (DESIGN §8), for the plan's ``tiers``."""
+    compacts before it (DESIGN §8), for the plan's ``tiers``; ``best``: ``ahead.best``."""
     cliff = next_cliff(prices, context, g)
     facts: dict[str, Any] = {"thresholds": list(prices.tier_starts), "tier_now": _tier_name(prices, context), "next": cliff}
     if cliff is not None:
         when = ahead.next_compaction_calls
-        now = ahead.best is not None and ahead.compact_usd[ahead.best] < ahead.keep_usd
+        now = best is not None and ahead.compact_usd[best] < ahead.keep_usd
         before = now or (when is not None and when < cliff["calls_to_go"])
         cliff["compacts_before"] = bool(before)
         cliff["compaction_calls"] = 0.0 if now else when

@@ -246,7 +246,7 @@ def lifetime_costs(gaps_s: npt.NDArray[np.float64], prompt_tokens: npt.NDArray[n
         cold = gaps > ttl  # NaN compares False: unknown times count as warm
         read = np.where(cold, 0.0, warm_read)
         out[f"usd_{name}"] = float((read * rates.p_cache + (now - read) * p_write).sum() / 1e6)
-        out[f"cold_{name}"] = int(cold.sum())
+        out[f"cold_{name}"] = int(np.count_nonzero(cold))
     better = "1h" if out["usd_1h"] < out["usd_5m"] else "5m"
     out.update(better=better, saves_usd=abs(out["usd_5m"] - out["usd_1h"]), current=prices.write_lifetime)
     return out
@@ -287,7 +287,7 @@ def session_lifetime_costs(session: Session, prices: Prices) -> dict[str, Any] |
     prompts = np.asarray([u.prompt_tokens for u in session.usage], dtype=np.float64) if columns is None else \
         columns.prompt_tokens.astype(np.float64)
     n = min(times.size, prompts.size)
-    if n < 2 or not np.isfinite(times[-n:]).any():
+    if n < 2 or not np.count_nonzero(np.isfinite(times[-n:])):
         return None
     last = times[-n:]  # shape (n,)
     return lifetime_costs(last[1:] - last[:-1], prompts[-n:], prices)
@@ -302,7 +302,7 @@ def timing_facts(session: Session, timing: Timing | None, prices: Prices, turn_e
     lifetime = session_lifetime_costs(session, prices)
     known = timing is not None and timing.idle_s is not None and math.isfinite(timing.idle_s)
     given = timing is not None and bool(timing.source) and not timing.source.startswith(("transcript", "replay"))
-    if not known and lifetime is None and not given and not np.isfinite(session_call_seconds(session)).any():
+    if not known and lifetime is None and not given and not np.count_nonzero(np.isfinite(session_call_seconds(session))):
         return None
     ttl = (timing or Timing()).ttl(prices)
     ttl_given = timing is not None and timing.cache_ttl_s is not None

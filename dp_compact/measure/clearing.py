@@ -356,7 +356,8 @@ def clearable_saved_tokens(
     if held.size == 0:
         return saved
     held_tokens, held_chars, whole = tokens[held], cleared[held], np.maximum(chars[held], 1)
-    if (held_tokens < 0).any() or (held_tokens.astype(np.float64) * held_chars).max() >= 2.0 ** 52 or whole.max() >= 2 ** 52:
+    products = held_tokens.astype(np.float64) * held_chars  # compared only: its entry argmax finds, as max (NaN too)
+    if np.count_nonzero(held_tokens < 0) or products[products.argmax()] >= 2.0 ** 52 or whole[whole.argmax()] >= 2 ** 52:
         removed = np.array([round(a * c / w) for a, c, w in zip(held_tokens.tolist(), held_chars.tolist(), whole.tolist(), strict=True)],
                            dtype=np.int64)
     else:  # both exact in float64: one correctly rounded division, rounded half to even, as Python's int / int and round()

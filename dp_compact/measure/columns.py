@@ -107,7 +107,8 @@ def _usage_finish(state: _UsageState) -> UsageColumns | None:
         return None
     # every int column holds one value per record: one read-only (fields, U) block, whose rows are the columns
     block = _frozen(b"".join(map(bytes, ints)), np.int64).reshape(len(ints), len(estimated))
-    if block.size and int(np.abs(block).max()) >= _LARGEST:  # sums could leave int64
+    magnitudes = np.abs(block).ravel()  # int64: its largest entry by argmax, as max gives it
+    if block.size and int(magnitudes[magnitudes.argmax()]) >= _LARGEST:  # sums could leave int64
         return None
     return UsageColumns(*block, split_estimated=_frozen(estimated, np.bool_), convention=_frozen(codes, np.int64),
                         conventions=tuple(names))
@@ -155,7 +156,8 @@ def _message_finish(state: _MessageState) -> MessageColumns | None:
     if not plain[0]:
         return None
     line = _frozen(lines, np.int64)
-    return MessageColumns(_frozen(assistant, np.bool_), line) if not line.size or int(np.abs(line).max()) < _LARGEST else None
+    magnitudes = np.abs(line)  # int64: its largest entry by argmax, as max gives it
+    return MessageColumns(_frozen(assistant, np.bool_), line) if not line.size or int(magnitudes[magnitudes.argmax()]) < _LARGEST else None
 
 
 _MESSAGES: AppendMemo[_MessageState, MessageColumns | None] = AppendMemo(

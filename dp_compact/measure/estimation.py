@@ -204,7 +204,7 @@ def _placed_counts(messages: Sequence[Message], usage_lines: npt.NDArray[np.int6
     counts.fill(-1)
     placed = (where >= 0).nonzero()[0]
     landed = where[placed]
-    if landed.size < 2 or bool((landed[1:] > landed[:-1]).all()):  # each call on a later response: each claims its own
+    if landed.size < 2 or np.count_nonzero(landed[1:] > landed[:-1]) == landed.size - 1:  # each call on a later response: each claims its own
         claims = placed
     else:
         _, first = np.unique(landed, return_index=True)  # each response claimed by the first call that lands on it
@@ -271,7 +271,7 @@ def place_calls(session: Session) -> CallPlacement:
             sent[lined] = call_message_counts(session.messages, [usage[i] for i in lined])
         return CallPlacement(usage, sent)
     live = columns.line >= first_line
-    usage = tuple(session.usage) if live.all() else tuple(compress(session.usage, live.tolist()))
+    usage = tuple(session.usage) if np.count_nonzero(live) == live.size else tuple(compress(session.usage, live.tolist()))
     lines = columns.line[live]
     sent = np.empty(len(usage), dtype=np.int64)
     sent.fill(-1)
@@ -618,7 +618,7 @@ def prompt_growths(
         return 0, 0
     tokens, reported = np.asarray(message_tokens), np.asarray(prompts)
     first, last = int(sent[0]), int(sent[-1])
-    if ((compacted is None or not np.asarray(compacted, dtype=bool)[1:].any()) and tokens.ndim == 1
+    if ((compacted is None or not np.count_nonzero(np.asarray(compacted, dtype=bool)[1:])) and tokens.ndim == 1
             and 0 <= min(first, last) and max(first, last) <= tokens.size and tokens.dtype == reported.dtype == np.int64):
         # every step kept: the growths from call to call add up to the last call's less the first's (int64 sums, exact)
         images = 0 if image_tokens is None else _grown(np.asarray(image_tokens, dtype=np.int64), first, last)
@@ -632,8 +632,9 @@ def prompt_growths(
 
 
 def _grown(tokens: npt.NDArray[np.int64], first: int, last: int) -> int:
-    """Tokens of the messages ``[0, last)`` less those of ``[0, first)`` (``tokens``: int64 per message)."""
-    return int(tokens[:last].sum()) - int(tokens[:first].sum())
+    """Tokens of the messages ``[0, last)`` less those of ``[0, first)`` (``tokens``: int64 per message):
+    one sum of the messages between them (int64 sums, exact)."""
+    return int(tokens[first:last].sum()) if first <= last else -int(tokens[last:first].sum())
 
 
 def measured_token_ratio(

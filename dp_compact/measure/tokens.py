@@ -25,7 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -579,7 +579,7 @@ def _image_counts(messages: Sequence[Message], document_blocks: npt.NDArray[np.i
     """Provider tokens of each message's image blocks (``images`` minus its documents), see :func:`image_token_counts`."""
     counts = np.zeros(len(messages), dtype=np.int64)
     images = np.fromiter(map(_IMAGES, messages), dtype=np.int64, count=len(messages))
-    for i in np.flatnonzero(images > document_blocks).tolist():
+    for i in (images > document_blocks).nonzero()[0].tolist():  # 1-D, as np.flatnonzero
         message, blocks = messages[i], int(images[i] - document_blocks[i])
         found = find_images(message.raw)[:blocks]
         counts[i] = sum(image_tokens(image, family, IMAGE_TOKENS) for image in found) + IMAGE_TOKENS * (blocks - len(found))
@@ -747,8 +747,10 @@ _FAMILY_PREFIXES = (
 _FORMAT_FAMILIES = {"claude_code": "anthropic", "codex": "openai", "gemini_cli": "google"}
 
 
+@lru_cache(maxsize=256)
 def provider_family(model: str | None, format: str = "") -> str:
-    """The provider family of a session: from its model name, else from its format, else "unknown".
+    """The provider family of a session: from its model name, else from its format, else "unknown"
+    (once per model and format: a plan of every call asks for its session's).
 
     Formats shared by many providers (Anthropic-style lists, OpenAI chat) say nothing alone.
 

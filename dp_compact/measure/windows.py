@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from functools import lru_cache
 
 from dp_compact.conversation import RecordedCompaction, Session
 from dp_compact.measure.columns import usage_columns
@@ -134,8 +135,10 @@ def codex_trigger_tokens(window: int) -> int:
     return math.floor(CODEX_AUTO_COMPACT_RATIO * window)
 
 
+@lru_cache(maxsize=64, typed=True)
 def known_windows(model: str | None, database_window: int) -> tuple[int, ...]:
-    """The windows ``model`` is known to run with, ascending, tokens.
+    """The windows ``model`` is known to run with, ascending, tokens (made once per model and window
+    of each type: a plan of every call asks for its model's).
 
     Claude: :data:`CLAUDE_WINDOWS`. Others: ``database_window`` and the family's alternatives
     (GPT-5: 272,000 and 400,000; Gemini: 1,048,576 and 2,097,152).
@@ -155,7 +158,10 @@ def largest_accepted_prompt(session: Session | None) -> int | None:
     if session is None or not session.usage:
         return None
     columns = usage_columns(session.usage)
-    return max(u.prompt_tokens for u in session.usage) if columns is None else int(columns.prompt_tokens.max())
+    if columns is None:
+        return max(u.prompt_tokens for u in session.usage)
+    prompts = columns.prompt_tokens  # int64, one per record: its largest entry by argmax, as max gives it
+    return int(prompts[prompts.argmax()])
 
 
 def _is_claude_code(session: Session) -> bool:
