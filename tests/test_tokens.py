@@ -75,3 +75,21 @@ def test_token_cache_on_unusable_path_still_counts(tmp_path):
 
 def test_default_cache_path_is_under_user_cache_dir(tmp_path):
     assert str(tokens.default_cache_path()).startswith(str(tmp_path / "cache"))
+
+
+def test_only_the_newest_copies_of_the_ranks_stay_in_the_cache_folder(tmp_path):
+    """Each install writes its own copy of the ranks (1.3 MB): writing one removes all but the
+    RANKS_COPIES_KEPT newest, the one just written always among them, and leaves other files alone."""
+    import os
+
+    copies = [tmp_path / f"cl100k_ranks.1.{i}.pickle" for i in range(7)]
+    for age, path in enumerate(copies):
+        path.write_bytes(b"x")
+        os.utime(path, ns=(10**18 - age * 10**9, 10**18 - age * 10**9))  # copies[0] the newest
+    other = tmp_path / "tokens.sqlite"
+    other.write_bytes(b"db")
+    current = copies[-1]  # just written, though its time says otherwise
+    tokens._drop_old_ranks(current)
+    left = sorted(p.name for p in tmp_path.glob("cl100k_ranks.*.pickle"))
+    assert left == sorted(p.name for p in [*copies[: tokens.RANKS_COPIES_KEPT - 1], current])
+    assert other.exists()

@@ -231,6 +231,26 @@ def _store_ranks(encoding: tiktoken.Encoding) -> None:
         os.replace(partial, path)
     except OSError:
         return
+    _drop_old_ranks(path)
+
+
+#: Copies of the ranks kept in the cache folder: the newest, for the installs used lately (each names
+#: its copy by its own files, :func:`_ranks_cache_path`); older ones, 1.3 MB each, are removed.
+RANKS_COPIES_KEPT = 4
+
+
+def _drop_old_ranks(current: Path) -> None:
+    """Remove all but the :data:`RANKS_COPIES_KEPT` newest copies of the ranks beside ``current`` (which
+    stays); a copy another process removes first, or one that cannot be removed, is left alone."""
+    try:
+        copies = sorted(current.parent.glob("cl100k_ranks.*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    except OSError:
+        return
+    for old in [p for p in copies if p != current][max(RANKS_COPIES_KEPT - 1, 0):]:
+        try:
+            old.unlink()
+        except OSError:
+            continue
 
 
 def message_token_text(message: Message) -> str:
