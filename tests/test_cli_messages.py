@@ -137,6 +137,13 @@ def test_a_folder_given_for_one_session_file_says_which_commands_read_folders(tm
     assert line == f"dp-compact: {tmp_path}: a folder, not a session file: give one file here (replay and calibrate read folders)"
 
 
+def test_an_empty_session_path_says_what_an_empty_substitution_means(tmp_path, monkeypatch):
+    """``dp-compact plan "$(ls -t ... | head -1)"`` when no transcript exists passes an empty path."""
+    monkeypatch.chdir(tmp_path)
+    line = _one_line_error(runner.invoke(app, ["plan", ""]))
+    assert line.startswith("dp-compact: .: a folder, not a session file") and "did the command that finds the transcript find none?" in line
+
+
 def test_options_that_cannot_go_together_name_the_command_and_its_help():
     session = need(SESSIONS / "claude_code" / "cc_raze_hooks.jsonl")
     line = _one_line_error(runner.invoke(app, ["compact", str(session)]))

@@ -48,7 +48,7 @@ def compact(
     *,
     flags: dict[str, Any],
 ) -> None:
-    """Compact SESSION now at the planner's best cut (or --keep K / --force) and write the result to OUTPUT.
+    """Compact SESSION now at the planner's best cut (or --keep K / --force) and write the result to -o OUTPUT.
 
     Where the look-ahead planner would wait for a compaction it has scheduled, this compacts now
     at the cut it prices best now (--when-due: only when the plan says compact now); where no
@@ -186,7 +186,7 @@ def restore(
     ref: Annotated[str, typer.Argument(help="Archive reference archive://<session>/<id> (#msg-N: only message N, as a clearing's placeholder or a compaction's anchor numbers it).")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSONL here (atomically) instead of stdout.")] = None,
 ) -> None:
-    """Print (or write to OUTPUT) the original messages archived under REF, as JSONL."""
+    """Print (or write to -o OUTPUT) the original messages archived under REF, as JSONL."""
     from dp_compact.pipeline.archive import PRIVATE_FILE_MODE, ArchiveStore, json_line, write_jsonl_atomic
 
     messages = ArchiveStore(load_settings().archive_dir).restore(ref)

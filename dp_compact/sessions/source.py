@@ -677,7 +677,8 @@ def read_source(path: Path | str, *, lenient: bool = False, partial_last_line: b
             else:
                 data += file.read()
     except IsADirectoryError as exc:
-        raise SessionError(path, None, "a folder, not a session file: give one file here (replay and calibrate read folders)") from exc
+        empty = " (an empty path is the current folder: did the command that finds the transcript find none?)" if str(path) == "." else ""
+        raise SessionError(path, None, f"a folder, not a session file: give one file here (replay and calibrate read folders){empty}") from exc
     except OSError as exc:
         raise SessionError(path, None, f"cannot read the file: {exc.strerror or exc}") from exc
     if bounds is None:
