@@ -221,3 +221,14 @@ def test_help_prints_every_paragraph_and_option_text_as_written(command):
 def test_the_engine_option_names_the_extra_to_install():
     flat = " ".join(runner.invoke(app, ["replay", "--help"], env={"COLUMNS": "400"}).stdout.replace("│", " ").split())
     assert 'pip install ".[dask]" in the dp-compact source folder' in flat
+
+
+@pytest.mark.parametrize(("command", "document"), [("plan", "docs/plan.md"), ("compact", "docs/pipeline.md"), ("recall", "docs/pipeline.md"),
+                                                   ("replay", "docs/replay.md"), ("calibrate", "docs/calibration.md"), ("tune", "docs/tune.md")])
+def test_each_commands_json_help_names_the_document_that_lists_its_keys(command, document):
+    """``--json``'s help points at the one document that lists that command's JSON keys, and that document does."""
+    from pathlib import Path
+
+    shown = " ".join(runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert f"(its keys: {document})" in shown
+    assert "--json" in (Path(__file__).resolve().parents[1] / document).read_text("utf-8")

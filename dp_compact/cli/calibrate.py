@@ -10,7 +10,7 @@ import typer
 
 from dp_compact.cli.app import CommandError, app
 from dp_compact.cli.fleet import EngineOpt, ParquetOpt, SchedulerOpt
-from dp_compact.cli.options import JsonOpt, check_figure
+from dp_compact.cli.options import CalibrationJsonOpt, check_figure
 from dp_compact.errors import DpCompactError
 
 
@@ -18,7 +18,7 @@ from dp_compact.errors import DpCompactError
 def calibrate(
     paths: Annotated[list[str], typer.Argument(help="Session files or directories (searched recursively), or fsspec URLs (s3://, memory://, file://).")],
     env: Annotated[bool, typer.Option("--env", help="Print export DP_...=... lines only.")] = False,
-    as_json: JsonOpt = False,
+    as_json: CalibrationJsonOpt = False,
     figure: Annotated[Optional[Path], typer.Option("--figure", help="Also draw the calibration figure (.png or .svg).")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=1, help="Resamples over sessions for the spreads.")] = 400,
     engine: EngineOpt = "local",

@@ -23,7 +23,11 @@ import typer
 from dp_compact.settings import Settings
 
 __all__ = [
+    "CalibrationJsonOpt",
     "JsonOpt",
+    "PipelineJsonOpt",
+    "ReplayJsonOpt",
+    "TuneJsonOpt",
     "LenientOpt",
     "NoCacheOpt",
     "OutputAliasOpt",
@@ -80,7 +84,16 @@ _HELP = {
 #: Settings fields offered as flags, in :class:`Settings` order.
 SETTING_FLAGS = tuple(name for name in Settings.model_fields if name not in _NOT_FLAGS)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text (its keys: docs/plan.md, pipeline.md, replay.md, calibration.md).")]
+def _json_option(document: str) -> Any:
+    """The ``--json`` option of a command whose JSON keys ``document`` (a docs/ file) lists."""
+    return Annotated[bool, typer.Option("--json", help=f"Print JSON for scripts instead of text (its keys: {document}).")]
+
+
+JsonOpt = _json_option("docs/plan.md")
+PipelineJsonOpt = _json_option("docs/pipeline.md")
+ReplayJsonOpt = _json_option("docs/replay.md")
+CalibrationJsonOpt = _json_option("docs/calibration.md")
+TuneJsonOpt = _json_option("docs/tune.md")
 LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed lines (with a warning naming them).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the persistent token cache.")]
 ToOpt = Annotated[

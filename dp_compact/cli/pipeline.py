@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from dp_compact.cli.app import EXIT_INVALID, CommandError, app, load_settings, note
-from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, ToOpt, settings_options
+from dp_compact.cli.options import LenientOpt, NoCacheOpt, PipelineJsonOpt, ToOpt, settings_options
 
 #: ``recall --limit`` bound: :data:`dp_compact.pipeline.archive.MAX_SEARCH_LIMIT` (not imported here:
 #: the archive module loads SQLite, which a command line that never searches does not need).
@@ -31,7 +31,7 @@ def compact(
     )] = False,
     to: ToOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be dropped, kept, anchored and archived; write nothing.")] = False,
-    as_json: JsonOpt = False,
+    as_json: PipelineJsonOpt = False,
     reset_breaker: Annotated[bool, typer.Option("--reset-breaker", help="Close this session's circuit breaker first.")] = False,
     summarizer: Annotated[Literal["extractive", "llm"], typer.Option("--summarizer", help="extractive (offline) or llm.")] = "extractive",
     llm_api: Annotated[Api, typer.Option("--llm-api", help="With --summarizer llm: the API to ask.")] = "anthropic",
@@ -203,7 +203,7 @@ def recall(
     query: Annotated[str, typer.Argument(help="Words, file paths or identifiers (all must match; word* for a prefix).")],
     session: Annotated[Optional[str], typer.Option("--session", help="Only archives of this session.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_SEARCH_LIMIT, help="Most archives listed.")] = 20,
-    as_json: JsonOpt = False,
+    as_json: PipelineJsonOpt = False,
 ) -> None:
     """List archived heads matching QUERY, best first, with their summaries."""
     from dp_compact.cli.render import render_hits

@@ -10,7 +10,7 @@ import typer
 
 from dp_compact.cli.app import CommandError, app, load_settings, note
 from dp_compact.cli.fleet import EngineOpt, ParquetOpt, SchedulerOpt
-from dp_compact.cli.options import JsonOpt, LenientOpt, NoCacheOpt, OutputAliasOpt, check_figure, figure_output, settings_options
+from dp_compact.cli.options import LenientOpt, NoCacheOpt, OutputAliasOpt, ReplayJsonOpt, check_figure, figure_output, settings_options
 
 FigureOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure to write: .png or .svg (written atomically).")]
 
@@ -37,7 +37,7 @@ def replay(
     detector: Annotated[Literal["verbatim", "strict", "both"], typer.Option("--detector", help="Which later uses of a dropped message count: verbatim (200 characters repeated, or a read file edited), strict (also a path, identifier or command named again), or both (the ranking of the policies under each, side by side).")] = "verbatim",
     receipts: Annotated[bool, typer.Option("--receipts", help="List every compaction of each policy (one SESSION): its cost (summary request, cache rewrite), what it saved on the calls that followed, when it paid back, what it dropped that was used again.")] = False,
     cache_ttl: Annotated[Optional[float], typer.Option("--cache-ttl", min=0.0, help="Cache lifetime after its last use, seconds (where calls have timestamps). Default: the lifetime of the session's recorded cache writes (1 hour when most are 1-hour entries, else 5 minutes) where the calls have times; none without times. The report says which applied and why.")] = None,
-    as_json: JsonOpt = False,
+    as_json: ReplayJsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw context size per call per policy to this image (one SESSION).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes for a folder (default: CPU count).")] = None,
     lenient: LenientOpt = False,

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from dp_compact.cli.app import CommandError, app, load_settings, note
-from dp_compact.cli.options import JsonOpt, NoCacheOpt, check_figure, settings_options
+from dp_compact.cli.options import NoCacheOpt, TuneJsonOpt, check_figure, settings_options
 
 #: Where each tool keeps its transcripts when DIR is omitted (the tool's default folders).
 DEFAULT_FOLDERS = {"claude-code": "~/.claude/projects", "codex": "~/.codex/sessions", "gemini-cli": "~/.gemini/tmp"}
@@ -43,7 +43,7 @@ def render_tune(data: dict[str, Any]) -> str:
 def tune(
     folder: Annotated[Optional[str], typer.Argument(help="Transcripts to replay: a folder, files or an fsspec URL (default: the tool's own transcript folder, for claude-code, codex and gemini-cli).")] = None,
     tool: Annotated[str, typer.Option("--tool", help="The agent tool whose setting to tune (required): claude-code, codex, gemini-cli, kilo, roo, langchain, openhands.")] = "",
-    as_json: JsonOpt = False,
+    as_json: TuneJsonOpt = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw the cost against the setting, default and best marked (.png or .svg).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Processes (default: CPU count).")] = None,
     no_cache: NoCacheOpt = False,
