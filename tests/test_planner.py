@@ -110,6 +110,30 @@ def test_plan_empty_session_keeps_with_reason():
     assert "no messages" in result.explanation
 
 
+def test_plan_names_the_tool_results_that_answer_no_tool_call():
+    """A tool result whose call is not in the transcript binds no cut; the plan's notes name it (and only then)."""
+    messages = _autonomous(6)
+    orphan = Message("tool", tool_results=(ToolResult("gone", "output of a call made before the transcript began"),))
+    with_orphan = [messages[0], orphan, *messages[1:]]
+    tokens = np.full(len(with_orphan), 100, dtype=np.int64)
+    notes = [n for n in plan(session_of(with_orphan), tokens, load_settings(), PRICES).notes if "answer no tool call" in n]
+    assert notes == ["1 tool result(s) answer no tool call in the transcript (message 1): they bind no cut, "
+                     "and `compact` pairs any it keeps with a note so that the API accepts it"]
+    plain = plan(session_of(messages), tokens[:-1], load_settings(), PRICES)
+    assert not [n for n in plain.notes if "answer no tool call" in n]
+
+
+def test_plan_of_a_real_transcript_names_its_orphan_tool_result():
+    """cc_task43_develop holds one tool result whose call the transcript lost (message 97 of its live part)."""
+    from dp_compact.api import plan_file
+    from tests.conftest import SESSIONS, need
+
+    path = SESSIONS / "claude_code" / "cc_task43_develop.jsonl"
+    need(path)
+    notes = [n for n in plan_file(path, load_settings()).notes if "answer no tool call" in n]
+    assert len(notes) == 1 and notes[0].startswith("1 tool result(s) answer no tool call in the transcript (message 97)")
+
+
 def _autonomous(rounds=150):
     messages = [Message("user", "solve", raw={"role": "user", "content": "solve"})]
     for r in range(rounds):

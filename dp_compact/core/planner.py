@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from dp_compact.core.benefit import BenefitInputs, BenefitTerms, net_benefit, recall_costs
 from dp_compact.conversation import Session
-from dp_compact.core.cuts import MessageArrays, feasible_cut_mask, message_ages, message_arrays
+from dp_compact.core.cuts import ROLE_TOOL, MessageArrays, feasible_cut_mask, message_ages, message_arrays
 from dp_compact.core.hits import HitShare, served_prices
 from dp_compact.core.decision import (
     NO_TERMS,
@@ -94,6 +94,18 @@ def _ages(arrays: MessageArrays, unit: str, calls_per_turn: float) -> npt.NDArra
         return np.zeros(0, dtype=np.float64)
     scale = message_ages(arrays, unit, calls_per_turn)
     return scale[-1] - scale
+
+
+def _orphan_note(arrays: MessageArrays) -> tuple[str, ...]:
+    """A note naming the tool-result messages that answer no tool call of the session (their call was
+    cut off before the transcript began, or lost): they bind no cut, and ``compact`` pairs any it keeps
+    with a note so that the API accepts it; empty when there is none."""
+    found = ((arrays.roles == ROLE_TOOL) & (arrays.call_index < 0)).nonzero()[0].tolist()
+    if not found:
+        return ()
+    named = ", ".join(str(i) for i in found[:3]) + (f" and {len(found) - 3:,} more" if len(found) > 3 else "")
+    return (f"{len(found):,} tool result(s) answer no tool call in the transcript (message {named}): they bind no cut, "
+            "and `compact` pairs any it keeps with a note so that the API accepts it",)
 
 
 def _notes(est: Estimates, window: int) -> tuple[str, ...]:
@@ -285,7 +297,8 @@ def plan(
         head_recall = np.concatenate(([0.0], per_message.cumsum()))[cuts]
     terms = net_benefit(cuts, total - prefix[cuts], prices=priced, inputs=inputs, head_recall_cost=head_recall)
     keep = n - cuts
-    common.update(n_feasible_cuts=int(cuts.size), benefit=terms, notes=common["notes"] + _notes(est, prices.max_context_tokens) + hit_notes)
+    common.update(n_feasible_cuts=int(cuts.size), benefit=terms,
+                  notes=common["notes"] + _notes(est, prices.max_context_tokens) + hit_notes + _orphan_note(arrays))
     if settings.planner == "lookahead" and settings.model == "recall":
         if not settings.clear_tool_results:
             clear_saved = None
