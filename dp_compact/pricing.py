@@ -54,6 +54,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dp_compact.errors import UnknownProfileError
+from dp_compact.measure.memo import keep_newest
 
 if TYPE_CHECKING:
     from datetime import date
@@ -268,11 +269,7 @@ class Prices:
         made = replace(self, p_input=tier.p_input, p_cache=tier.p_cache, p_out=tier.p_out, p_cache_write=tier.p_cache_write,
                        p_cache_write_1h=tier.p_cache_write_1h, tiers=(), later=())
         _TIER_PRICES[(id(self), index)] = (self, made)
-        while len(_TIER_PRICES) > TIER_PRICES_KEPT:  # the oldest first
-            try:
-                del _TIER_PRICES[next(iter(_TIER_PRICES))]
-            except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
-                break
+        keep_newest(_TIER_PRICES, TIER_PRICES_KEPT)
         return made
 
     def to_dict(self) -> dict[str, object]:

@@ -64,10 +64,14 @@ def growth_per_call(prompts: Sequence[int], total_tokens: int, calls: int) -> fl
     """
     last = prompts[-GROWTH_WINDOW_CALLS - 1:]  # a few values: Python floats do numpy's float64 arithmetic, without arrays
     values = [float(p) for p in (last.tolist() if isinstance(last, np.ndarray) else last)]
-    grown = sorted(step for step in (b - a for a, b in zip(values, values[1:], strict=False)) if step >= 0)
-    if not grown:
-        return max(total_tokens / max(calls, 1), 1.0)
-    return max((grown[(len(grown) - 1) // 2] + grown[len(grown) // 2]) / 2, 1.0)  # the median, as _median takes it
+    grown = [step for step in (b - a for a, b in zip(values, values[1:], strict=False)) if step >= 0]
+    return max(_few_median(grown), 1.0) if grown else max(total_tokens / max(calls, 1), 1.0)
+
+
+def _few_median(values: list[float]) -> float:
+    """:func:`_median` of a few Python floats (n ≥ 1) without arrays: the same float64 arithmetic."""
+    ordered = sorted(values)
+    return (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
 
 
 def _median(values: npt.NDArray[np.float64]) -> float:
@@ -103,10 +107,8 @@ def rewritten_growth(session: Session, tokens: npt.NDArray[np.int64]) -> float |
 def output_per_call(session: Session) -> float:
     """Output tokens per call the look-ahead expects (for price tiers, DESIGN §8): the median of the
     last ``GROWTH_WINDOW_CALLS`` usage records' output, 0 without records."""
-    recent = sorted([float(u.output_tokens) for u in session.usage[-GROWTH_WINDOW_CALLS:]])  # a few values: no arrays
-    if not recent:
-        return 0.0
-    return (recent[(len(recent) - 1) // 2] + recent[len(recent) // 2]) / 2  # _median's float64 arithmetic, as Python floats do it
+    recent = [float(u.output_tokens) for u in session.usage[-GROWTH_WINDOW_CALLS:]]  # a few values: no arrays
+    return _few_median(recent) if recent else 0.0
 
 
 def round_keep(session: Session) -> int:
