@@ -45,6 +45,9 @@ session, a usage record, the look-ahead's values). CPU instructions
 (callgrind), CPython 3.11, 2026-12-07: a :class:`~dp_compact.conversation.Session` (28 fields)
 with three fields changed takes about 88,000 by :func:`dataclasses.replace` and 16,500 by its
 replacer.
+
+:func:`keep_newest` bounds the small caches of made values (tier prices, windowed prices, token
+counts, kept live states) that every layer keeps, so that a long-running process never grows them.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, TypeVar
 
-__all__ = ["maker", "replacer"]
+__all__ = ["keep_newest", "maker", "replacer"]
 
 T = TypeVar("T")
 
@@ -130,3 +133,13 @@ def replacer(cls: type[T]) -> Callable[..., T]:
     replace.__module__, replace.__qualname__ = cls.__module__, f"replace_{cls.__name__}"
     replace.__doc__ = f"dataclasses.replace of a {cls.__name__}, without __init__ (dp_compact._fast.replacer)."
     return replace
+
+
+def keep_newest(kept: dict[Any, Any], most: int) -> None:
+    """Forget the oldest entries of ``kept`` (insertion order: the least recently put first) until at
+    most ``most`` remain; stops quietly when another thread changes it meanwhile."""
+    while len(kept) > most:
+        try:
+            del kept[next(iter(kept))]
+        except (KeyError, RuntimeError, StopIteration):
+            break

@@ -32,7 +32,7 @@ from dp_compact.core.hits import FULL_HITS, HitShare, hit_share_from_usage
 from dp_compact.core.timing import RECENT_GAPS, IdleHazard, Timing, session_call_seconds
 from dp_compact.errors import SettingsError, UnknownProfileError
 from dp_compact.measure.columns import usage_columns
-from dp_compact.measure.memo import keep_newest
+from dp_compact._fast import keep_newest
 from dp_compact.measure.estimation import (
     CallPlacement,
     Estimates,

@@ -54,7 +54,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dp_compact.errors import UnknownProfileError
-from dp_compact.measure.memo import keep_newest
+from dp_compact._fast import keep_newest
 
 if TYPE_CHECKING:
     from datetime import date

@@ -33,7 +33,7 @@ from dp_compact.core.decision import (
 )
 from dp_compact.measure.estimation import CallPlacement, Estimates, estimate
 from dp_compact.measure.clearing import clearable_saved_tokens
-from dp_compact.measure.memo import keep_newest
+from dp_compact._fast import keep_newest
 from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS, growth_per_call, plan_ahead, round_keep, summary_tokens
 from dp_compact.core.timing import Timing
 from dp_compact.pricing import Prices

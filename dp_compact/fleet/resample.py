@@ -33,6 +33,7 @@ for each, the base, the prefix length and the donor blocks (``path#block``). The
 from __future__ import annotations
 
 import json
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,7 @@ def cut_source(path: Path | str) -> Source | None:
         return None
     lines = path.read_bytes().splitlines()
     bounds = [*(s - 1 for s in starts), len(lines)]
-    blocks = tuple(tuple(lines[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a)
+    blocks = tuple(tuple(lines[a:b]) for a, b in itertools.pairwise(bounds) if b > a)
     session_id = None
     for line in lines:
         if b'"sessionId"' in line:

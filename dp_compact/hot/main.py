@@ -395,7 +395,7 @@ def _keep(state_file: Path, kept: Any, transcript: bytes, state: Any = None) -> 
 
     from dp_compact.hot.lines import IN_PLACE_STATES
     from dp_compact.hot.state import LIVE_STATES, file_signature, save
-    from dp_compact.measure.memo import keep_newest
+    from dp_compact._fast import keep_newest
     from dp_compact.pricing import price_lookups
 
     global _kept_now

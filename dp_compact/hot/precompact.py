@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_compact.hot.state import LIVE_STATES, file_signature
-from dp_compact.measure.memo import keep_newest
+from dp_compact._fast import keep_newest
 
 __all__ = ["COMMIT_TRIES", "PREPARE_STEP", "READ_FROM_SHARE", "READ_FROM_TOKENS", "TOKEN_COUNTS", "WHOLE_READS", "after_reply"]
 

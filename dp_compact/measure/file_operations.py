@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dp_compact.conversation import ToolCall
-from dp_compact.measure.memo import keep_newest
+from dp_compact._fast import keep_newest
 from dp_compact.text.patterns import (
     EDITOR_TOOLS,
     EDITOR_WRITES,

@@ -23,7 +23,9 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-__all__ = ["AppendMemo", "EXTENSIONS_KEPT", "MEMO_SEQUENCES", "extended", "keep_newest", "starts_with"]
+from dp_compact._fast import keep_newest
+
+__all__ = ["AppendMemo", "EXTENSIONS_KEPT", "MEMO_SEQUENCES", "extended", "starts_with"]
 
 #: Sequences an :class:`AppendMemo` keeps (conversations planned in turn, and the shorter list a
 #: framework may send between two appends).
@@ -34,16 +36,6 @@ EXTENSIONS_KEPT = 64
 #: The tuples made by :func:`extended`, by ``id``: ``(tuple, the tuple it extends)`` (both held, so an id names one tuple).
 _EXTENSIONS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 
-
-
-def keep_newest(kept: dict[Any, Any], most: int) -> None:
-    """Forget the oldest entries of ``kept`` (insertion order: the least recently put first) until at
-    most ``most`` remain; stops quietly when another thread changes it meanwhile."""
-    while len(kept) > most:
-        try:
-            del kept[next(iter(kept))]
-        except (KeyError, RuntimeError, StopIteration):
-            break
 
 
 def extended(items: tuple[Any, ...], added: Sequence[Any]) -> tuple[Any, ...]:

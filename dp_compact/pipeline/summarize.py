@@ -38,7 +38,7 @@ from dp_compact.pipeline.extract import (
 from dp_compact.pipeline.texts import parse_sections, render_sections
 from dp_compact.conversation import Message
 from dp_compact.measure.file_operations import file_operations
-from dp_compact.measure.memo import keep_newest
+from dp_compact._fast import keep_newest
 from dp_compact.measure.tokens import count_text_tokens
 from dp_compact.text.patterns import WORKDIR_KEYS
 
