@@ -32,8 +32,8 @@ for each, the base, the prefix length and the donor blocks (``path#block``). The
 
 from __future__ import annotations
 
-import json
 import itertools
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
