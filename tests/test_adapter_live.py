@@ -301,3 +301,25 @@ def test_adapter_compacts_only_where_the_saving_exceeds_the_expected_loss(name, 
         assert plan.lookahead["saves_usd"] > 0, plan.explanation
         if single:
             assert plan.lookahead["saves_usd"] > plan.lookahead["loss_usd"] > 0, f"one API round kept: {plan.explanation}"
+
+
+def test_a_compacting_call_plans_once(tmp_path, monkeypatch):
+    """The plan that decides a compaction is the one the pipeline carries out: a call plans once, whether it keeps or compacts."""
+    import dp_compact.pipeline.compact as pipeline_compact
+    import dp_compact.prepare as prepare_module
+
+    made: list[Any] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(plan_prepared(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(prepare_module, "plan_prepared", counted)
+    monkeypatch.setattr(pipeline_compact, "plan_prepared", counted)
+    clock = Clock()
+    middleware = lc.DpCompactMiddleware("claude-sonnet-4", archive=None, recall=None, keep_history=False, max_context_tokens=32_000,
+                                        clock=clock)
+    calls: list[int] = []
+    replay_langchain(need(SESSIONS / "claude_code/cc_privacy_x402.jsonl"), middleware, clock, lambda *_: calls.append(len(made)))
+    assert middleware.compactions, "the 32k window makes the middleware compact"
+    assert calls == list(range(1, len(calls) + 1)), "a call planned more than once"

@@ -406,7 +406,7 @@ class LiveCompactor:
             action = "force"  # the context must shrink: compact at the forced cut instead
         try:
             result = compact_session(prepared.session, self.settings, to="openai", summarizer=self.summarizer, archiver=self.archive,
-                                     timing=timing, prepared=prepared, force=action == "force")
+                                     timing=timing, prepared=prepared, planned=planned, force=action == "force")
         except CompactionError as exc:
             self.plans.append(plan)
             logging.getLogger("dp_compact.adapters").warning("dp-compact: compaction skipped: %s", exc)

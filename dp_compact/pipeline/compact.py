@@ -128,8 +128,10 @@ class CompactionResult:
 
 def _choose_cut(
     prepared: PreparedSession, keep: int | None, force: bool, requested: bool = False, timing: Timing | None = None,
+    planned: Plan | None = None,
 ) -> tuple[int | None, str, str, Plan | None]:
-    """(cut or None, rule, explanation, plan) from ``--keep``, the planner, a request, or ``--force``."""
+    """(cut or None, rule, explanation, plan) from ``--keep``, the planner (``planned`` when already made), a
+    request, or ``--force``."""
     session = prepared.session
     messages = session.messages
     if not messages:
@@ -139,7 +141,7 @@ def _choose_cut(
         cut = cut_for_keep(messages, keep, user_turns_only=seed, path=session.path)
         moved = keep_moved_note(messages, keep, cut, path=session.path, user_turns_only=seed)
         return cut, RULE_KEEP_FLAG, moved or f"--keep {keep}", None
-    decided = plan_prepared(prepared, timing=timing)
+    decided = planned if planned is not None else plan_prepared(prepared, timing=timing)
     if decided.decision == "compact":
         return decided.cut, decided.rule, decided.explanation, decided
     scheduled = decided.rule == RULE_WAIT and (decided.lookahead or {}).get("next_compaction_calls") is not None
@@ -290,6 +292,7 @@ def compact_session(
     use_cache: bool = True,
     timing: Timing | None = None,
     prepared: PreparedSession | None = None,
+    planned: Plan | None = None,
 ) -> CompactionResult:
     """Compact an already read session in memory (parameters and errors as :func:`compact_file`; writes no output).
 
@@ -299,12 +302,14 @@ def compact_session(
     scale, V), as ``plan`` prints them. ``timing``: what the plan knows of time (DESIGN §8; an
     adapter's wall clock), default the transcript's (:func:`~dp_compact.prepare.plan_prepared`);
     ``prepared``: ``session`` already prepared under ``settings`` (an adapter's incremental state,
-    :func:`~dp_compact.prepare.prepare_counted`).
+    :func:`~dp_compact.prepare.prepare_counted`); ``planned``: the plan
+    :func:`~dp_compact.prepare.plan_prepared` gives for ``prepared`` and ``timing``, already made
+    (an adapter plans before deciding to compact), used instead of planning again.
     """
     api = target_api(session, to)
     prepared = prepared if prepared is not None else prepare(session, settings, use_cache=use_cache)
     tokens, window = prepared.message_tokens, prepared.window_tokens
-    cut, rule, why, decided = _choose_cut(prepared, keep, force, requested, timing)
+    cut, rule, why, decided = _choose_cut(prepared, keep, force, requested, timing, planned)
     base = dict(path=session.path, format=session.format, rule=rule, explanation=why, api=api, n_messages=len(session.messages), plan=decided, dry_run=dry_run)
     if cut is None:
         return CompactionResult(decision="keep", k=len(session.messages), notes=prepared.notes, **base)
