@@ -16,11 +16,7 @@ from tests.conftest import CASES, need
 
 
 #: Cases whose fault is not fixed yet, each with what is wrong; they still run and report.
-KNOWN_FAILURES: dict[str, str] = {
-    "31-empty-text-blocks-in-history": "the Messages API refuses the blank text block of kept message 13, so compact drops it"
-    " (a valid output), but the case's tail is the exact common suffix of output and input, which then begins at"
-    " message 14, a tool result: dropping or filling the block and an unchanged message 13 cannot both hold",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _case_folders() -> list[Path]:

@@ -60,9 +60,17 @@ def _advisor_turn() -> dict[str, Any]:
 
 REPAIRS = {
     "empty assistant message in the tail": (lambda m: m[:13] + [{"role": "assistant", "content": []}] + m[13:], None),
-    "white-space text block in the tail": (
-        lambda m: m[:13] + [{"role": "assistant", "content": [{"type": "text", "text": " \n"}, {"type": "text", "text": "ok"}]}] + m[14:],
+    "empty text block in the tail": (
+        lambda m: m[:13] + [{"role": "assistant", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "ok"}]}] + m[14:],
         "white-space-only text block",
+    ),
+    "white-space text block alone in the tail": (
+        lambda m: m[:13] + [{"role": "assistant", "content": [{"type": "text", "text": " \n"}]}] + m[14:],
+        "white-space-only text block",
+    ),
+    "white-space text block beside text kept verbatim": (
+        lambda m: m[:13] + [{"role": "assistant", "content": [{"type": "text", "text": " \n"}, {"type": "text", "text": "ok"}]}] + m[14:],
+        None,
     ),
     "advisor_tool_result kept with its call": (lambda m: m[:13] + [_advisor_turn()] + m[14:], None),
     "unknown block type kept verbatim": (
@@ -89,7 +97,7 @@ def test_compact_repairs_what_the_api_rules_allow_instead_of_refusing(tmp_path, 
     assert validate_messages(written, "anthropic") == ()
     if note:
         assert any(note in n for n in result.notes), result.notes
-    if "advisor" in name or "unknown" in name:  # kept verbatim
+    if "advisor" in name or "unknown" in name or "verbatim" in name:  # kept verbatim
         assert edit(_base())[13] in written
 
 

@@ -53,7 +53,7 @@ def test_to_api_drops_blank_text_blocks_and_messages_left_empty():
     call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
     rows = [
         {"role": "user", "content": "list the files"},
-        {"role": "assistant", "content": [{"type": "text", "text": "\n\n"}, call]},
+        {"role": "assistant", "content": [{"type": "text", "text": ""}, call]},  # empty: refused anywhere
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]},
         {"role": "assistant", "content": [{"type": "text", "text": " "}]},  # nothing but white space
         {"role": "user", "content": "thanks"},
@@ -66,6 +66,28 @@ def test_to_api_drops_blank_text_blocks_and_messages_left_empty():
     assert written[2]["content"][0]["tool_use_id"] == "t1" and written[2]["content"][-1] == {"type": "text", "text": "thanks"}
     assert written[-1] == rows[-1]
     assert not sdk_errors(written, "anthropic")
+
+
+@pytest.mark.parametrize(("content", "refused"), [
+    ([{"type": "text", "text": "\n\n"}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}], None),
+    ([{"type": "text", "text": " "}, {"type": "text", "text": "ok"}], None),
+    ([{"type": "text", "text": " "}], "text content blocks must contain non-whitespace text"),
+    ([{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": " "}], "text content blocks must contain non-whitespace text"),
+    ([{"type": "text", "text": ""}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}], "text content blocks must be non-empty"),
+    ([{"type": "text", "text": ""}, {"type": "text", "text": "x"}], "text content blocks must be non-empty"),
+])
+def test_white_space_text_is_refused_only_where_the_messages_api_refuses_it(content, refused):
+    """The Messages API's rule, as requests sent to it showed: an empty text block is refused anywhere, a white-space
+    one only in a message with no other content; repairs drop exactly what validation refuses, nothing else."""
+    call = [{"role": "user", "content": "go"}, {"role": "assistant", "content": content}]
+    if any(b.get("type") == "tool_use" for b in content):
+        call.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]})
+    rules = [v.detail for v in validate_messages(call, "anthropic") if v.rule == "empty-text"]
+    assert rules == ([refused] if refused else [])
+    written = to_api(_messages(call), "anthropic")
+    assert not validate_messages(written, "anthropic"), validate_messages(written, "anthropic")
+    if refused is None:
+        assert written[1]["content"] == content  # kept as recorded
 
 
 def test_validate_flags_unknown_keys_blocks_and_parts():

@@ -7,9 +7,12 @@ breaks the target's rules:
   source: records lost from a transcript) becomes plain text saying so, and a tool call whose
   result the source never recorded (not the last message: that is a pending call) gets a result
   saying so, since both APIs refuse either;
-- Anthropic: text blocks that are empty or only white space are dropped ("text content blocks
-  must contain non-whitespace text"; agents record them from streamed responses), and a message
-  left with no content at all is dropped; nothing else of the message changes;
+- Anthropic: text blocks the Messages API refuses are dropped (agents record them from streamed
+  responses): an empty one anywhere ("text content blocks must be non-empty"), and one of only
+  white space in a message with no other content ("text content blocks must contain non-whitespace
+  text"); a white-space block beside text or a tool call is accepted and kept (requests sent to the
+  API: experientiallabs/experiential#804, LibreChat-AI/agents#124). A message left with no content
+  at all is dropped; nothing else of the message changes;
 - a tool result repeated for one call (the same call answered twice: an agent that logged a
   result twice) is written once, the first one; both APIs refuse a call answered twice;
 - OpenAI: an assistant message with neither content nor tool calls is dropped (chat completions
@@ -40,6 +43,7 @@ __all__ = [
     "repair_notes",
     "without_duplicate_results",
     "without_empty_assistant",
+    "refused_text",
     "without_empty_text",
 ]
 
@@ -71,24 +75,55 @@ def _blocks(content: Any) -> list[Any]:
 
 
 def _blank_text(block: Any) -> bool:
-    """An Anthropic text block with nothing but white space (the Messages API refuses it)."""
+    """An Anthropic text block that is empty or holds nothing but white space."""
     return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip()
 
 
+def _substantive(block: Any) -> bool:
+    """A block beside which a white-space text block is accepted: any block but a blank text or a thinking block."""
+    return isinstance(block, dict) and not _blank_text(block) and block.get("type") not in _THINKING
+
+
+def refused_text(block: Any, blocks: Sequence[Any]) -> str | None:
+    """Why the Messages API refuses text ``block`` in a message whose content blocks are ``blocks``
+    (the API's words), or None when it accepts it: an empty text is refused anywhere, a white-space
+    one only when no other block of the message has content (a tool call, an image or non-blank text
+    does; thinking blocks are not counted). Requests sent to the API: experientiallabs/experiential#804,
+    LibreChat-AI/agents#124 (module docstring).
+
+    >>> call = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
+    >>> refused_text({"type": "text", "text": "\\n\\n"}, [{"type": "text", "text": "\\n\\n"}, call]) is None
+    True
+    >>> refused_text({"type": "text", "text": " "}, [{"type": "text", "text": " "}])
+    'text content blocks must contain non-whitespace text'
+    >>> refused_text({"type": "text", "text": ""}, [{"type": "text", "text": ""}, call])
+    'text content blocks must be non-empty'
+    """
+    if not _blank_text(block):
+        return None
+    if block.get("text", "") in ("", None):
+        return "text content blocks must be non-empty"
+    if any(_substantive(b) for b in blocks):
+        return None
+    return "text content blocks must contain non-whitespace text"
+
+
 def without_empty_text(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Anthropic messages without blank text blocks, and without messages left with no content.
+    """Anthropic messages without the text blocks the API refuses (:func:`refused_text`), and without
+    messages left with no content.
 
-    A message that has no blank text block is returned as the same object.
+    A message that has no refused text block is returned as the same object.
 
-    >>> without_empty_text([{"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "ok"}]},
+    >>> without_empty_text([{"role": "assistant", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "ok"}]},
+    ...                     {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "ok"}]},
     ...                     {"role": "user", "content": "  "}])
-    [{'role': 'assistant', 'content': [{'type': 'text', 'text': 'ok'}]}]
+    [{'role': 'assistant', 'content': [{'type': 'text', 'text': 'ok'}]}, {'role': 'assistant', 'content': [{'type': 'text', 'text': ' '}, {'type': 'text', 'text': 'ok'}]}]
     """
     out = []
     for message in messages:
         content = message.get("content")
-        if isinstance(content, list) and any(_blank_text(b) for b in content):
-            content = [b for b in content if not _blank_text(b)]
+        if isinstance(content, list) and any(refused_text(b, content) for b in content):
+            content = [b for b in content if not refused_text(b, content)]
             message = {**message, "content": content}
         if (isinstance(content, str) and not content.strip()) or (isinstance(content, list) and not content):
             continue
@@ -263,7 +298,8 @@ def repair_notes(before: Sequence[Any], after: Sequence[dict[str, Any]], api: Ap
     notes = []
     dropped_blocks = blank(before) - blank(after) if api == API_ANTHROPIC else 0
     if dropped_blocks > 0:
-        notes.append(f"{dropped_blocks} empty or white-space-only text block(s) dropped (the Messages API refuses them)")
+        notes.append(f"{dropped_blocks} empty or white-space-only text block(s) dropped (the Messages API refuses them: an empty one anywhere,"
+                     " a white-space one in a message with nothing else)")
     empty = sum(1 for m in before if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") in (None, "", [])
                 and not m.get("tool_calls"))
     if empty:
