@@ -20,6 +20,7 @@ from dp_compact.api import plan_session
 from dp_compact.errors import NoFeasibleCutError, NotASessionError
 from dp_compact.pipeline.compact import compact_session
 from dp_compact.pipeline.io import validate_file, write_messages
+from dp_compact.pipeline.split import split_system
 from dp_compact.sessions import read_session
 from dp_compact.conversation import Message, Session
 from dp_compact.settings import load_settings
@@ -76,7 +77,8 @@ def test_real_session_compacts_and_validates_at_planned_and_forced_cuts(path: Pa
     planned = compact_session(session, settings, force=True, archiver=archive, use_cache=False)
     assert planned.decision == "compact", planned.explanation
     _check_output(planned, tmp_path, "planned")
-    assert archive.restore(planned.archive_ref) == [m.raw for m in session.messages[: planned.cut]]
+    markers = list(split_system(session.system_messages)[1])  # earlier compactions' markers go with the head
+    assert archive.restore(planned.archive_ref) == [*markers, *(m.raw for m in session.messages[: planned.cut])]
     for keep in [k for k in KEEPS if k < len(session.messages)]:
         for to in ("anthropic", "openai"):
             try:

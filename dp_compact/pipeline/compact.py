@@ -38,7 +38,7 @@ from dp_compact.sessions.source import repaired_lines_note
 from dp_compact.sessions.common import count_llm_calls, count_user_turns
 from dp_compact.pipeline.reassemble import reassemble, summary_message_text
 from dp_compact.pipeline.shrink import shrink_messages
-from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split
+from dp_compact.pipeline.split import cut_for_keep, keep_moved_note, split, split_system
 from dp_compact.pipeline.summarize import (
     ExtractiveSummarizer,
     Summarizer,
@@ -263,6 +263,16 @@ def _summary_part_tokens(messages: list[dict[str, Any]], written_tail: int) -> i
     return int(count_text_tokens(texts).sum()) if texts else 0
 
 
+def _marker_notes(markers: Sequence[Any], archived: bool) -> tuple[str, ...]:
+    """What became of the markers of earlier compactions among the system messages (:func:`~.split.split_system`)."""
+    if not markers:
+        return ()
+    n = len(markers)
+    where = "archived with the head" if archived else "left out with the head (no archive store)"
+    return (f"{n} marker{'s' if n > 1 else ''} of earlier compactions ([compact_boundary] system message{'s' if n > 1 else ''}) "
+            f"{where}, not written before the summary: the summary replaces the history {'they mark' if n > 1 else 'it marks'}",)
+
+
 def _notes(prepared: PreparedSession, api: Api, output_tokens: int, archived: bool) -> tuple[str, ...]:
     """Warnings for the user: head not archived; system prompt not written; output still above DP_FORCE_RATIO·M."""
     session, settings, window = prepared.session, prepared.settings, prepared.window_tokens
@@ -314,6 +324,8 @@ def compact_session(
     if cut is None:
         return CompactionResult(decision="keep", k=len(session.messages), notes=prepared.notes, **base)
     head, tail = split(session.messages, cut)
+    # Markers of earlier compactions lie before the head: they go with it into the archive, not ahead of the summary.
+    prefix, markers = split_system(session.system_messages)
     head_tokens, tail_tokens = int(tokens[:cut].sum()), int(tokens[cut:].sum())
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
     # The breaker guards model requests: an offline summarizer and a dry run neither wait for it nor move it.
@@ -342,7 +354,7 @@ def compact_session(
             model=session.model, window=window, avg_tokens=avg, token_ratio=measured_ratio,
             prefix_tokens=prepared.evidenced_v_tokens, write_1h_share=prepared.prices.write_1h_share,
         )
-        return text, reassemble(text, tail, api, system_raw=session.system_messages, system_text=session.system_text)
+        return text, reassemble(text, tail, api, system_raw=prefix, system_text=session.system_text)
 
     summary_text, messages = assemble(None if archiver is None else preview_ref(archive_session_name(session.path)))
     violations = validate_messages(messages, api)
@@ -350,6 +362,7 @@ def compact_session(
         raise CompactionError(f"{session.path}: the compacted conversation would break {api} rules: {violations[0]}")
     written_tail = len(to_api(tail, api, issued=[{"role": "user", "content": ""}]))  # as reassemble writes it
     repaired = _reading_notes(session) + repair_notes([m.raw for m in tail], messages[len(messages) - written_tail :], api)
+    repaired += _marker_notes(markers, archiver is not None)
     added = _summary_part_tokens(messages, written_tail)
     if added >= head_tokens and rule in (RULE_KEEP_FLAG, RULE_FORCED_FLAG):  # the user chose it: made as asked, and said so
         asked = f"--keep {keep}" if rule == RULE_KEEP_FLAG else "--force"
@@ -363,7 +376,9 @@ def compact_session(
     ref = None
     if archiver is not None and not dry_run:
         metadata = _metadata(session, head, body, anchors, {"head": head_tokens, "tail": tail_tokens})
-        ref = archiver.write(archive_session_name(session.path), [m.raw for m in head], metadata)
+        if markers:  # archived first, where they stood (before message 0), numbered -m..-1 so that #msg-N still names message N
+            metadata["message_indices"] = [*range(-len(markers), 0), *range(len(head))]
+        ref = archiver.write(archive_session_name(session.path), [*markers, *(m.raw for m in head)], metadata)
         summary_text, messages = assemble(ref)
     elif archiver is not None:  # a dry run states the archive section a real run writes, and is sized with it
         summary_text, messages = assemble(preview_ref(archive_session_name(session.path)))

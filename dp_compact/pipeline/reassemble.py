@@ -2,7 +2,9 @@
 
 The output conversation is
 
-1. (OpenAI) the session's system messages, unchanged and in order;
+1. (OpenAI) the system messages given, unchanged and in order: the session's instructions, not the
+   markers of earlier compactions, which the pipeline archives with the head
+   (:func:`dp_compact.pipeline.split.split_system`);
 2. one user message whose text holds the sections ``[summary]`` (intro and summary body),
    ``[anchors]`` (one line per anchor, when there are any) and ``[archive]`` (the reference);
 3. one assistant acknowledgement, only when the tail opens with a user message: after an
@@ -118,7 +120,8 @@ def reassemble(
         The kept messages, ``messages[cut:]``, non-empty.
     api : {"anthropic", "openai"}
     system_raw : sequence of dict
-        The session's raw system/developer messages (written first for OpenAI).
+        The raw system/developer messages to write first for OpenAI (the session's, less the
+        markers of earlier compactions: :func:`dp_compact.pipeline.split.split_system`).
     system_text : str
         Used for an OpenAI system message when the reader kept no raw system message.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,8 +24,11 @@ import numpy.typing as npt
 from dp_compact.core.cuts import ROLE_TOOL, feasible_cut_mask, message_arrays
 from dp_compact.errors import NoFeasibleCutError
 from dp_compact.conversation import Message
+from dp_compact.sessions.common import text_and_images
+from dp_compact.text.summary_text import is_boundary_text
 
-__all__ = ["CutBlocker", "cut_blocker", "cut_for_keep", "feasible_cuts", "keep_moved_note", "nearest_feasible_keeps", "split"]
+__all__ = ["CutBlocker", "cut_blocker", "cut_for_keep", "feasible_cuts", "keep_moved_note", "nearest_feasible_keeps", "split",
+           "split_system"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,3 +235,28 @@ def split(messages: Sequence[Message], cut: int) -> tuple[tuple[Message, ...], t
     if not 0 <= cut < mask.shape[0] or not mask[cut]:
         raise NoFeasibleCutError(f"cut {cut} is not a feasible cut of {len(messages)} messages")
     return tuple(messages[:cut]), tuple(messages[cut:])
+
+
+def split_system(system_messages: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``(prefix, markers)``: the session's raw system messages (``Session.system_messages``) that stay
+    ahead of the summary, and the markers of earlier compactions among them, which go with the head.
+
+    The prefix is every instruction (the system prompt, system or developer messages met later in
+    the conversation), in order. A marker (``[compact_boundary] ...``,
+    :func:`~dp_compact.text.summary_text.is_boundary_text`) states that the history before it was
+    compacted; a reader ends the live conversation's previous part at each one
+    (``Session.messages`` begins after the last), so every marker lies before the first live
+    message, in the part a compaction summarizes. Written ahead of the new summary it would claim a
+    compaction at a place the output no longer has: it is archived with the head instead (nothing
+    is lost), and kept by whatever keeps every message (clearing, shrinking).
+
+    >>> split_system([{"role": "system", "content": "You are an agent."},
+    ...               {"role": "system", "content": "[compact_boundary] Conversation compacted"}])
+    (({'role': 'system', 'content': 'You are an agent.'},), ({'role': 'system', 'content': '[compact_boundary] Conversation compacted'},))
+    """
+    prefix: list[Any] = []
+    markers: list[Any] = []
+    for message in system_messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        (markers if is_boundary_text(text_and_images(content)[0]) else prefix).append(message)
+    return tuple(prefix), tuple(markers)

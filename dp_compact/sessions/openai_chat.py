@@ -37,6 +37,7 @@ from dp_compact.sessions.codex import TokenCounts
 from dp_compact.sessions.common import build_session, dumps, is_summary_text, relink, summary_tool, text_and_images
 from dp_compact.conversation import Message, RecordedCompaction, Session, ToolCall, ToolResult, new_message
 from dp_compact.sessions.source import SNIFF_RECORDS, Record, Source, each_record
+from dp_compact.text.summary_text import is_boundary_text
 
 __all__ = ["DESCRIPTION", "FORMAT", "LiveReader", "read", "sniff"]
 
@@ -45,7 +46,6 @@ DESCRIPTION = "OpenAI chat messages (role/tool_calls/tool_call_id; JSONL, {messa
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _EVIDENCE_KEYS = ("tool_calls", "tool_call_id", "tool_call_ids", "function_call")
-_BOUNDARY = "[compact_boundary]"
 _INTERRUPTED = "[Request interrupted by user"
 _ACTION_MARKS = ("```mswea_bash_command", "<returncode>")
 
@@ -165,7 +165,7 @@ class _Reader:
         boundary, self.after_boundary = self.after_boundary, False
         if role in ("system", "developer"):
             self.system_raw.append(value)
-            if text.lstrip().startswith(_BOUNDARY):
+            if is_boundary_text(text):
                 self.compactions += 1
                 self.live_start, self.after_boundary = len(self.messages), True
                 self.records.append(RecordedCompaction("claude-code", line))

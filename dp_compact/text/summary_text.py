@@ -19,7 +19,9 @@ import re
 from typing import Literal
 
 __all__ = [
+    "BOUNDARY_PREFIX",
     "SUMMARY_CLOSING",
+    "is_boundary_text",
     "recorded_prefix",
     "recorded_write_share",
     "recorded_usage",
@@ -47,6 +49,11 @@ SUMMARY_PREFIXES = (
     "Another language model started to solve this problem and produced a summary",  # Codex
 )
 
+#: Text that opens a system message marking where an earlier compaction happened: Claude Code's
+#: ``compact_boundary`` as converters write it in OpenAI chat (``[compact_boundary] Conversation
+#: compacted``), followed by that compaction's summary message.
+BOUNDARY_PREFIX = "[compact_boundary]"
+
 
 #: The closing note Claude Code appends to its summary, addressed to the model about the hand-over
 #: itself (where the full transcript is, "Continue the conversation from where it left off ...
@@ -71,6 +78,16 @@ def summary_body(text: str) -> str:
 def is_summary_text(text: str) -> bool:
     """True when ``text`` opens like a compaction summary message (see ``SUMMARY_PREFIXES``)."""
     return text[:4096].lstrip()[:120].startswith(SUMMARY_PREFIXES)
+
+
+def is_boundary_text(text: str) -> bool:
+    """True when ``text`` (a system message's) is the marker of an earlier compaction (:data:`BOUNDARY_PREFIX`),
+    not an instruction.
+
+    >>> is_boundary_text("[compact_boundary] Conversation compacted"), is_boundary_text("You are a coding agent.")
+    (True, False)
+    """
+    return text[:4096].lstrip().startswith(BOUNDARY_PREFIX)
 
 
 def summary_tool(text: str) -> CompactingTool:
