@@ -10,7 +10,7 @@ from dp_compact.errors import NotASessionError
 from dp_compact.measure.estimation import call_message_counts
 from dp_compact.sessions import read_session
 from dp_compact.settings import load_settings
-from tests.conftest import SESSIONS, session_files
+from tests.conftest import SESSIONS, need, session_files
 
 FILES = session_files()
 
@@ -117,3 +117,14 @@ def test_a_compaction_after_the_rule_of_one_round_says_which_cut_it_takes_instea
     assert plan.k > plan.min_keep
     assert any("the last API round" in note for note in plan.notes)
     assert f"this one keeps the last {plan.k} messages ({plan.tail_tokens:,} tokens)" in plan.explanation
+
+
+def test_the_plans_settings_name_the_profile_it_priced():
+    """``settings.provider`` in a plan is the profile priced: the session's recorded model when none was given, else the one given."""
+    path = need(SESSIONS / "codex" / "codex_raze.jsonl")
+    session = read_session(path)
+    assert session.model and session.model != load_settings().provider
+    plan = plan_session(session, load_settings())
+    assert plan.settings["provider"] == plan.prices.name == session.model
+    given = plan_session(session, load_settings(provider="gpt-4o"))
+    assert given.settings["provider"] == given.prices.name == "gpt-4o"

@@ -73,7 +73,8 @@ class Plan:
     prices : Prices
     settings : dict
         The settings used (``Settings.model_dump()``), with ``v`` the fixed prefix V the plan used,
-        tokens (the session's own when measured: :func:`dp_compact.prepare.prepare`).
+        tokens (the session's own when measured: :func:`dp_compact.prepare.prepare`), and
+        ``provider`` the pricing profile or model priced (``prices.name``) unless one was given.
     path, format : str
         The session file and its format.
     skipped_lines : int

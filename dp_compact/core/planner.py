@@ -270,7 +270,8 @@ def plan(
         least = round_keep(session)
     common: dict[str, Any] = dict(
         n_messages=n, total_tokens=total, estimates=est, min_keep=least, force_threshold_tokens=threshold,
-        prices=prices, settings={**_settings_dump(settings), "v": v}, path=session.path, format=session.format,
+        prices=prices, path=session.path, format=session.format,
+        settings={**_settings_dump(settings), "v": v, "provider": settings.provider if settings.explicit_provider() else prices.name},
         skipped_lines=session.skipped_lines, skipped_line_numbers=session.skipped_line_numbers,
         planner="seed" if settings.model == "seed" else settings.planner,  # DP_PLANNER=seed set the model above
         notes=tuple(lead_notes), v_source=v_source,
