@@ -2,7 +2,10 @@
 
 The settings of DESIGN §3 (and ``DP_PLANNER`` of §7) become flags from
 :class:`~dp_compact.settings.Settings` itself: ``--<name>`` for each field (``--p-input``,
-``--force-ratio``, ``--planner`` ...), a few with a longer spelling too (``--v/--prefix-tokens``).
+``--force-ratio``, ``--planner`` ...), a few with a longer spelling too (``--v/--prefix-tokens``),
+an on/off one with its ``--no-<name>`` as a flag of its own row (``--no-clear-tool-results``), and
+a choice as ``<choice>``, its help naming the choices: the help's Settings panel then keeps its
+names and ``[DP_*]`` whole on an 80-column terminal (Rich narrows every wide column alike).
 :func:`settings_options` adds all of them to a command, so every command that plans (``plan``,
 ``compact``, ``replay``, ``curve``, ``timeline``) takes the same ones, and hands them to it as one
 ``flags`` dict (only the flags given are not None: a flag outranks ``DP_*``, which an absent flag
@@ -72,6 +75,7 @@ _HELP = {
         " summarized, from 50,000 tokens), openai-compact (/responses/compact: the user messages kept), anthropic-clear"
         " (clear_tool_uses_20250919: billed as dp's clearing), or none."
     ),
+    "recall_age": "Age a_j of a message: rounds (API rounds divided by L, calibrated) or turns (user turns).",
     "model": "Cost model: recall (k-aware ④) or seed (the seed's five terms).",
     "planner": "lookahead (compact now or later, looking ahead), myopic (NetBenefit of compacting now) or seed (the same as --model seed, which always decides as myopic).",
     "tokenizer": "tiktoken (bundled cl100k_base) or bytes4 (the reference estimate).",
@@ -83,6 +87,9 @@ _HELP = {
 
 #: Settings fields offered as flags, in :class:`Settings` order.
 SETTING_FLAGS = tuple(name for name in Settings.model_fields if name not in _NOT_FLAGS)
+#: Shown type of a choice setting (a ``Literal``), whose help names the choices: Typer's
+#: ``<none|anthropic-clear|...>`` would widen the type column of the help's table.
+CHOICE_METAVAR = "<choice>"
 
 def _json_option(document: str) -> Any:
     """The ``--json`` option of a command whose JSON keys ``document`` (a docs/ file) lists."""
@@ -154,12 +161,18 @@ def _setting_option(name: str, repeat: str | None) -> Any:
     text = _HELP.get(name) or f"{(field.description or name)[:1].upper()}{(field.description or name)[1:]}."
     if field.default is not None and "default:" not in text:  # the ones that default to None say what they do instead
         text += f" Default: {'on' if field.default is True else 'off' if field.default is False else field.default}."
-    flag = f"--{name.replace('_', '-')}"
-    if value is bool:  # an on/off setting: both spellings, so a default of on can be turned off
-        flag = f"{flag}/--no-{name.replace('_', '-')}"
+    shown = {"metavar": CHOICE_METAVAR} if get_origin(value) is Literal else {}
     return Annotated[Optional[value], typer.Option(
-        flag, *_ALSO.get(name, ()), help=f"{text} [{variable}]", rich_help_panel=SETTINGS_PANEL,
+        f"--{name.replace('_', '-')}", *_ALSO.get(name, ()), help=f"{text} [{variable}]", rich_help_panel=SETTINGS_PANEL, **shown,
     )]
+
+
+def _off_option(name: str) -> Any:
+    """The ``--no-<name>`` flag of the on/off setting ``name``, a row of its own: declared as the
+    secondary name of ``--<name>`` it would get a column of its own in the help's table, too wide
+    for an 80-column terminal."""
+    flag = name.replace("_", "-")
+    return Annotated[bool, typer.Option(f"--no-{flag}", help=f"Turn --{flag} off.", rich_help_panel=SETTINGS_PANEL)]
 
 
 def settings_options(*, repeatable: Mapping[str, str] | None = None) -> Callable[[F], F]:
@@ -167,22 +180,38 @@ def settings_options(*, repeatable: Mapping[str, str] | None = None) -> Callable
 
     The command declares a keyword parameter ``flags``; it receives ``{setting: value}`` for every
     flag (None when not given). ``repeatable`` maps a setting to the help of a repeatable
-    version (``curve --provider a --provider b``): its value is then a list or None.
+    version (``curve --provider a --provider b``): its value is then a list or None. An on/off
+    setting also has a ``--no-<name>`` flag, which gives it False.
+
+    Raises
+    ------
+    CommandError
+        From the command, when an on/off setting is given both ways.
     """
     repeat = dict(repeatable or {})
+    on_off = [name for name in SETTING_FLAGS if name not in repeat and _value_type(name) is bool]
 
     def decorate(func: F) -> F:
         signature = inspect.signature(func, eval_str=True)
         hints = get_type_hints(func, include_extras=True)
         own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values() if p.name != "flags"]
-        added = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_setting_option(name, repeat.get(name)))
-            for name in SETTING_FLAGS
-        ]
+        added = []
+        for name in SETTING_FLAGS:
+            added.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_setting_option(name, repeat.get(name))))
+            if name in on_off:
+                added.append(inspect.Parameter(f"no_{name}", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=_off_option(name)))
 
         @functools.wraps(func)
         def command(*args: Any, **kwargs: Any) -> Any:
             flags = {name: kwargs.pop(name, None) for name in SETTING_FLAGS}
+            for name in on_off:
+                if kwargs.pop(f"no_{name}", False):
+                    if flags[name]:
+                        from dp_compact.cli.app import CommandError
+
+                        flag = name.replace("_", "-")
+                        raise CommandError(f"--{flag} and --no-{flag} together: give one")
+                    flags[name] = False
             return func(*args, flags=flags, **kwargs)
 
         del command.__wrapped__  # Typer must see the new signature, not the function's own
