@@ -346,7 +346,8 @@ def to_api(messages: Sequence[Message], api: Api, *, issued: Sequence[dict[str, 
         out.extend(converted)
     out = [api_keys_only(m, api) for m in out]
     if api == API_ANTHROPIC:
-        return anthropic_orphans_as_text(merge_same_role(without_duplicate_results(without_empty_text(out))), call_ids(issued[-1:]))
+        # Blank text last but for merging: a repeated result dropped may leave a white-space block alone in its message.
+        return anthropic_orphans_as_text(merge_same_role(without_empty_text(without_duplicate_results(out))), call_ids(issued[-1:]))
     return openai_orphans_as_text(without_duplicate_results(without_empty_assistant(out)), call_ids(issued))
 
 

@@ -43,7 +43,7 @@ __all__ = [
     "repair_notes",
     "without_duplicate_results",
     "without_empty_assistant",
-    "refused_text",
+    "refused_texts",
     "without_empty_text",
 ]
 
@@ -79,37 +79,32 @@ def _blank_text(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip()
 
 
-def _substantive(block: Any) -> bool:
-    """A block beside which a white-space text block is accepted: any block but a blank text or a thinking block."""
-    return isinstance(block, dict) and not _blank_text(block) and block.get("type") not in _THINKING
-
-
-def refused_text(block: Any, blocks: Sequence[Any]) -> str | None:
-    """Why the Messages API refuses text ``block`` in a message whose content blocks are ``blocks``
-    (the API's words), or None when it accepts it: an empty text is refused anywhere, a white-space
-    one only when no other block of the message has content (a tool call, an image or non-blank text
-    does; thinking blocks are not counted). Requests sent to the API: experientiallabs/experiential#804,
-    LibreChat-AI/agents#124 (module docstring).
+def refused_texts(blocks: Sequence[Any]) -> list[str | None]:
+    """For each of a message's content ``blocks``, why the Messages API refuses it as a text block
+    (the API's words), or None when it accepts it (every block that is not a blank text): an empty
+    text is refused anywhere, a white-space one only when no other block of the message has content
+    (a tool call, an image or non-blank text does; thinking blocks are not counted). Requests sent to
+    the API: experientiallabs/experiential#804, LibreChat-AI/agents#124 (module docstring).
 
     >>> call = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
-    >>> refused_text({"type": "text", "text": "\\n\\n"}, [{"type": "text", "text": "\\n\\n"}, call]) is None
-    True
-    >>> refused_text({"type": "text", "text": " "}, [{"type": "text", "text": " "}])
-    'text content blocks must contain non-whitespace text'
-    >>> refused_text({"type": "text", "text": ""}, [{"type": "text", "text": ""}, call])
-    'text content blocks must be non-empty'
+    >>> refused_texts([{"type": "text", "text": "\\n\\n"}, call])
+    [None, None]
+    >>> refused_texts([{"type": "text", "text": " "}])
+    ['text content blocks must contain non-whitespace text']
+    >>> refused_texts([{"type": "text", "text": ""}, call])
+    ['text content blocks must be non-empty', None]
     """
-    if not _blank_text(block):
-        return None
-    if block.get("text", "") in ("", None):
-        return "text content blocks must be non-empty"
-    if any(_substantive(b) for b in blocks):
-        return None
-    return "text content blocks must contain non-whitespace text"
+    blank = [_blank_text(b) for b in blocks]
+    if not any(blank):
+        return [None] * len(blank)
+    alone = not any(not is_blank and isinstance(b, dict) and b.get("type") not in _THINKING for b, is_blank in zip(blocks, blank, strict=True))
+    return [None if not is_blank else "text content blocks must be non-empty" if b.get("text", "") in ("", None)
+            else "text content blocks must contain non-whitespace text" if alone else None
+            for b, is_blank in zip(blocks, blank, strict=True)]
 
 
 def without_empty_text(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Anthropic messages without the text blocks the API refuses (:func:`refused_text`), and without
+    """Anthropic messages without the text blocks the API refuses (:func:`refused_texts`), and without
     messages left with no content.
 
     A message that has no refused text block is returned as the same object.
@@ -122,8 +117,9 @@ def without_empty_text(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
     out = []
     for message in messages:
         content = message.get("content")
-        if isinstance(content, list) and any(refused_text(b, content) for b in content):
-            content = [b for b in content if not refused_text(b, content)]
+        refused = refused_texts(content) if isinstance(content, list) else ()
+        if any(refused):
+            content = [b for b, why in zip(content, refused, strict=True) if not why]
             message = {**message, "content": content}
         if (isinstance(content, str) and not content.strip()) or (isinstance(content, list) and not content):
             continue

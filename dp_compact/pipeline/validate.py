@@ -11,7 +11,7 @@ Anthropic Messages (the Messages API reference and its tool-use and extended-thi
 - every ``tool_use`` is answered in the next user message; a pending call (no result yet) is
   allowed only in the very last message;
 - tool-call ids are unique and answered once; no empty text block, and no text block of only white
-  space in a message with no other content (:func:`~dp_compact.pipeline.repairs.refused_text`);
+  space in a message with no other content (:func:`~dp_compact.pipeline.repairs.refused_texts`);
 - ``thinking`` / ``redacted_thinking`` blocks only in assistant messages and only at the start;
 - a message has no keys but ``role`` and ``content`` (``unknown-key``); a block of a type not
   listed in :data:`ANTHROPIC_BLOCK_TYPES` is kept as the source recorded it (the API adds types,
@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from dp_compact.pipeline.repairs import refused_text
+from dp_compact.pipeline.repairs import refused_texts
 from dp_compact.pipeline.types import API_ANTHROPIC, API_OPENAI, Api, Violation
 from dp_compact.sessions.anthropic import is_server_result
 
@@ -102,8 +102,7 @@ def _anthropic_shape(index: int, message: Any) -> Iterator[Violation]:
     blocks = _blocks(message)
     kinds = [b.get("type") for b in blocks]
     yield from _server_results(index, role, blocks)
-    for block in blocks:
-        refused = refused_text(block, blocks)
+    for refused in refused_texts(blocks):
         if refused:
             yield Violation(index, "empty-text", refused)
     if role == "user" and any(k in _THINKING or k == "tool_use" for k in kinds):
