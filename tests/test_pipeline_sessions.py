@@ -97,7 +97,7 @@ def test_compaction_is_a_fixed_point_of_the_planner(path: Path, tmp_path: Path) 
     settings = load_settings()
     result = compact_session(session, settings, archiver=FakeArchiver(), use_cache=False)
     if result.decision != "compact":
-        pytest.skip(f"the planner keeps {path.name} as it is")
+        pytest.skip(f"the planner does not compact {path.name} ({result.rule}: {result.decision})")
     out = tmp_path / "compacted.jsonl"
     write_messages(out, list(result.messages), result.api, source=result.path)
     again = read_session(out)

@@ -195,7 +195,7 @@ def restore(
             typer.echo(json_line(message).decode("utf-8").rstrip("\n"))  # ASCII escapes where text holds lone surrogates
         return
     write_jsonl_atomic(output, messages, mode=PRIVATE_FILE_MODE)  # archived heads are private, as in the archive
-    typer.echo(f"restored {len(messages)} messages from {ref} to {output}", err=True)
+    typer.echo(f"restored {len(messages)} message{'' if len(messages) == 1 else 's'} from {ref} to {output}", err=True)
 
 
 @app.command()
