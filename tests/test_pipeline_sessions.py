@@ -188,3 +188,19 @@ def test_compacted_output_keeps_the_model_window_t_and_l_it_ran_with(tmp_path: P
     # t and L as the reader counted them (its user turns leave injected context out; calls from usage records)
     assert after.estimates.user_turns == before.estimates.user_turns
     assert after.estimates.calls_per_turn == pytest.approx(before.estimates.calls_per_turn)
+
+
+@pytest.mark.slow
+def test_the_summary_size_the_planner_expects_is_what_the_extractive_summarizer_writes() -> None:
+    """``EXTRACTIVE_SUMMARY_TOKENS`` (S when ``DP_S`` is not given) is the median summary of the shared sessions,
+    compacted at the forced cut as ``compact --force --dry-run`` does: the planner prices the summary it will get."""
+    import statistics
+
+    from dp_compact.core.planner_lookahead import EXTRACTIVE_SUMMARY_TOKENS
+
+    files = [p for p in session_files() if p.name != "cline_ui_messages_cardgame.json"]
+    if len(files) < 5:
+        pytest.skip(f"{SESSIONS} is absent or holds too few sessions")
+    sizes = [compact_session(_session(p), load_settings(), force=True, dry_run=True, archiver=FakeArchiver(), use_cache=False).summary_tokens
+             for p in files]
+    assert abs(statistics.median(sizes) - EXTRACTIVE_SUMMARY_TOKENS) <= 0.05 * EXTRACTIVE_SUMMARY_TOKENS, sorted(sizes)

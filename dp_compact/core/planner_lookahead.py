@@ -40,10 +40,11 @@ _replace_inputs, _replace_ahead = replacer(BenefitInputs), replacer(LookAhead)
 __all__ = ["EXTRACTIVE_SUMMARY_TOKENS", "GROWTH_WINDOW_CALLS", "clear_depths", "growth_per_call", "output_per_call", "plan_ahead",
            "rewritten_growth", "round_keep", "summary_tokens", "verbatim_bound"]
 
-#: What the extractive summarizer writes, tokens: median over the shared sessions of
-#: ``dp-compact compact --force --dry-run --json`` (491-838, median 780; DESIGN §6 "Summary size
-#: per policy"). The look-ahead planner expects this S unless ``DP_S`` is given.
-EXTRACTIVE_SUMMARY_TOKENS = 780
+#: What the extractive summarizer writes, tokens: median over the 16 shared sessions of
+#: ``dp-compact compact --force --dry-run --json``'s ``summary_tokens`` (531-2,243, median 908,
+#: measured 2026-12-07 with the summary that lists every request and changed file; DESIGN §6
+#: "Summary size per policy"). The look-ahead planner expects this S unless ``DP_S`` is given.
+EXTRACTIVE_SUMMARY_TOKENS = 908
 #: Calls whose prompt growth gives the forecast's growth per call (DESIGN §7 "recent median").
 GROWTH_WINDOW_CALLS = 20
 

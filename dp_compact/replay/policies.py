@@ -100,7 +100,7 @@ ALL_POLICIES = (*DEFAULT_POLICIES, RECORDED)
 
 #: Summary tokens each tool writes (DESIGN §6 "Summary size per policy, from evidence").
 #: ``dp_compact``: the extractive summarizer's output measured with ``dp-compact compact --force
-#: --dry-run --json`` on the 16 shared sessions (491-838 tokens, median 780); an LLM summarizer
+#: --dry-run --json`` on the 16 shared sessions (531-2,243 tokens, median 908: EXTRACTIVE_SUMMARY_TOKENS); an LLM summarizer
 #: writes ``DP_S``. ``claude-code`` and ``codex``: the mean of the compaction summaries recorded in
 #: real transcripts, counted as ``plan`` counts tokens and reported by ``dp-compact calibrate``
 #: (calibration/results.json ``recorded_summaries``): Claude Code 5,870, 5,772 and 5,675 tokens (the
