@@ -181,3 +181,17 @@ def test_recorded_prompts_that_fall_without_a_compaction_record_are_noted():
     quiet = prepared_recording(prepare(read_session(need(SESSIONS / "claude_code" / "cc_fundwise.jsonl"), raw_json=True),
                                        Settings(), history=True))[0]
     assert unrecorded_shrinks(quiet) == (0, "")
+
+
+def test_replay_says_which_part_of_a_compacted_recording_plan_reads():
+    """A recording that compacted before is replayed whole; the report also gives the messages after its last
+    compaction, the ones ``plan`` reads, so that the two counts do not look contradictory."""
+    from dp_compact.api import plan_session
+    from dp_compact.sessions import read_session
+
+    path = need(SESSIONS / "claude_code" / "cc_posthog_dashboard_compact.jsonl")
+    data = replay_file(path, load_settings(), policies=["dp"]).to_dict()["session"]
+    planned = plan_session(read_session(path), load_settings())
+    assert data["live_messages"] == planned.n_messages < data["messages"]
+    shown = CliRunner().invoke(app, ["replay", str(path), "--policy", "dp"], env={"COLUMNS": "200", "NO_DP_COMPACT_SERVER": "1"}).stdout
+    assert f"of which plan reads the {planned.n_messages:,} after its last compaction" in shown.splitlines()[0]

@@ -440,6 +440,12 @@ def policy_legend(policies: list[str]) -> str | None:
     return "policies  " + "; ".join(said)
 
 
+def _live(session: dict[str, Any]) -> str:
+    """The live part of a recording that compacted before, as ``plan`` counts it ("" when it is the whole)."""
+    live = session.get("live_messages")
+    return "" if live is None or live == session["messages"] else f", of which plan reads the {live:,} after its last compaction"
+
+
 def render_session(data: dict[str, Any]) -> str:
     """A session replay (``SessionReplay.to_dict()``) as a header and the policy table."""
     s = data["session"]
@@ -447,7 +453,8 @@ def render_session(data: dict[str, Any]) -> str:
     timed = f", {s['timed_calls']} timed" if data["cache_ttl_s"] is not None else ""
     best = data["best_fixed_usd"]
     lines = [
-        f"session   {s['path']}  ({s['format']}; {s['messages']} messages in the whole recording, {s['calls']} calls{timed}; {source};"
+        f"session   {s['path']}  ({s['format']}; {s['messages']} messages in the whole recording{_live(s)}, {s['calls']} calls{timed};"
+        f" {source};"
         f" {s['uses']} {'use' if s['uses'] == 1 else 'uses'} of earlier messages)",
         _prices_line(data),
         _ttl_line(data),

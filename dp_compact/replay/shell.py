@@ -166,6 +166,9 @@ class SessionReplay:
         Under ``"both"``: the policies under each detector, ``verbatim`` then ``strict``; else empty.
     receipts : tuple[PolicyReceipts, ...] or None
         Per policy, every compaction's receipt (:mod:`dp_compact.replay.receipts`), when asked.
+    live_messages : int or None
+        Messages after the recording's last compaction, the conversation ``plan`` reads (None:
+        not given).
     """
 
     path: str
@@ -183,6 +186,7 @@ class SessionReplay:
     detector: str = "verbatim"
     by_detector: tuple[DetectorRun, ...] = ()
     receipts: tuple[PolicyReceipts, ...] | None = None
+    live_messages: int | None = None
 
     def best_fixed_usd(self) -> float | None:
         """Total $ of the cheapest fixed policy replayed, None when there is none."""
@@ -197,8 +201,8 @@ class SessionReplay:
         ``vs_best_fixed`` and ``vs_oracle``."""
         best, oracle = self.best_fixed_usd(), self.oracle_usd()
         return {
-            "session": {"path": self.path, "format": self.format, "messages": self.n_messages, "calls": self.n_calls,
-                        "call_source": self.call_source, "timed_calls": self.timed_calls, "uses": self.n_uses},
+            "session": {"path": self.path, "format": self.format, "messages": self.n_messages, "live_messages": self.live_messages,
+                        "calls": self.n_calls, "call_source": self.call_source, "timed_calls": self.timed_calls, "uses": self.n_uses},
             "prices": self.params.prices.to_dict(), "v_tokens": self.params.v_tokens,
             "v_source": self.params.v_source, "warm_tokens": self.params.warm_tokens, "s_tokens": self.params.s_tokens,
             "cache_ttl_s": self.params.cache_ttl_s, "cache_ttl_reason": self.params.ttl_reason,
@@ -358,7 +362,7 @@ def replay_session(
         path=session.path, format=session.format, n_messages=len(recording.messages), n_calls=recording.n_calls,
         call_source=source, timed_calls=timed, n_uses=int(recording.use_calls.size), params=params,
         prefix_floor_usd=prefix_floor_usd(recording, params), results=results, notes=notes, bill=bill,
-        detector=detector, by_detector=runs, receipts=found,
+        detector=detector, by_detector=runs, receipts=found, live_messages=len(session.messages),
     )
 
 
