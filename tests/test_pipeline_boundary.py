@@ -69,7 +69,7 @@ def test_a_boundary_marker_goes_into_the_archived_head_and_the_system_prompt_sta
     assert _markers_before_summary(written) == []
     assert not any(str(m.get("content", "")).startswith(BOUNDARY) for m in written)
     assert written[-4:] == messages[-4:] and validate_messages(written, "openai") == ()
-    assert any("marker of earlier compactions" in note for note in result.notes)
+    assert any("1 marker(s) of earlier compactions" in note for note in result.notes)
     # The archive holds the marker, where it stood (before message 0), and the head; #msg-N still names message N.
     live_start = messages.index(MARKER) + 1
     assert store.restore(result.archive_ref) == [MARKER, *messages[live_start : len(messages) - 4]]

@@ -267,10 +267,9 @@ def _marker_notes(markers: Sequence[Any], archived: bool) -> tuple[str, ...]:
     """What became of the markers of earlier compactions among the system messages (:func:`~.split.split_system`)."""
     if not markers:
         return ()
-    n = len(markers)
     where = "archived with the head" if archived else "left out with the head (no archive store)"
-    return (f"{n} marker{'s' if n > 1 else ''} of earlier compactions ([compact_boundary] system message{'s' if n > 1 else ''}) "
-            f"{where}, not written before the summary: the summary replaces the history {'they mark' if n > 1 else 'it marks'}",)
+    return (f"{len(markers)} marker(s) of earlier compactions ([compact_boundary] system messages) {where}, not written"
+            " before the summary: the summary replaces the history they mark",)
 
 
 def _notes(prepared: PreparedSession, api: Api, output_tokens: int, archived: bool) -> tuple[str, ...]:

@@ -40,10 +40,10 @@ __all__ = [
     "call_ids",
     "merge_same_role",
     "openai_orphans_as_text",
+    "refused_texts",
     "repair_notes",
     "without_duplicate_results",
     "without_empty_assistant",
-    "refused_texts",
     "without_empty_text",
 ]
 
@@ -97,10 +97,16 @@ def refused_texts(blocks: Sequence[Any]) -> list[str | None]:
     blank = [_blank_text(b) for b in blocks]
     if not any(blank):
         return [None] * len(blank)
-    alone = not any(not is_blank and isinstance(b, dict) and b.get("type") not in _THINKING for b, is_blank in zip(blocks, blank, strict=True))
-    return [None if not is_blank else "text content blocks must be non-empty" if b.get("text", "") in ("", None)
-            else "text content blocks must contain non-whitespace text" if alone else None
-            for b, is_blank in zip(blocks, blank, strict=True)]
+    content = any(not is_blank and isinstance(b, dict) and b.get("type") not in _THINKING for b, is_blank in zip(blocks, blank, strict=True))
+    out: list[str | None] = []
+    for block, is_blank in zip(blocks, blank, strict=True):
+        if is_blank and block.get("text", "") in ("", None):
+            out.append("text content blocks must be non-empty")
+        elif is_blank and not content:
+            out.append("text content blocks must contain non-whitespace text")
+        else:
+            out.append(None)
+    return out
 
 
 def without_empty_text(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
